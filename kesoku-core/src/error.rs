@@ -1,0 +1,61 @@
+//! [`ToolError`]: why a tool call produced no result.
+
+use crate::args::ArgsError;
+
+/// Why a tool call failed. Its `Display` is what the model reads.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The arguments did not fit the tool's schema.
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// The tool returned `Err`; this is the error's `Display`.
+    #[error("{0}")]
+    Failed(String),
+    /// An injected parameter could not be produced from the context.
+    #[error("cannot inject `{type_name}` into tool `{tool}`: {reason}")]
+    Inject {
+        /// The tool being called.
+        tool: String,
+        /// The Rust type of the injected parameter.
+        type_name: &'static str,
+        /// What was missing.
+        reason: String,
+    },
+    /// The tool panicked; this is the panic message.
+    #[error("tool `{tool}` panicked: {message}")]
+    Panicked {
+        /// The tool being called.
+        tool: String,
+        /// The panic payload, if it was a string.
+        message: String,
+    },
+    /// The tool's output could not be encoded as JSON.
+    #[error("tool `{tool}` returned a value that cannot be encoded as JSON: {message}")]
+    Encode {
+        /// The tool being called.
+        tool: String,
+        /// The serializer's message.
+        message: String,
+    },
+}
+
+impl ToolError {
+    /// A tool failure with this message, as a tool's own `Err` produces.
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        ToolError::Failed(message.to_string())
+    }
+
+    /// The message of a caught panic payload.
+    pub fn panicked(tool: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(ToString::to_string)
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string panic payload".into());
+        ToolError::Panicked {
+            tool: tool.into(),
+            message,
+        }
+    }
+}

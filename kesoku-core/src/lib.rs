@@ -1,0 +1,67 @@
+//! The core of kesoku: compile-time tool schemas, the typed argument
+//! decoder, the tool registry and the call context.
+//!
+//! Most users depend on the `kesoku` facade crate, which re-exports all of
+//! this next to the `#[tool]` macro.
+
+mod args;
+mod context;
+mod error;
+mod output;
+mod registry;
+mod schema;
+mod tool;
+mod tool_arg;
+mod validate;
+
+pub use args::{ArgError, ArgErrorKind, Args, ArgsError};
+pub use context::{FromToolContext, InjectError, State, ToolContext};
+pub use error::ToolError;
+pub use output::{IntoToolResult, ToolOutput, ToolResult, encode};
+pub use registry::{RegistryError, ToolRegistry, default_registry, try_default_registry};
+pub use schema::{
+    ArraySchema, Field, JSON_SCHEMA_DIALECT, Location, NamedSchema, ObjectSchema, Schema,
+    StringSchema, ToolSchema,
+};
+pub use tool::{BlockingCall, BoxFuture, DynamicTool, Invocation, InvokeFn, Tool, ToolDef};
+pub use tool_arg::ToolArg;
+
+/// What the macros' expansions use. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::registry::ToolEntry;
+    pub use inventory;
+
+    use crate::{FromToolContext, ToolContext, ToolError};
+
+    /// Produces an injected parameter, naming the tool on failure.
+    pub fn inject<T: FromToolContext>(tool: &str, ctx: &ToolContext) -> Result<T, ToolError> {
+        T::from_tool_context(ctx).map_err(|e| ToolError::Inject {
+            tool: tool.into(),
+            type_name: e.type_name,
+            reason: e.reason,
+        })
+    }
+
+    /// Compile-time checks that point at the offending parameter.
+    pub const fn assert_arg<T: crate::ToolArg + serde::de::DeserializeOwned>() {}
+    /// Checks an injected parameter's type.
+    pub const fn assert_inject<T: FromToolContext>() {}
+    /// Checks a plain return type.
+    pub const fn assert_output<T: serde::Serialize>() {}
+    /// Checks a `Result` return type.
+    pub const fn assert_result<T: crate::IntoToolResult>() {}
+}
+
+/// The closest of `candidates` to `word`, if one is close enough to be a
+/// likely typo.
+pub(crate) fn suggest<'a>(
+    word: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    candidates
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}

@@ -1,0 +1,538 @@
+//! Compile-time schemas: a `'static` data tree that `#[tool]` and
+//! `#[derive(ToolArg)]` build as constants, rendered to JSON Schema
+//! (draft 2020-12) on demand.
+//!
+//! Nothing here allocates until [`ToolSchema::parameters_json`] or
+//! [`Schema::to_json`] is called, and the registry calls those once per
+//! tool and caches the result.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+/// The JSON Schema dialect every rendered schema declares.
+pub const JSON_SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// One node of a compile-time schema.
+///
+/// Built by the [`ToolArg`](crate::ToolArg) implementations as associated
+/// constants, so a whole tool schema is a `'static` value with no run-time
+/// construction.
+///
+/// ```
+/// use kesoku_core::{Schema, ToolArg};
+///
+/// assert!(matches!(<u8 as ToolArg>::SCHEMA, Schema::Integer { minimum: 0, maximum: 255 }));
+/// assert_eq!(<Vec<bool> as ToolArg>::SCHEMA.to_json()["type"], "array");
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Schema {
+    /// Any JSON value (`serde_json::Value`).
+    Any,
+    /// `true` or `false`.
+    Boolean,
+    /// A whole number in `minimum..=maximum`.
+    Integer {
+        /// Smallest accepted value.
+        minimum: i128,
+        /// Largest accepted value.
+        maximum: u128,
+    },
+    /// Any JSON number.
+    Number,
+    /// A string, with optional length bounds counted in characters.
+    String(StringSchema),
+    /// One string out of a fixed set (unit-only enums).
+    Enum(&'static [&'static str]),
+    /// Exactly this string (a unit variant inside a `oneOf`, or a tag).
+    Const {
+        /// The only accepted value.
+        value: &'static str,
+        /// What it means, from the variant's doc comment.
+        description: Option<&'static str>,
+    },
+    /// A homogeneous array.
+    Array(ArraySchema),
+    /// A fixed-length array whose items each have their own schema.
+    Tuple(&'static [Schema]),
+    /// An object with arbitrary keys whose values share one schema.
+    Map(&'static Schema),
+    /// An object with named properties.
+    Object(&'static ObjectSchema),
+    /// The inner schema, or `null`.
+    Nullable(&'static Schema),
+    /// Exactly one of the alternatives (enums with data).
+    OneOf(&'static [Schema]),
+    /// A named user type. Rendered inline unless it is recursive, in which
+    /// case it goes to `$defs` and is referenced with `$ref`.
+    Named(&'static NamedSchema),
+}
+
+/// Bounds of a [`Schema::String`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StringSchema {
+    /// Fewest characters.
+    pub min_length: Option<u64>,
+    /// Most characters.
+    pub max_length: Option<u64>,
+    /// A JSON Schema `format`, such as `"uuid"`.
+    pub format: Option<&'static str>,
+}
+
+/// Items and bounds of a [`Schema::Array`].
+#[derive(Debug, Clone, Copy)]
+pub struct ArraySchema {
+    /// Schema of every item.
+    pub items: &'static Schema,
+    /// Fewest items.
+    pub min_items: Option<u64>,
+    /// Most items.
+    pub max_items: Option<u64>,
+    /// Whether items must be distinct (sets).
+    pub unique_items: bool,
+}
+
+/// The properties of an object: a struct, a struct variant, or a tool's arguments.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectSchema {
+    /// The object's own properties, in declaration order.
+    pub fields: &'static [Field],
+    /// Schemas whose properties are merged in (`#[serde(flatten)]`).
+    pub flatten: &'static [Schema],
+    /// A description of the object as a whole.
+    pub description: Option<&'static str>,
+}
+
+/// One property of an [`ObjectSchema`].
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    /// The property name as it appears in JSON.
+    pub name: &'static str,
+    /// What the property means, from the doc comment.
+    pub description: Option<&'static str>,
+    /// The property's schema.
+    pub schema: &'static Schema,
+    /// Whether the property must be present.
+    pub required: bool,
+    /// Renders the default value shown in the schema, if there is one.
+    pub default: Option<fn() -> Value>,
+}
+
+/// A named user type, from `#[derive(ToolArg)]`.
+///
+/// The body is behind a function pointer so that recursive types do not
+/// make their constants cyclic.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedSchema {
+    /// The Rust type's name, used as the `$defs` key when it recurses.
+    pub name: &'static str,
+    /// The type's doc comment.
+    pub description: Option<&'static str>,
+    /// Returns the type's schema.
+    pub body: fn() -> &'static Schema,
+}
+
+impl ObjectSchema {
+    /// Every property, own and flattened, in order.
+    pub fn all_fields(&self) -> Vec<&'static Field> {
+        let mut out = Vec::with_capacity(self.fields.len());
+        self.collect_fields(&mut out);
+        out
+    }
+
+    fn collect_fields(&self, out: &mut Vec<&'static Field>) {
+        // `self` may be a stack copy; the fields slice is 'static either way.
+        let fields: &'static [Field] = self.fields;
+        out.extend(fields.iter());
+        for flat in self.flatten {
+            if let Some(obj) = flat.as_object() {
+                obj.collect_fields(out);
+            }
+        }
+    }
+
+    /// Looks a property up by JSON name, own or flattened.
+    pub fn field(&self, name: &str) -> Option<&'static Field> {
+        let fields: &'static [Field] = self.fields;
+        fields.iter().find(|f| f.name == name).or_else(|| {
+            self.flatten
+                .iter()
+                .filter_map(Schema::as_object)
+                .find_map(|o| o.field(name))
+        })
+    }
+}
+
+impl Schema {
+    /// The object this schema describes, looking through named types.
+    pub fn as_object(&self) -> Option<&'static ObjectSchema> {
+        match self {
+            Schema::Object(o) => Some(o),
+            Schema::Named(n) => (n.body)().as_object(),
+            _ => None,
+        }
+    }
+
+    /// Whether `null` is an accepted value.
+    pub fn is_nullable(&self) -> bool {
+        match self {
+            Schema::Nullable(_) | Schema::Any => true,
+            Schema::Named(n) => (n.body)().is_nullable(),
+            _ => false,
+        }
+    }
+
+    /// Renders this schema as JSON Schema, with a `$defs` section if it
+    /// contains recursive types.
+    pub fn to_json(&self) -> Value {
+        let mut r = Renderer::new(self);
+        let mut out = r.render(self);
+        r.attach_defs(&mut out);
+        out
+    }
+
+    /// A short human description of the expected JSON, for error messages.
+    pub fn expected(&self) -> String {
+        match self {
+            Schema::Any => "any value".into(),
+            Schema::Boolean => "a boolean".into(),
+            Schema::Integer { minimum, maximum } => {
+                format!("an integer from {minimum} to {maximum}")
+            }
+            Schema::Number => "a number".into(),
+            Schema::String(s) if s.min_length == Some(1) && s.max_length == Some(1) => {
+                "a single character".into()
+            }
+            Schema::String(_) => "a string".into(),
+            Schema::Enum(values) => format!("one of {}", quote_list(values)),
+            Schema::Const { value, .. } => format!("\"{value}\""),
+            Schema::Array(_) => "an array".into(),
+            Schema::Tuple(items) => format!("an array of {} items", items.len()),
+            Schema::Map(_) | Schema::Object(_) => "an object".into(),
+            Schema::Nullable(inner) => format!("{} or null", inner.expected()),
+            Schema::OneOf(_) => "one of the variants".into(),
+            Schema::Named(n) => (n.body)().expected(),
+        }
+    }
+}
+
+/// Formats `["a", "b"]` as `` `a`, `b` ``.
+pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
+    items
+        .iter()
+        .map(|s| format!("`{}`", s.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The whole schema of a tool, emitted by `#[tool]` as a constant.
+///
+/// ```
+/// # use kesoku_core::*;
+/// const SUM: ToolSchema = ToolSchema {
+///     name: "sum",
+///     description: "Adds two integers.",
+///     returns: None,
+///     arguments: ObjectSchema {
+///         fields: &[
+///             Field { name: "a", description: Some("The first integer."), schema: &<i64 as ToolArg>::SCHEMA, required: true, default: None },
+///             Field { name: "b", description: Some("The second integer."), schema: &<i64 as ToolArg>::SCHEMA, required: true, default: None },
+///         ],
+///         flatten: &[],
+///         description: None,
+///     },
+///     coerce: true,
+///     location: Location { file: file!(), line: line!(), module_path: module_path!() },
+/// };
+/// let json = SUM.parameters_json();
+/// assert_eq!(json["required"], serde_json::json!(["a", "b"]));
+/// assert_eq!(json["additionalProperties"], false);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSchema {
+    /// The tool name the model calls.
+    pub name: &'static str,
+    /// What the tool does, from the doc text before the first heading.
+    pub description: &'static str,
+    /// What the tool returns, from a `# Returns` section.
+    pub returns: Option<&'static str>,
+    /// The arguments object (injected parameters excluded).
+    pub arguments: ObjectSchema,
+    /// Whether lenient scalar coercion (`"5"` → `5`) is on.
+    pub coerce: bool,
+    /// Where the tool is defined.
+    pub location: Location,
+}
+
+impl ToolSchema {
+    /// Renders the arguments as a draft 2020-12 JSON Schema object.
+    ///
+    /// The registry caches this; call [`Tool::parameters`](crate::Tool::parameters)
+    /// rather than this on a hot path.
+    pub fn parameters_json(&self) -> Value {
+        let mut r = Renderer::for_object(&self.arguments);
+        let mut out = Map::new();
+        out.insert("$schema".into(), JSON_SCHEMA_DIALECT.into());
+        if let Value::Object(body) = r.render_object(&self.arguments, None) {
+            out.extend(body);
+        }
+        let mut out = Value::Object(out);
+        r.attach_defs(&mut out);
+        out
+    }
+}
+
+/// Where a tool is defined in source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Location {
+    /// `file!()` at the definition.
+    pub file: &'static str,
+    /// `line!()` at the definition.
+    pub line: u32,
+    /// `module_path!()` at the definition.
+    pub module_path: &'static str,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} ({})", self.file, self.line, self.module_path)
+    }
+}
+
+/// Renders schemas, sending recursive named types to `$defs`.
+struct Renderer {
+    recursive: BTreeSet<&'static str>,
+    defs: BTreeMap<&'static str, Value>,
+}
+
+impl Renderer {
+    fn new(root: &Schema) -> Self {
+        let mut finder = RecursionFinder::default();
+        finder.visit(root);
+        Renderer::with(finder.recursive)
+    }
+
+    fn for_object(root: &ObjectSchema) -> Self {
+        let mut finder = RecursionFinder::default();
+        finder.visit_object(root);
+        Renderer::with(finder.recursive)
+    }
+
+    fn with(recursive: BTreeSet<&'static str>) -> Self {
+        Renderer {
+            recursive,
+            defs: BTreeMap::new(),
+        }
+    }
+
+    fn attach_defs(self, out: &mut Value) {
+        if !self.defs.is_empty()
+            && let Value::Object(map) = out
+        {
+            map.insert(
+                "$defs".into(),
+                Value::Object(self.defs.into_iter().map(|(k, v)| (k.into(), v)).collect()),
+            );
+        }
+    }
+
+    fn render(&mut self, schema: &Schema) -> Value {
+        match schema {
+            Schema::Any => json!({}),
+            Schema::Boolean => json!({"type": "boolean"}),
+            Schema::Integer { minimum, maximum } => json!({
+                "type": "integer",
+                "minimum": int_value(*minimum),
+                "maximum": uint_value(*maximum),
+            }),
+            Schema::Number => json!({"type": "number"}),
+            Schema::String(s) => {
+                let mut m = Map::new();
+                m.insert("type".into(), "string".into());
+                if let Some(n) = s.min_length {
+                    m.insert("minLength".into(), n.into());
+                }
+                if let Some(n) = s.max_length {
+                    m.insert("maxLength".into(), n.into());
+                }
+                if let Some(f) = s.format {
+                    m.insert("format".into(), f.into());
+                }
+                Value::Object(m)
+            }
+            Schema::Enum(values) => json!({"type": "string", "enum": values}),
+            Schema::Const { value, description } => {
+                let mut v = json!({"type": "string", "const": value});
+                if let Some(d) = description {
+                    v["description"] = (*d).into();
+                }
+                v
+            }
+            Schema::Array(a) => {
+                let mut m = Map::new();
+                m.insert("type".into(), "array".into());
+                m.insert("items".into(), self.render(a.items));
+                if let Some(n) = a.min_items {
+                    m.insert("minItems".into(), n.into());
+                }
+                if let Some(n) = a.max_items {
+                    m.insert("maxItems".into(), n.into());
+                }
+                if a.unique_items {
+                    m.insert("uniqueItems".into(), true.into());
+                }
+                Value::Object(m)
+            }
+            Schema::Tuple(items) => {
+                let prefix: Vec<Value> = items.iter().map(|s| self.render(s)).collect();
+                json!({
+                    "type": "array",
+                    "prefixItems": prefix,
+                    "items": false,
+                    "minItems": items.len(),
+                    "maxItems": items.len(),
+                })
+            }
+            Schema::Map(values) => json!({
+                "type": "object",
+                "additionalProperties": self.render(values),
+            }),
+            Schema::Object(o) => self.render_object(o, None),
+            Schema::Nullable(inner) => {
+                let inner = self.render(inner);
+                nullable(inner)
+            }
+            Schema::OneOf(alts) => {
+                let alts: Vec<Value> = alts.iter().map(|s| self.render(s)).collect();
+                json!({ "oneOf": alts })
+            }
+            Schema::Named(n) => {
+                if self.recursive.contains(n.name) {
+                    if !self.defs.contains_key(n.name) {
+                        // Placeholder first, so the body's own references stop here.
+                        self.defs.insert(n.name, Value::Null);
+                        let body = self.render_named_body(n);
+                        self.defs.insert(n.name, body);
+                    }
+                    json!({ "$ref": format!("#/$defs/{}", n.name) })
+                } else {
+                    self.render_named_body(n)
+                }
+            }
+        }
+    }
+
+    fn render_named_body(&mut self, n: &NamedSchema) -> Value {
+        let body = (n.body)();
+        let mut v = match body {
+            Schema::Object(o) => self.render_object(o, n.description),
+            other => self.render(other),
+        };
+        if let (Some(d), Value::Object(m)) = (n.description, &mut v) {
+            m.entry("description").or_insert_with(|| d.into());
+        }
+        v
+    }
+
+    fn render_object(&mut self, o: &ObjectSchema, fallback_desc: Option<&'static str>) -> Value {
+        let mut props = Map::new();
+        let mut required = Vec::new();
+        for f in o.all_fields() {
+            let mut p = self.render(f.schema);
+            if let Value::Object(m) = &mut p {
+                if let Some(d) = f.description {
+                    m.insert("description".into(), d.into());
+                }
+                if let Some(default) = f.default {
+                    m.insert("default".into(), default());
+                }
+            }
+            if f.required {
+                required.push(Value::from(f.name));
+            }
+            props.insert(f.name.into(), p);
+        }
+        let mut m = Map::new();
+        m.insert("type".into(), "object".into());
+        if let Some(d) = o.description.or(fallback_desc) {
+            m.insert("description".into(), d.into());
+        }
+        m.insert("properties".into(), Value::Object(props));
+        m.insert("required".into(), Value::Array(required));
+        m.insert("additionalProperties".into(), false.into());
+        Value::Object(m)
+    }
+}
+
+/// `T | null`: a type list where `T` is a plain typed schema, else `anyOf`.
+fn nullable(inner: Value) -> Value {
+    if let Value::Object(mut m) = inner {
+        let simple = matches!(m.get("type"), Some(Value::String(_)))
+            && !m.contains_key("enum")
+            && !m.contains_key("const");
+        if simple {
+            let ty = m.remove("type").unwrap_or(Value::Null);
+            m.insert("type".into(), json!([ty, "null"]));
+            return Value::Object(m);
+        }
+        if m.is_empty() {
+            return Value::Object(m);
+        }
+        return json!({ "anyOf": [Value::Object(m), {"type": "null"}] });
+    }
+    json!({ "anyOf": [inner, {"type": "null"}] })
+}
+
+/// JSON has no 128-bit integers without `arbitrary_precision`; bounds past
+/// 64 bits are written as floats, which every validator accepts.
+#[allow(clippy::cast_precision_loss)]
+fn int_value(v: i128) -> Value {
+    i64::try_from(v).map_or_else(|_| Value::from(v as f64), Value::from)
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn uint_value(v: u128) -> Value {
+    u64::try_from(v).map_or_else(|_| Value::from(v as f64), Value::from)
+}
+
+/// Marks the named types that are reached from themselves: the targets of
+/// back edges in a depth-first walk, which is enough to break every cycle.
+#[derive(Default)]
+struct RecursionFinder {
+    stack: Vec<&'static str>,
+    done: BTreeSet<&'static str>,
+    recursive: BTreeSet<&'static str>,
+}
+
+impl RecursionFinder {
+    fn visit(&mut self, schema: &Schema) {
+        match schema {
+            Schema::Any
+            | Schema::Boolean
+            | Schema::Integer { .. }
+            | Schema::Number
+            | Schema::String(_)
+            | Schema::Enum(_)
+            | Schema::Const { .. } => {}
+            Schema::Array(a) => self.visit(a.items),
+            Schema::Map(s) | Schema::Nullable(s) => self.visit(s),
+            Schema::Tuple(items) | Schema::OneOf(items) => items.iter().for_each(|s| self.visit(s)),
+            Schema::Object(o) => self.visit_object(o),
+            Schema::Named(n) => {
+                if self.stack.contains(&n.name) {
+                    self.recursive.insert(n.name);
+                } else if self.done.insert(n.name) {
+                    self.stack.push(n.name);
+                    self.visit((n.body)());
+                    self.stack.pop();
+                }
+            }
+        }
+    }
+
+    fn visit_object(&mut self, o: &ObjectSchema) {
+        o.fields.iter().for_each(|f| self.visit(f.schema));
+        o.flatten.iter().for_each(|s| self.visit(s));
+    }
+}

@@ -1,0 +1,349 @@
+//! [`Tool`]: one callable tool, either defined by `#[tool]` at compile time
+//! ([`ToolDef`]) or built at run time ([`DynamicTool`]).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+use crate::args::{ArgError, ArgErrorKind, ArgsError};
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::output::{ToolOutput, ToolResult};
+use crate::schema::{JSON_SCHEMA_DIALECT, Location, ToolSchema};
+use crate::validate::describe;
+
+/// A boxed, sendable future, as async tools return.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// A blocking call, ready to run on a thread pool.
+pub type BlockingCall = Box<dyn FnOnce() -> ToolResult + Send + 'static>;
+
+/// How a tool runs once its arguments are decoded.
+pub enum Invocation {
+    /// An async tool's future.
+    Async(BoxFuture<ToolResult>),
+    /// A sync tool's body, to run off the async worker threads.
+    Blocking(BlockingCall),
+}
+
+impl Invocation {
+    /// Runs the call: awaits an async tool, and runs a sync one on tokio's
+    /// blocking pool, turning a panic into [`ToolError::Panicked`].
+    pub async fn run(self, tool: &str) -> ToolResult {
+        match self {
+            Invocation::Async(fut) => fut.await,
+            Invocation::Blocking(call) => match tokio::task::spawn_blocking(call).await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => Err(ToolError::panicked(tool, &*e.into_panic())),
+                Err(e) => Err(ToolError::failed(format!(
+                    "tool `{tool}` was cancelled: {e}"
+                ))),
+            },
+        }
+    }
+}
+
+/// The generated entry point of a `#[tool]` function: decodes the JSON
+/// arguments and injected parameters, and returns the call ready to run.
+pub type InvokeFn = fn(Value, &ToolContext) -> Result<Invocation, ToolError>;
+
+/// A tool defined by `#[tool]`: its constant schema and generated invoker.
+///
+/// Every `#[tool] fn foo` has one at `foo::TOOL`, which
+/// [`ToolRegistry::register`](crate::ToolRegistry::register) takes.
+pub struct ToolDef {
+    schema: &'static ToolSchema,
+    invoke: InvokeFn,
+    is_async: bool,
+    parameters: OnceLock<Value>,
+}
+
+impl ToolDef {
+    /// Used by the `#[tool]` expansion.
+    #[doc(hidden)]
+    pub const fn new(schema: &'static ToolSchema, invoke: InvokeFn, is_async: bool) -> Self {
+        ToolDef {
+            schema,
+            invoke,
+            is_async,
+            parameters: OnceLock::new(),
+        }
+    }
+
+    /// The tool's compile-time schema.
+    pub fn schema(&self) -> &'static ToolSchema {
+        self.schema
+    }
+
+    /// The arguments' JSON Schema, rendered on first use and cached.
+    pub fn parameters(&self) -> &Value {
+        self.parameters
+            .get_or_init(|| self.schema.parameters_json())
+    }
+}
+
+impl fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDef")
+            .field("name", &self.schema.name)
+            .field("location", &self.schema.location)
+            .field("is_async", &self.is_async)
+            .finish_non_exhaustive()
+    }
+}
+
+type DynHandler = dyn Fn(Value, ToolContext) -> BoxFuture<ToolResult> + Send + Sync;
+
+/// A tool built at run time from a name, a description, a JSON Schema and an
+/// async closure: for tools imported from elsewhere (MCP servers, plugins).
+///
+/// ```
+/// use kesoku_core::{DynamicTool, ToolContext, ToolOutput, ToolRegistry};
+/// use serde_json::json;
+///
+/// let echo = DynamicTool::new(
+///     "echo",
+///     "Repeats its input.",
+///     json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+///     |args, _ctx| async move { Ok(ToolOutput::new(args["text"].clone())) },
+/// ).unwrap();
+/// let mut registry = ToolRegistry::new();
+/// registry.register(echo).unwrap();
+/// # tokio_test_block_on(async {
+/// let out = registry.get("echo").unwrap().call(json!({"text": "hi"}), &ToolContext::new("s")).await;
+/// assert_eq!(out.unwrap().text(), "hi");
+/// # });
+/// # fn tokio_test_block_on(f: impl std::future::Future<Output = ()>) {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+pub struct DynamicTool {
+    name: String,
+    description: String,
+    returns: Option<String>,
+    parameters: Value,
+    required: Vec<String>,
+    handler: Box<DynHandler>,
+}
+
+impl DynamicTool {
+    /// Builds a tool. The schema must be a JSON object schema (`"type":
+    /// "object"`); `$schema` is added if absent.
+    pub fn new<F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        mut parameters: Value,
+        handler: F,
+    ) -> Result<Self, crate::RegistryError>
+    where
+        F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ToolResult> + Send + 'static,
+    {
+        let name = name.into();
+        crate::registry::check_name(&name)?;
+        let Some(map) = parameters.as_object_mut() else {
+            return Err(crate::RegistryError::BadSchema {
+                name,
+                reason: format!(
+                    "the schema must be a JSON object, got {}",
+                    describe(&parameters)
+                ),
+            });
+        };
+        if map.get("type").is_some_and(|t| t != "object") {
+            return Err(crate::RegistryError::BadSchema {
+                name,
+                reason: "the arguments schema must have `\"type\": \"object\"`".into(),
+            });
+        }
+        map.entry("$schema")
+            .or_insert_with(|| JSON_SCHEMA_DIALECT.into());
+        let required = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(DynamicTool {
+            name,
+            description: description.into(),
+            returns: None,
+            parameters,
+            required,
+            handler: Box::new(move |args, ctx| Box::pin(handler(args, ctx))),
+        })
+    }
+
+    /// Sets the description of what the tool returns.
+    #[must_use]
+    pub fn with_returns(mut self, returns: impl Into<String>) -> Self {
+        self.returns = Some(returns.into());
+        self
+    }
+
+    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Invocation, ToolError> {
+        let args = match args {
+            Value::Null => Value::Object(serde_json::Map::new()),
+            obj @ Value::Object(_) => obj,
+            other => {
+                return Err(self.args_error(vec![ArgError {
+                    path: String::new(),
+                    kind: ArgErrorKind::NotAnObject {
+                        got: describe(&other),
+                    },
+                }]));
+            }
+        };
+        let missing: Vec<ArgError> = self
+            .required
+            .iter()
+            .filter(|r| args.get(r.as_str()).is_none())
+            .map(|r| ArgError {
+                path: r.clone(),
+                kind: ArgErrorKind::Missing { description: None },
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(self.args_error(missing));
+        }
+        Ok(Invocation::Async((self.handler)(args, ctx.clone())))
+    }
+
+    fn args_error(&self, errors: Vec<ArgError>) -> ToolError {
+        ToolError::Args(ArgsError {
+            tool: self.name.clone(),
+            errors,
+        })
+    }
+}
+
+impl fmt::Debug for DynamicTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynamicTool")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool in a [`ToolRegistry`](crate::ToolRegistry).
+#[derive(Clone)]
+pub struct Tool {
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Static(&'static ToolDef),
+    Dynamic(Arc<DynamicTool>),
+}
+
+impl From<&'static ToolDef> for Tool {
+    fn from(def: &'static ToolDef) -> Self {
+        Tool {
+            kind: Kind::Static(def),
+        }
+    }
+}
+
+impl From<DynamicTool> for Tool {
+    fn from(t: DynamicTool) -> Self {
+        Tool {
+            kind: Kind::Dynamic(Arc::new(t)),
+        }
+    }
+}
+
+impl Tool {
+    /// The name the model calls.
+    pub fn name(&self) -> &str {
+        match &self.kind {
+            Kind::Static(d) => d.schema.name,
+            Kind::Dynamic(t) => &t.name,
+        }
+    }
+
+    /// What the tool does.
+    pub fn description(&self) -> &str {
+        match &self.kind {
+            Kind::Static(d) => d.schema.description,
+            Kind::Dynamic(t) => &t.description,
+        }
+    }
+
+    /// What the tool returns, from the `# Returns` doc section.
+    pub fn returns(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Static(d) => d.schema.returns,
+            Kind::Dynamic(t) => t.returns.as_deref(),
+        }
+    }
+
+    /// The JSON Schema of the arguments (a clone of the cached rendering).
+    pub fn parameters(&self) -> Value {
+        self.parameters_ref().clone()
+    }
+
+    /// The JSON Schema of the arguments, borrowed from the cache.
+    pub fn parameters_ref(&self) -> &Value {
+        match &self.kind {
+            Kind::Static(d) => d.parameters(),
+            Kind::Dynamic(t) => &t.parameters,
+        }
+    }
+
+    /// Where the tool is defined; `None` for dynamic tools.
+    pub fn location(&self) -> Option<&'static Location> {
+        match &self.kind {
+            Kind::Static(d) => Some(&d.schema.location),
+            Kind::Dynamic(_) => None,
+        }
+    }
+
+    /// The compile-time schema; `None` for dynamic tools.
+    pub fn schema(&self) -> Option<&'static ToolSchema> {
+        match &self.kind {
+            Kind::Static(d) => Some(d.schema),
+            Kind::Dynamic(_) => None,
+        }
+    }
+
+    /// Whether the tool is an `async fn` (sync tools run on a thread pool).
+    pub fn is_async(&self) -> bool {
+        match &self.kind {
+            Kind::Static(d) => d.is_async,
+            Kind::Dynamic(_) => true,
+        }
+    }
+
+    /// Decodes and validates the arguments and injected parameters, and
+    /// returns the call ready to run. Argument errors come back here, before
+    /// anything runs.
+    pub fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Invocation, ToolError> {
+        match &self.kind {
+            Kind::Static(d) => (d.invoke)(args, ctx),
+            Kind::Dynamic(t) => t.prepare(args, ctx),
+        }
+    }
+
+    /// Decodes the arguments, runs the tool and encodes its output. Sync
+    /// tools run on tokio's blocking pool, so this needs a tokio runtime.
+    pub async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.prepare(args, ctx)?.run(self.name()).await
+    }
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.name())
+            .field("location", &self.location())
+            .finish_non_exhaustive()
+    }
+}
