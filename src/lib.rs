@@ -1,1 +1,61 @@
-//! wip
+//! # kesoku
+//!
+//! Turn ordinary Rust functions into LLM tools.
+//!
+//! `#[tool]` reads a function's rustdoc and signature at compile time,
+//! checks one against the other, and emits a constant JSON Schema and a
+//! typed invoker, registered in a global [`default_registry`].
+//!
+//! ```
+//! use kesoku::{ToolContext, tool};
+//!
+//! /// Adds two integers.
+//! ///
+//! /// # Arguments
+//! /// * `a` - The first integer.
+//! /// * `b` - The second integer.
+//! #[tool]
+//! async fn calculate_sum(a: i64, b: i64) -> i64 {
+//!     a + b
+//! }
+//!
+//! // The schema is a constant, built at compile time.
+//! assert_eq!(calculate_sum::SCHEMA.description, "Adds two integers.");
+//!
+//! // Every #[tool] in the binary is in the default registry.
+//! let tool = kesoku::default_registry().get("calculate_sum").unwrap();
+//! assert_eq!(tool.parameters()["required"], serde_json::json!(["a", "b"]));
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let out = tool.call(serde_json::json!({"a": 2, "b": "3"}), &ToolContext::new("s")).await;
+//! assert_eq!(out.unwrap().text(), "5");
+//!
+//! let err = tool.call(serde_json::json!({"a": 2}), &ToolContext::new("s")).await;
+//! assert_eq!(
+//!     err.unwrap_err().to_string(),
+//!     "invalid arguments for tool `calculate_sum`: argument `b` is required (The second integer.)"
+//! );
+//! # });
+//! ```
+//!
+//! See the README for the supported types, doc styles and options.
+
+pub use kesoku_core::*;
+pub use kesoku_llm as llm;
+/// Turns a function into an LLM tool.
+///
+/// See the [crate docs](crate) and the README for the doc comment format,
+/// the options (`name`, `description`, `crate`, `allow_undocumented_args`,
+/// `coerce`) and the parameter attributes (`#[arg(default = ...)]`,
+/// `#[inject]`).
+pub use kesoku_macros::tool;
+/// Derives [`ToolArg`] for a struct or enum, following its serde
+/// representation.
+pub use kesoku_macros::ToolArg;
+
+/// What the macros' expansions name. Not a public API: it may change in
+/// any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use kesoku_core::__private::*;
+}

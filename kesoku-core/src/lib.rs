@@ -23,7 +23,7 @@ pub use schema::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, Location, NamedSchema, ObjectSchema, Schema,
     StringSchema, ToolSchema,
 };
-pub use tool::{BlockingCall, BoxFuture, DynamicTool, Invocation, InvokeFn, Tool, ToolDef};
+pub use tool::{BlockingCall, BoxFuture, CacheFn, DynamicTool, Invocation, InvokeFn, Tool, ToolDef};
 pub use tool_arg::ToolArg;
 
 /// What the macros' expansions use. Not a public API.
@@ -41,6 +41,41 @@ pub mod __private {
             type_name: e.type_name,
             reason: e.reason,
         })
+    }
+
+    pub use serde_json::Value;
+    pub use std::sync::OnceLock;
+
+    /// Whether a parameter of this schema may be absent (`Option<T>`).
+    pub const fn is_nullable(schema: &crate::Schema) -> bool {
+        matches!(schema, crate::Schema::Nullable(_))
+    }
+
+    /// Holds a parameter's default value while the schema renders it; see
+    /// [`DefaultJson`] and [`NoDefaultJson`].
+    pub struct DefaultValue<T>(pub T);
+
+    /// Renders a `Serialize` default. Method resolution picks this over
+    /// [`NoDefaultJson`] when it applies (autoref specialization).
+    pub trait DefaultJson {
+        /// The default as JSON.
+        fn kesoku_default_json(&self) -> Option<Value>;
+    }
+    impl<T: serde::Serialize> DefaultJson for DefaultValue<T> {
+        fn kesoku_default_json(&self) -> Option<Value> {
+            serde_json::to_value(&self.0).ok()
+        }
+    }
+
+    /// The fallback for defaults that are not `Serialize`: not shown.
+    pub trait NoDefaultJson {
+        /// Always `None`.
+        fn kesoku_default_json(&self) -> Option<Value>;
+    }
+    impl<T> NoDefaultJson for &DefaultValue<T> {
+        fn kesoku_default_json(&self) -> Option<Value> {
+            None
+        }
     }
 
     /// Compile-time checks that point at the offending parameter.

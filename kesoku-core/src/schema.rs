@@ -115,8 +115,10 @@ pub struct Field {
     pub schema: &'static Schema,
     /// Whether the property must be present.
     pub required: bool,
-    /// Renders the default value shown in the schema, if there is one.
-    pub default: Option<fn() -> Value>,
+    /// Renders the default value shown in the schema. The outer `Option`
+    /// says whether there is a default; the inner is `None` when the
+    /// default's type is not `Serialize`, so it cannot be shown.
+    pub default: Option<fn() -> Option<Value>>,
 }
 
 /// A named user type, from `#[derive(ToolArg)]`.
@@ -444,8 +446,8 @@ impl Renderer {
                 if let Some(d) = f.description {
                     m.insert("description".into(), d.into());
                 }
-                if let Some(default) = f.default {
-                    m.insert("default".into(), default());
+                if let Some(value) = f.default.and_then(|d| d()) {
+                    m.insert("default".into(), value);
                 }
             }
             if f.required {

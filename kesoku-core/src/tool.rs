@@ -50,26 +50,37 @@ impl Invocation {
 /// arguments and injected parameters, and returns the call ready to run.
 pub type InvokeFn = fn(Value, &ToolContext) -> Result<Invocation, ToolError>;
 
+/// Returns the `static` that caches a tool's rendered parameters.
+pub type CacheFn = fn() -> &'static OnceLock<Value>;
+
 /// A tool defined by `#[tool]`: its constant schema and generated invoker.
 ///
 /// Every `#[tool] fn foo` has one at `foo::TOOL`, which
 /// [`ToolRegistry::register`](crate::ToolRegistry::register) takes.
+///
+/// It is a constant with no interior mutability (the render cache sits in a
+/// `static` behind a function pointer), so `foo::TOOL` can be a `const`.
 pub struct ToolDef {
     schema: &'static ToolSchema,
     invoke: InvokeFn,
     is_async: bool,
-    parameters: OnceLock<Value>,
+    cache: CacheFn,
 }
 
 impl ToolDef {
     /// Used by the `#[tool]` expansion.
     #[doc(hidden)]
-    pub const fn new(schema: &'static ToolSchema, invoke: InvokeFn, is_async: bool) -> Self {
+    pub const fn new(
+        schema: &'static ToolSchema,
+        invoke: InvokeFn,
+        is_async: bool,
+        cache: CacheFn,
+    ) -> Self {
         ToolDef {
             schema,
             invoke,
             is_async,
-            parameters: OnceLock::new(),
+            cache,
         }
     }
 
@@ -80,8 +91,7 @@ impl ToolDef {
 
     /// The arguments' JSON Schema, rendered on first use and cached.
     pub fn parameters(&self) -> &Value {
-        self.parameters
-            .get_or_init(|| self.schema.parameters_json())
+        (self.cache)().get_or_init(|| self.schema.parameters_json())
     }
 }
 

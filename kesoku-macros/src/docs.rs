@@ -111,16 +111,7 @@ fn normalize<S: AsRef<str>>(lines: &[S]) -> Vec<String> {
 fn expand_indent(line: &str) -> String {
     let line = line.strip_suffix('\r').unwrap_or(line);
     let body = line.trim_start();
-    let mut out = String::with_capacity(line.len() + 8);
-    for c in line[..line.len() - body.len()].chars() {
-        if c == '\t' {
-            out.push_str("    ")
-        } else {
-            out.push(c)
-        }
-    }
-    out.push_str(body);
-    out
+    line[..line.len() - body.len()].replace('\t', "    ") + body
 }
 
 /// Number of leading whitespace characters (not bytes: indentation may be unicode).
@@ -473,79 +464,72 @@ fn link(s: &str) -> Option<(&str, usize)> {
 mod tests {
     use super::*;
 
-    fn arg(name: &str, text: &str, line: usize) -> ArgDoc {
-        ArgDoc {
-            name: name.to_owned(),
-            text: text.to_owned(),
-            line,
-        }
-    }
-
     /// Parses a `///`-style block: every line gets the usual leading space.
     fn doc(src: &str) -> Docs {
-        let lines: Vec<String> = src.lines().map(|l| format!(" {l}")).collect();
-        parse(&lines)
+        parse(&src.lines().map(|l| format!(" {l}")).collect::<Vec<_>>())
     }
 
-    fn names(d: &Docs) -> Vec<(&str, &str)> {
-        d.args
+    /// The arguments as `name=text` separated by `; `.
+    fn args(d: &Docs) -> String {
+        let args: Vec<String> = d
+            .args
             .iter()
-            .map(|a| (a.name.as_str(), a.text.as_str()))
-            .collect()
+            .map(|a| format!("{}={}", a.name, a.text))
+            .collect();
+        args.join("; ")
+    }
+
+    /// The line indexes of the arguments.
+    fn lines(d: &Docs) -> Vec<usize> {
+        d.args.iter().map(|a| a.line).collect()
     }
 
     #[test]
     fn empty_input() {
         assert_eq!(parse::<&str>(&[]), Docs::default());
-        assert_eq!(parse(&["", "  ", "\r"]), Docs::default());
+        assert_eq!(parse(&["", "  ", "\r", "\t"]), Docs::default());
     }
 
     #[test]
     fn description_paragraphs_reflowed() {
-        let d = doc("Adds two\nnumbers   together.\n\n\n\nSecond  para.\n\n");
+        let d = doc("\nAdds two  \nnumbers   together.\n\n\n\nSecond  para.\n\n");
         assert_eq!(
             d.description,
             "Adds two numbers   together.\n\nSecond  para."
         );
-        assert_eq!(d.returns, None);
-        assert!(d.args.is_empty() && d.args_heading.is_none());
+        assert_eq!((d.returns, d.args_heading, d.args.len()), (None, None, 0));
     }
 
     #[test]
     fn description_lists_and_code() {
         let d = doc(
-            "Modes:\n- fast\n  and loose\n* slow\n1. first\n2) second\n\n```\nlet x = 1;\n\n# let y;\n```\nafter",
+            "Modes:\n- fast\n  and loose\n* slow\n1. one\n2) two\n\n```\nlet x;\n\n# let y;\n```\nend",
         );
-        assert_eq!(
-            d.description,
-            "Modes:\n- fast and loose\n* slow\n1. first\n2) second\n\n```\nlet x = 1;\n\n# let y;\n```\nafter"
-        );
-        let nested = doc("- a\n  - b\n- c");
-        assert_eq!(nested.description, "- a\n  - b\n- c");
+        let want =
+            "Modes:\n- fast and loose\n* slow\n1. one\n2) two\n\n```\nlet x;\n\n# let y;\n```\nend";
+        assert_eq!(d.description, want);
+        assert_eq!(doc("- a\n  - b\n- c").description, "- a\n  - b\n- c");
     }
 
     #[test]
     fn fenced_hash_lines_are_not_headings() {
         let d = doc(
-            "Desc.\n\n~~~rust\n# Arguments\n# use foo;\n~~~\n\n# Examples\n```\n# Returns\n```\n# Returns\nA value.",
+            "D.\n\n~~~rust\n# Arguments\n# use a;\n~~~\n# Examples\n```\n# Returns\n```\n# Returns\nV.",
         );
-        assert_eq!(
-            d.description,
-            "Desc.\n\n~~~rust\n# Arguments\n# use foo;\n~~~"
-        );
-        assert_eq!(d.returns.as_deref(), Some("A value."));
-        assert_eq!(d.args_heading, None);
+        assert_eq!(d.description, "D.\n\n~~~rust\n# Arguments\n# use a;\n~~~");
+        assert_eq!((d.returns.as_deref(), d.args_heading), (Some("V."), None));
     }
 
     #[test]
     fn returns_and_dropped_sections() {
         let d = doc(
-            "Desc.\n# Errors\nBad.\n# Returns\nThe sum,\nwrapped.\n\nMore.\n# Panics\nNo.\n# Safety\nNone.\n# Examples\nx\n## Return:\nAgain.",
+            "D.\n# Errors\nBad.\n# Returns\nThe sum,\nwrapped.\n\n- a\n- b\n# Panics\nNo.\n\
+             # Safety\nNone.\n# Examples\nx\n## Return:\nAgain.\n# Notes #\nno",
         );
-        assert_eq!(d.description, "Desc.");
+        assert_eq!(d.description, "D.");
         assert_eq!(
             d.returns.as_deref(),
-            Some("The sum, wrapped.\n\nMore.\n\nAgain.")
+            Some("The sum, wrapped.\n\n- a\n- b\n\nAgain.")
         );
         assert_eq!(parse(&["# Returns", "", "# Other"]).returns, None);
         // Not headings: no space, seven hashes, indented four.
@@ -557,29 +541,13 @@ mod tests {
     fn all_list_styles() {
         let d = doc(
             "# Arguments\n* `a` - one\n- `b`: two\n* c - three\n* `d` — four\n* `e` – five\n+ f: six\n\
-             * `g` (i32) - seven\n* `h` (`Vec<(u8, u8)>`): eight\n* `i`:\n* `j`\n* k\n* `l`-nine\n*`m`-ten\n* n -- eleven",
+             * `g` (i32) - seven\n* `h` (`Vec<(u8, u8)>`): eight\n* `i`:\n* `j`\n* k\n* `l`-nine\n\
+             *`m`-ten\n* n -- eleven\n* `o` (optional) — twelve",
         );
-        assert_eq!(
-            names(&d),
-            [
-                ("a", "one"),
-                ("b", "two"),
-                ("c", "three"),
-                ("d", "four"),
-                ("e", "five"),
-                ("f", "six"),
-                ("g", "seven"),
-                ("h", "eight"),
-                ("i", ""),
-                ("j", ""),
-                ("k", ""),
-                ("l", "nine"),
-                ("m", "ten"),
-                ("n", "eleven"),
-            ]
-        );
-        assert_eq!(d.args[0].line, 1);
-        assert_eq!(d.args[13].line, 14);
+        let want = "a=one; b=two; c=three; d=four; e=five; f=six; g=seven; h=eight; \
+                    i=; j=; k=; l=nine; m=ten; n=eleven; o=twelve";
+        assert_eq!(args(&d), want);
+        assert_eq!(lines(&d), (1..=15).collect::<Vec<_>>());
         assert_eq!(d.args_heading, Some(0));
         assert!(d.malformed.is_empty(), "{:?}", d.malformed);
     }
@@ -587,17 +555,9 @@ mod tests {
     #[test]
     fn odd_spacing() {
         let d = doc(
-            "#   Arguments  \n   *    `a`    -    spaced   out   \n*\t`b`\t:\ttabbed\n* `c`:no space\n* d:tight",
+            "#   Arguments  \n   *    `a`    -    spaced   out   \n*\t`b`\t:\ttab\n* ` c `:x\n* d:y",
         );
-        assert_eq!(
-            names(&d),
-            [
-                ("a", "spaced   out"),
-                ("b", "tabbed"),
-                ("c", "no space"),
-                ("d", "tight")
-            ]
-        );
+        assert_eq!(args(&d), "a=spaced   out; b=tab; c=x; d=y");
     }
 
     #[test]
@@ -607,64 +567,68 @@ mod tests {
             "## Arguments",
             "###### PARAMS",
             "### parameters :",
-            "# Params",
+            "# Params ##",
         ] {
             let d = parse(&[h, "* `a` - x"]);
-            assert_eq!(d.args, [arg("a", "x", 1)], "{h}");
-            assert_eq!(d.args_heading, Some(0));
+            assert_eq!(
+                (args(&d), lines(&d), d.args_heading),
+                ("a=x".into(), vec![1], Some(0)),
+                "{h}"
+            );
         }
-        assert_eq!(parse(&["# Argument list", "* `a` - x"]).args, []);
+        assert_eq!(args(&parse(&["# Argument list", "* `a` - x"])), "");
     }
 
     #[test]
     fn only_arguments_section() {
         let d = doc("# Arguments\n\n* `x` - the x");
-        assert_eq!(d.description, "");
-        assert_eq!(d.args, [arg("x", "the x", 2)]);
+        assert_eq!(
+            (d.description.as_str(), args(&d), lines(&d)),
+            ("", "x=the x".into(), vec![2])
+        );
     }
 
     #[test]
     fn continuation_lines() {
         let d = doc(
-            "# Arguments\nThe arguments are:\n* `a` - first\n  wrapped\n\n  after blank\n* `b` - lazy\ncontinuation\n\nProse, ignored.\n    \
-             * `c` - one of:\n      - `fast` - quick\n      - `slow`\n* `d`:\n  later",
+            "# Arguments\nThe arguments are:\n* `a` - first\n  wrapped\n\n  after blank\n* `b` - lazy\n\
+             continuation\n\nProse, ignored.\n    * `c` - one of:\n      - `fast` - quick\n      - `slow`\n\
+             * `d`:\n  later",
         );
-        assert_eq!(
-            names(&d),
-            [
-                ("a", "first wrapped after blank"),
-                ("b", "lazy continuation"),
-                ("c", "one of: - `fast` - quick - `slow`"),
-                ("d", "later"),
-            ]
-        );
+        let want = "a=first wrapped after blank; b=lazy continuation; \
+                    c=one of: - `fast` - quick - `slow`; d=later";
+        assert_eq!(args(&d), want);
+        assert_eq!(lines(&d), [2, 6, 10, 13]);
         assert!(d.malformed.is_empty());
     }
 
     #[test]
     fn code_in_args_section_ends_item() {
-        let d = doc(
-            "# Arguments\n* `a` - x\n  ```\n  * `b` - y\n  ```\n  not a continuation\n* `c` - z",
-        );
-        assert_eq!(names(&d), [("a", "x"), ("c", "z")]);
+        let d =
+            doc("# Arguments\n* `a` - x\n  ```\n  * `b` - y\n  ```\n  not continued\n* `c` - z");
+        assert_eq!(args(&d), "a=x; c=z");
     }
 
     #[test]
     fn crlf_and_tabs() {
-        let lines = [
+        let d = parse(&[
             "\tDesc\r",
-            "\t\tindented more\r",
+            "\t\tmore \t\r",
             "\r",
             "\t# Arguments\r",
             "\t* `a` - x\r",
             "\t\tmore\r",
-        ];
-        let d = parse(&lines);
-        assert_eq!(d.description, "Desc indented more");
-        assert_eq!(d.args, [arg("a", "x more", 4)]);
+        ]);
+        assert_eq!(
+            (d.description.as_str(), args(&d), lines(&d)),
+            ("Desc more", "a=x more".into(), vec![4])
+        );
         // A `/** */` block split on '\n' by the caller.
-        let block = "\r\n Sum.\r\n\r\n # Returns\r\n The sum.\r\n";
-        let d = parse(&block.split('\n').collect::<Vec<_>>());
+        let d = parse(
+            &"\r\n Sum.\r\n\r\n # Returns\r\n The sum.\r\n"
+                .split('\n')
+                .collect::<Vec<_>>(),
+        );
         assert_eq!(
             (d.description.as_str(), d.returns.as_deref()),
             ("Sum.", Some("The sum."))
@@ -673,37 +637,36 @@ mod tests {
 
     #[test]
     fn unicode() {
-        // Ideographic space as indentation, multibyte text right after the cut.
+        // Ideographic spaces as indentation, multibyte text right after the cut.
+        let sp = '\u{3000}';
         let d = parse(&[
-            "\u{3000}été 日本",
-            "\u{3000}\u{3000}ü",
-            "\u{3000}# Arguments",
-            "\u{3000}* `größe` – Größe in m²",
-            "\u{3000}* 名前: 名",
+            format!("{sp}été 日本"),
+            format!("{sp}{sp}ü"),
+            format!("{sp}# Arguments"),
+            format!("{sp}* `größe` – Größe in m²"),
+            format!("{sp}* 名前: 名"),
         ]);
-        assert_eq!(d.description, "été 日本 ü");
-        assert_eq!(names(&d), [("größe", "Größe in m²"), ("名前", "名")]);
-        assert_eq!(skip_chars("ééx", 2), "x");
-        assert_eq!(skip_chars("é", 5), "");
+        assert_eq!(
+            (d.description.as_str(), args(&d)),
+            ("été 日本 ü", "größe=Größe in m²; 名前=名".into())
+        );
+        assert_eq!((skip_chars("ééx", 2), skip_chars("é", 5)), ("x", ""));
     }
 
     #[test]
     fn raw_identifiers() {
         let d = doc("# Arguments\n* `r#type` - kind\n* r#match: m\n* `_private` - p");
-        assert_eq!(
-            names(&d),
-            [("type", "kind"), ("match", "m"), ("_private", "p")]
-        );
+        assert_eq!(args(&d), "type=kind; match=m; _private=p");
     }
 
     #[test]
     fn duplicates_and_multiple_sections() {
         let d = doc(
-            "# Arguments\n* `a` - one\n* `a` - two\n# Examples\n* `z` - no\n## Parameters\n- `b`: three",
+            "# Arguments\n* `a` - one\n* `a` - two\n# Examples\n* `z` - no\n## Params\n- `b`: three",
         );
         assert_eq!(
-            d.args,
-            [arg("a", "one", 1), arg("a", "two", 2), arg("b", "three", 6)]
+            (args(&d), lines(&d)),
+            ("a=one; a=two; b=three".into(), vec![1, 2, 6])
         );
         assert_eq!(d.args_heading, Some(0));
     }
@@ -711,78 +674,73 @@ mod tests {
     #[test]
     fn malformed_items() {
         let d = doc(
-            "# Arguments\n* 123 - x\n- - text\n* `a b` - x\n* foo-bar - x\n* `a` x\n* `unclosed - x\n*\n* `c` (i32 - x\n* `_` - x\n* `ok` - fine\n  * `nested` ok",
+            "# Arguments\n* 123 - x\n- - text\n* `a b` - x\n* foo-bar - x\n* `a` x\n* `open - x\n*\n\
+             * `c` (i32 - x\n* `_` - x\n* `ok` - fine\n  * `nested` ok\n* a—b",
         );
         let found: Vec<(usize, &str)> = d
             .malformed
             .iter()
             .map(|m| (m.line, m.message.as_str()))
             .collect();
-        assert_eq!(
-            found,
-            [
-                (1, "expected an argument name, found `123`"),
-                (2, "expected an argument name, found `-`"),
-                (3, "`a b` is not an argument name"),
-                (4, "expected an argument name, found `foo-bar`"),
-                (5, "expected `-` or `:` after `a`, found `x`"),
-                (6, "unclosed backtick in ``unclosed - x`"),
-                (7, "empty list item, expected `name - description`"),
-                (8, "unclosed `(` after `c`"),
-                (9, "`_` is not an argument name"),
-            ]
-        );
-        assert_eq!(names(&d), [("ok", "fine * `nested` ok")]);
-        // Bold text and rules are prose, not malformed items.
+        let want = [
+            (1, "expected an argument name, found `123`"),
+            (2, "expected an argument name, found `-`"),
+            (3, "`a b` is not an argument name"),
+            (4, "expected an argument name, found `foo-bar`"),
+            (5, "expected `-` or `:` after `a`, found `x`"),
+            (6, "unclosed backtick in argument name `open`"),
+            (7, "empty list item, expected `name - description`"),
+            (8, "unclosed `(` after `c`"),
+            (9, "`_` is not an argument name"),
+            (12, "expected an argument name, found `a—b`"),
+        ];
+        assert_eq!(found, want);
+        assert_eq!(args(&d), "ok=fine * `nested` ok");
+        // Bold text, rules and numbers are prose, not malformed items.
         let d = doc("# Arguments\n**Note**: all optional.\n---\n-1 is fine");
         assert!(d.malformed.is_empty() && d.args.is_empty());
     }
 
     #[test]
     fn intra_doc_links() {
-        assert_eq!(
-            plain_links("see [`Foo`] and [`Bar`](crate::Bar)"),
-            "see `Foo` and `Bar`"
-        );
-        assert_eq!(
-            plain_links("[the map](std::collections::HashMap::new())"),
-            "the map"
-        );
-        assert_eq!(
-            plain_links("[docs](https://x.y/a_(b))"),
-            "[docs](https://x.y/a_(b))"
-        );
-        assert_eq!(plain_links("[`Foo`](https://x)"), "[`Foo`](https://x)");
-        assert_eq!(
-            plain_links("[text][`Foo`] [optional] a[0] `a[0]` [`x`"),
-            "text [optional] a[0] `a[0]` [`x`"
-        );
-        assert_eq!(plain_links("`[`Foo`]` ``[`a`]``"), "`[`Foo`]` ``[`a`]``");
-        assert_eq!(plain_links("ü [`Größe`] ü"), "ü `Größe` ü");
+        let cases = [
+            ("see [`Foo`] and [`Bar`](crate::Bar)", "see `Foo` and `Bar`"),
+            ("[the map](std::collections::HashMap::new())", "the map"),
+            ("[docs](https://x.y/a_(b))", "[docs](https://x.y/a_(b))"),
+            ("[`Foo`](https://x)", "[`Foo`](https://x)"),
+            (
+                "[text][`Foo`] [optional] a[0] `a[0]` [`x`",
+                "text [optional] a[0] `a[0]` [`x`",
+            ),
+            ("`[`Foo`]` ``[`a`]``", "`[`Foo`]` ``[`a`]``"),
+            ("ü [`Größe`] ü", "ü `Größe` ü"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(plain_links(input), want);
+        }
         let d = doc(
-            "Uses [`Foo`],\n[wrapped\nlink](Bar).\n\n[`Foo`]: crate::Foo\n```\n[`Foo`]\n```\n# Returns\nA [`Bar`].\n# Arguments\n* `a` - a [`Baz`](crate::Baz)",
+            "Uses [`Foo`],\n[wrapped\nlink](Bar).\n\n[`Foo`]: crate::Foo\n```\n[`Foo`]\n```\n\
+             # Returns\nA [`Bar`].\n# Arguments\n* `a` - a [`Baz`](crate::Baz)",
         );
         assert_eq!(
             d.description,
             "Uses `Foo`, wrapped link.\n\n```\n[`Foo`]\n```"
         );
-        assert_eq!(d.returns.as_deref(), Some("A `Bar`."));
-        assert_eq!(d.args[0].text, "a `Baz`");
+        assert_eq!(
+            (d.returns.as_deref(), args(&d)),
+            (Some("A `Bar`."), "a=a `Baz`".into())
+        );
     }
 
     #[test]
     fn helpers() {
-        assert!(
-            is_ident("größe")
-                && is_ident("r#type")
-                && is_ident("_x")
-                && !is_ident("1a")
-                && !is_ident("r#")
+        assert!(is_ident("größe") && is_ident("r#type") && is_ident("_x"));
+        assert!(!is_ident("1a") && !is_ident("r#") && !is_ident("_") && !is_ident(""));
+        assert_eq!(
+            (heading("   ## T "), heading("#"), heading("#\tT")),
+            (Some("T"), None, Some("T"))
         );
-        assert_eq!(heading("   ## T "), Some("T"));
-        assert_eq!(heading("#"), None);
-        assert_eq!(code_span_len("``a`b``c"), 7);
-        assert_eq!(code_span_len("`abc"), 1);
+        assert_eq!((code_span_len("``a`b``c"), code_span_len("`abc")), (7, 1));
         assert_eq!(closing("[a[b]`]`]x", '[', ']'), Some(8));
     }
 }

@@ -1,0 +1,231 @@
+//! `#[derive(ToolArg)]`: a compile-time schema for a user struct or enum
+//! that follows its serde representation, read with serde's own attribute
+//! parser (`serde_derive_internals`), so `rename`, `rename_all`, `default`,
+//! `skip`, `flatten`, `tag` and `content` mean exactly what serde makes them.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use serde_derive_internals::ast::{Container, Data, Field, Style, Variant};
+use serde_derive_internals::attr::TagType;
+use serde_derive_internals::{Ctxt as SerdeCtxt, Derive};
+use syn::DeriveInput;
+
+use crate::ast::DocLines;
+use crate::ctxt::Ctxt;
+use crate::docs;
+
+pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
+    let cx = Ctxt::new();
+    let krate = crate_path(&cx, input);
+    let body = body(&cx, input, &krate);
+    match cx.check() {
+        Ok(()) => {
+            let ident = &input.ident;
+            let name = ident.to_string();
+            let description = opt_str(doc_text(&input.attrs).as_deref());
+            quote! {
+                #[automatically_derived]
+                impl #krate::ToolArg for #ident {
+                    const SCHEMA: #krate::Schema = #krate::Schema::Named(&#krate::NamedSchema {
+                        name: #name,
+                        description: #description,
+                        body: {
+                            fn __kesoku_body() -> &'static #krate::Schema {
+                                const BODY: #krate::Schema = #body;
+                                &BODY
+                            }
+                            __kesoku_body
+                        },
+                    });
+                }
+            }
+        }
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+/// `#[kesoku(crate = path)]`, defaulting to `::kesoku`.
+fn crate_path(cx: &Ctxt, input: &DeriveInput) -> syn::Path {
+    let mut path = syn::parse_quote!(::kesoku);
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("kesoku")) {
+        let res = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("crate") {
+                path = meta.value()?.parse()?;
+                Ok(())
+            } else {
+                Err(meta.error("unknown `#[kesoku]` option; the only option is `crate = path`"))
+            }
+        });
+        if let Err(e) = res {
+            cx.syn_error(e);
+        }
+    }
+    path
+}
+
+fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
+    if !input.generics.params.is_empty() {
+        cx.error_spanned_by(
+            &input.generics,
+            "#[derive(ToolArg)] does not support generic types yet: the schema is a constant of one concrete type",
+        );
+        return quote!(#krate::Schema::Any);
+    }
+    let serde_cx = SerdeCtxt::new();
+    let container = Container::from_ast(&serde_cx, input, Derive::Deserialize);
+    if let Err(e) = serde_cx.check() {
+        cx.syn_error(e);
+        return quote!(#krate::Schema::Any);
+    }
+    let Some(container) = container else {
+        cx.error_spanned_by(&input.ident, "cannot read this type's serde attributes");
+        return quote!(#krate::Schema::Any);
+    };
+    let container_default = !container.attrs.default().is_none();
+    match &container.data {
+        Data::Struct(_, fields) if container.attrs.transparent() => fields
+            .iter()
+            .find(|f| !f.attrs.skip_deserializing())
+            .map_or_else(|| quote!(#krate::Schema::Any), |f| type_schema(f.ty, krate)),
+        Data::Struct(Style::Struct, fields) => object(fields, None, container_default, krate),
+        Data::Struct(Style::Newtype, fields) => type_schema(fields[0].ty, krate),
+        Data::Struct(Style::Tuple, fields) => tuple(fields, krate),
+        Data::Struct(Style::Unit, _) => {
+            cx.error_spanned_by(&input.ident, "a unit struct carries no data and cannot be a tool argument");
+            quote!(#krate::Schema::Any)
+        }
+        Data::Enum(variants) => enumeration(cx, container.attrs.tag(), variants, krate),
+    }
+}
+
+fn enumeration(cx: &Ctxt, tag: &TagType, variants: &[Variant<'_>], krate: &syn::Path) -> TokenStream {
+    let variants: Vec<&Variant<'_>> = variants.iter().filter(|v| !v.attrs.skip_deserializing()).collect();
+    let all_unit = variants.iter().all(|v| matches!(v.style, Style::Unit));
+    if all_unit && matches!(tag, TagType::External) {
+        let names = variants.iter().map(|v| v.attrs.name().deserialize_name());
+        return quote!(#krate::Schema::Enum(&[#(#names),*]));
+    }
+    let alts = variants.iter().map(|v| variant(cx, tag, v, krate));
+    quote!(#krate::Schema::OneOf(&[#(#alts),*]))
+}
+
+/// One alternative of a data-carrying enum, in the enum's serde representation.
+fn variant(cx: &Ctxt, tag: &TagType, v: &Variant<'_>, krate: &syn::Path) -> TokenStream {
+    let name = v.attrs.name().deserialize_name();
+    let doc = doc_text(&v.original.attrs);
+    let desc = opt_str(doc.as_deref());
+    let payload = || match v.style {
+        Style::Struct => object(&v.fields, doc.as_deref(), false, krate),
+        Style::Newtype => type_schema(v.fields[0].ty, krate),
+        Style::Tuple => tuple(&v.fields, krate),
+        Style::Unit => quote!(#krate::Schema::Any),
+    };
+    let tag_field = |tag: &str| {
+        let c = quote!(#krate::Schema::Const { value: #name, description: ::core::option::Option::None });
+        field_tokens(tag, None, &c, &quote!(true), krate)
+    };
+    let obj = |fields: Vec<TokenStream>, flatten: Vec<TokenStream>| {
+        quote!(#krate::Schema::Object(&#krate::ObjectSchema {
+            fields: &[#(#fields),*],
+            flatten: &[#(#flatten),*],
+            description: #desc,
+        }))
+    };
+    match (tag, v.style) {
+        (TagType::External, Style::Unit) => {
+            quote!(#krate::Schema::Const { value: #name, description: #desc })
+        }
+        (TagType::External, _) => {
+            let inner = payload();
+            obj(vec![field_tokens(name, None, &inner, &quote!(true), krate)], vec![])
+        }
+        (TagType::Internal { tag }, Style::Unit) => obj(vec![tag_field(tag)], vec![]),
+        (TagType::Internal { tag }, Style::Struct | Style::Newtype) => {
+            obj(vec![tag_field(tag)], vec![payload()])
+        }
+        (TagType::Internal { .. }, Style::Tuple) => {
+            cx.error_spanned_by(&v.ident, "serde cannot represent a tuple variant in an internally tagged enum");
+            quote!(#krate::Schema::Any)
+        }
+        (TagType::Adjacent { tag, .. }, Style::Unit) => obj(vec![tag_field(tag)], vec![]),
+        (TagType::Adjacent { tag, content }, _) => {
+            let inner = payload();
+            obj(
+                vec![tag_field(tag), field_tokens(content, None, &inner, &quote!(true), krate)],
+                vec![],
+            )
+        }
+        (TagType::None, Style::Unit) => {
+            cx.error_spanned_by(&v.ident, "#[derive(ToolArg)] does not support unit variants of untagged enums (they are `null`)");
+            quote!(#krate::Schema::Any)
+        }
+        (TagType::None, _) => payload(),
+    }
+}
+
+fn object(fields: &[Field<'_>], description: Option<&str>, all_default: bool, krate: &syn::Path) -> TokenStream {
+    let mut own = Vec::new();
+    let mut flatten = Vec::new();
+    for f in fields.iter().filter(|f| !f.attrs.skip_deserializing()) {
+        let schema = type_schema(f.ty, krate);
+        if f.attrs.flatten() {
+            flatten.push(schema);
+            continue;
+        }
+        let has_default = all_default || !f.attrs.default().is_none();
+        let required = if has_default {
+            quote!(false)
+        } else {
+            quote!(!#krate::__private::is_nullable(&#schema))
+        };
+        let doc = doc_text(&f.original.attrs);
+        own.push(field_tokens(f.attrs.name().deserialize_name(), doc.as_deref(), &schema, &required, krate));
+    }
+    let description = opt_str(description);
+    quote!(#krate::Schema::Object(&#krate::ObjectSchema {
+        fields: &[#(#own),*],
+        flatten: &[#(#flatten),*],
+        description: #description,
+    }))
+}
+
+fn tuple(fields: &[Field<'_>], krate: &syn::Path) -> TokenStream {
+    let items = fields.iter().map(|f| type_schema(f.ty, krate));
+    quote!(#krate::Schema::Tuple(&[#(#items),*]))
+}
+
+fn field_tokens(
+    name: &str,
+    description: Option<&str>,
+    schema: &TokenStream,
+    required: &TokenStream,
+    krate: &syn::Path,
+) -> TokenStream {
+    let description = opt_str(description);
+    quote!(#krate::Field {
+        name: #name,
+        description: #description,
+        schema: &#schema,
+        required: #required,
+        default: ::core::option::Option::None,
+    })
+}
+
+fn type_schema(ty: &syn::Type, krate: &syn::Path) -> TokenStream {
+    quote!(<#ty as #krate::ToolArg>::SCHEMA)
+}
+
+fn opt_str(s: Option<&str>) -> TokenStream {
+    match s {
+        Some(s) => quote!(::core::option::Option::Some(#s)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+/// The description part of an item's doc comment, if it has one.
+fn doc_text(attrs: &[syn::Attribute]) -> Option<String> {
+    let lines = DocLines::from_attrs(attrs);
+    let texts: Vec<&str> = lines.lines.iter().map(|l| l.text.as_str()).collect();
+    let d = docs::parse(&texts).description;
+    (!d.trim().is_empty()).then_some(d)
+}

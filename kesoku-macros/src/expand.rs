@@ -1,0 +1,321 @@
+//! Code generation for `#[tool]`.
+//!
+//! Next to the user's function (emitted unchanged, minus our parameter
+//! attributes) it emits, all `__kesoku_`-prefixed:
+//! - a `const` [`ToolSchema`] built from the parameters' `ToolArg::SCHEMA`s;
+//! - an invoker that decodes JSON into typed parameters and calls the function;
+//! - a module named after the function with `SCHEMA` and the `TOOL` handle;
+//! - an `inventory` submission into the global registry;
+//! - per-parameter trait checks spanned at each type, so a missing impl is
+//!   reported on the parameter rather than somewhere in generated code.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{ItemFn, LitStr};
+
+use crate::ast::{Output, Source, ToolFn};
+use crate::attr::{ArgOptions, ToolOptions};
+use crate::ctxt::Ctxt;
+use crate::valid::{self, Checked, unraw};
+
+pub(crate) fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
+    let item: ItemFn = match syn::parse2(input.clone()) {
+        Ok(item) => item,
+        Err(_) => {
+            let err = syn::Error::new(
+                Span::call_site(),
+                "#[tool] goes on a free function (`fn` or `async fn`)",
+            );
+            return with_errors(input, &err);
+        }
+    };
+    let cx = Ctxt::new();
+    let opts = parse_options(&cx, args);
+    let f = ToolFn::from_item(&cx, &item);
+    let checked = valid::check(&cx, &f, &opts);
+    let user_fn = strip_param_attrs(&item);
+    match cx.check() {
+        Ok(()) => {
+            let generated = generate(&f, &opts, &checked);
+            quote! { #user_fn #generated }
+        }
+        // The function still compiles as written, so IDEs keep working.
+        Err(err) => with_errors(quote!(#user_fn), &err),
+    }
+}
+
+fn with_errors(tokens: TokenStream, err: &syn::Error) -> TokenStream {
+    let errors = err.to_compile_error();
+    quote! { #tokens #errors }
+}
+
+fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
+    use darling::FromMeta;
+    match darling::ast::NestedMeta::parse_meta_list(args) {
+        Ok(list) => ToolOptions::from_list(&list).unwrap_or_else(|e| {
+            cx.syn_error(e.into());
+            ToolOptions::default()
+        }),
+        Err(e) => {
+            cx.syn_error(e);
+            ToolOptions::default()
+        }
+    }
+}
+
+/// The user's function without `#[arg]` / `#[inject]` on its parameters,
+/// which are ours and would not compile on a plain `fn`.
+fn strip_param_attrs(item: &ItemFn) -> ItemFn {
+    let mut item = item.clone();
+    for arg in &mut item.sig.inputs {
+        if let syn::FnArg::Typed(pt) = arg {
+            pt.attrs.retain(|a| !ArgOptions::is_ours(a));
+        }
+    }
+    item
+}
+
+fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStream {
+    let krate = opts
+        .krate
+        .clone()
+        .unwrap_or_else(|| syn::parse_quote!(::kesoku));
+    let fn_ident = f.ident;
+    let base = unraw(fn_ident);
+    let schema_const = format_ident!("__kesoku_schema_{}", base);
+    let invoke_fn = format_ident!("__kesoku_invoke_{}", base);
+    let cache_fn = format_ident!("__kesoku_cache_{}", base);
+    let vis = &f.item.vis;
+    let name = &checked.name;
+    let is_async = f.is_async;
+
+    let schema = schema_tokens(f, opts, checked, &krate);
+    let invoke = invoke_tokens(f, checked, &krate, &schema_const);
+    let checks = check_tokens(f, &krate);
+    let module_doc = format!(
+        "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
+    );
+    quote! {
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals)]
+        const #schema_const: #krate::ToolSchema = #schema;
+
+        #[doc(hidden)]
+        #invoke
+
+        #[doc(hidden)]
+        fn #cache_fn() -> &'static #krate::__private::OnceLock<#krate::__private::Value> {
+            static CACHE: #krate::__private::OnceLock<#krate::__private::Value> =
+                #krate::__private::OnceLock::new();
+            &CACHE
+        }
+
+        // An empty enum lives in the type namespace only, so it can share the
+        // function's name and give `calculate_sum::SCHEMA` paths, also for
+        // tools defined inside a function body.
+        #[doc = #module_doc]
+        #[allow(non_camel_case_types)]
+        #vis enum #fn_ident {}
+
+        #[automatically_derived]
+        impl #fn_ident {
+            #[doc = concat!("The schema of the `", #name, "` tool, built at compile time.")]
+            #vis const SCHEMA: &'static #krate::ToolSchema = &#schema_const;
+            #[doc = concat!("The `", #name, "` tool, for `ToolRegistry::register(", stringify!(#fn_ident), "::TOOL)`.")]
+            #vis const TOOL: &'static #krate::ToolDef =
+                &#krate::ToolDef::new(Self::SCHEMA, #invoke_fn, #is_async, #cache_fn);
+        }
+
+        #krate::__private::inventory::submit! {
+            #krate::__private::ToolEntry(#fn_ident::TOOL)
+        }
+
+        const _: () = { #checks };
+    }
+}
+
+fn opt_str(s: Option<&str>) -> TokenStream {
+    match s {
+        Some(s) => quote!(::core::option::Option::Some(#s)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn schema_tokens(
+    f: &ToolFn<'_>,
+    opts: &ToolOptions,
+    checked: &Checked,
+    krate: &syn::Path,
+) -> TokenStream {
+    let fields = f
+        .params
+        .iter()
+        .zip(&checked.arg_docs)
+        .filter(|(p, _)| p.source == Source::Model)
+        .map(|(p, doc)| {
+            let key = unraw(p.ident);
+            let ty = p.ty;
+            let description = opt_str(doc.as_deref());
+            let schema = quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::SCHEMA);
+            let (required, default) = match &p.default {
+                Some(expr) => (
+                    quote!(false),
+                    quote! {
+                        ::core::option::Option::Some({
+                            fn __kesoku_default() -> ::core::option::Option<#krate::__private::Value> {
+                                #[allow(unused_imports)]
+                                use #krate::__private::{DefaultJson as _, NoDefaultJson as _};
+                                let value: #ty = #expr;
+                                (&#krate::__private::DefaultValue(value)).kesoku_default_json()
+                            }
+                            __kesoku_default as fn() -> ::core::option::Option<#krate::__private::Value>
+                        })
+                    },
+                ),
+                None => (
+                    quote!(!#krate::__private::is_nullable(&#schema)),
+                    quote!(::core::option::Option::None),
+                ),
+            };
+            quote! {
+                #krate::Field {
+                    name: #key,
+                    description: #description,
+                    schema: &#schema,
+                    required: #required,
+                    default: #default,
+                }
+            }
+        });
+    let name = &checked.name;
+    let description = &checked.description;
+    let returns = opt_str(checked.returns.as_deref());
+    let coerce = opts.coerce.unwrap_or(true);
+    let line = quote_spanned!(f.ident.span()=> ::core::line!());
+    quote! {
+        #krate::ToolSchema {
+            name: #name,
+            description: #description,
+            returns: #returns,
+            arguments: #krate::ObjectSchema {
+                fields: &[#(#fields),*],
+                flatten: &[],
+                description: ::core::option::Option::None,
+            },
+            coerce: #coerce,
+            location: #krate::Location {
+                file: ::core::file!(),
+                line: #line,
+                module_path: ::core::module_path!(),
+            },
+        }
+    }
+}
+
+fn invoke_tokens(
+    f: &ToolFn<'_>,
+    checked: &Checked,
+    krate: &syn::Path,
+    schema_const: &syn::Ident,
+) -> TokenStream {
+    let invoke_fn = format_ident!("__kesoku_invoke_{}", unraw(f.ident));
+    let fn_ident = f.ident;
+    let name = &checked.name;
+    let has_args = f.model_params().next().is_some();
+    let args = format_ident!("__kesoku_args");
+    let ctx = format_ident!("__kesoku_ctx");
+
+    let mut lets = Vec::new();
+    let mut call_args = Vec::new();
+    for (i, p) in f.params.iter().enumerate() {
+        let var = format_ident!("__kesoku_p{}", i);
+        let ty = p.ty;
+        let key = LitStr::new(&unraw(p.ident), p.ident.span());
+        match p.source {
+            Source::Model => {
+                let take = match &p.default {
+                    Some(expr) => quote!(#args.take_or_else(#key, || -> #ty { #expr })?),
+                    None => quote!(#args.take::<#ty>(#key)?),
+                };
+                lets.push(quote!(let #var: #ty = #take;));
+                call_args.push(quote!(#var));
+            }
+            Source::Context { by_ref } => {
+                lets.push(quote!(let #var: #krate::ToolContext = ::core::clone::Clone::clone(#ctx);));
+                call_args.push(if by_ref { quote!(&#var) } else { quote!(#var) });
+            }
+            Source::Inject => {
+                lets.push(quote!(let #var: #ty = #krate::__private::inject::<#ty>(#name, #ctx)?;));
+                call_args.push(quote!(#var));
+            }
+        }
+    }
+    let decode = if has_args {
+        quote!(let mut #args = #krate::Args::new(&#schema_const, #args)?;)
+    } else {
+        quote!(#krate::Args::new(&#schema_const, #args)?;)
+    };
+    let out = format_ident!("__kesoku_out");
+    let convert = match &f.output {
+        Output::Unit => quote! {
+            let () = #out;
+            ::core::result::Result::Ok(#krate::ToolOutput::new(#krate::__private::Value::Null))
+        },
+        Output::Result(_) => quote!(#krate::IntoToolResult::into_tool_result(#out, #name)),
+        Output::Value(_) => quote!(#krate::encode(#name, &#out)),
+    };
+    let run = if f.is_async {
+        quote! {
+            #krate::Invocation::Async(::std::boxed::Box::pin(async move {
+                let #out = #fn_ident(#(#call_args),*).await;
+                #convert
+            }))
+        }
+    } else {
+        quote! {
+            #krate::Invocation::Blocking(::std::boxed::Box::new(move || {
+                let #out = #fn_ident(#(#call_args),*);
+                #convert
+            }))
+        }
+    };
+    quote! {
+        fn #invoke_fn(
+            #args: #krate::__private::Value,
+            #ctx: &#krate::ToolContext,
+        ) -> ::core::result::Result<#krate::Invocation, #krate::ToolError> {
+            #decode
+            #(#lets)*
+            ::core::result::Result::Ok(#run)
+        }
+    }
+}
+
+/// One trait check per parameter and for the return type, each spanned at
+/// its type so the compiler's error lands there.
+fn check_tokens(f: &ToolFn<'_>, krate: &syn::Path) -> TokenStream {
+    let mut checks = Vec::new();
+    for p in &f.params {
+        let ty = p.ty;
+        match p.source {
+            Source::Model => checks.push(quote_spanned! {ty.span()=>
+                #krate::__private::assert_arg::<#ty>();
+            }),
+            Source::Inject => checks.push(quote_spanned! {ty.span()=>
+                #krate::__private::assert_inject::<#ty>();
+            }),
+            Source::Context { .. } => {}
+        }
+    }
+    match &f.output {
+        Output::Unit => {}
+        Output::Result(ty) => checks.push(quote_spanned! {ty.span()=>
+            #krate::__private::assert_result::<#ty>();
+        }),
+        Output::Value(ty) => checks.push(quote_spanned! {ty.span()=>
+            #krate::__private::assert_output::<#ty>();
+        }),
+    }
+    quote!(#(#checks)*)
+}

@@ -1,0 +1,198 @@
+//! Cross-checks of the doc comment against the signature and options.
+//! Every problem is recorded in the [`Ctxt`], spanned where the mistake is:
+//! the parameter, the doc line, or the option.
+
+use std::collections::HashMap;
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+
+use crate::ast::{Source, ToolFn};
+use crate::attr::ToolOptions;
+use crate::ctxt::Ctxt;
+use crate::docs::{self, Docs};
+
+/// What the checks established, ready for code generation.
+pub(crate) struct Checked {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) returns: Option<String>,
+    /// The doc text of each parameter, by parameter index.
+    pub(crate) arg_docs: Vec<Option<String>>,
+}
+
+pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
+    let lines: Vec<&str> = f.docs.lines.iter().map(|l| l.text.as_str()).collect();
+    let parsed = docs::parse(&lines);
+    let line_span = |i: usize| f.docs.lines.get(i).map_or_else(|| f.ident.span(), |l| l.span);
+
+    let name = opts
+        .name
+        .as_ref()
+        .map_or_else(|| f.ident.to_string(), syn::LitStr::value);
+    let name = name.strip_prefix("r#").unwrap_or(&name).to_owned();
+    if !valid_name(&name) {
+        let span = opts.name.as_ref().map_or_else(|| f.ident.span(), Spanned::span);
+        cx.error_at(
+            span,
+            format!(
+                "tool name `{name}` is not accepted by every provider: it must match ^[A-Za-z_][A-Za-z0-9_-]{{0,63}}$"
+            ),
+        );
+    }
+
+    let description = description(cx, f, opts, &parsed);
+
+    for m in &parsed.malformed {
+        cx.error_at(
+            line_span(m.line),
+            format!("cannot read this `# Arguments` entry: {}; write it as `* `name` - description`", m.message),
+        );
+    }
+
+    let arg_docs = match_args(cx, f, opts, &parsed, &line_span);
+    Checked {
+        name,
+        description,
+        returns: parsed.returns,
+        arg_docs,
+    }
+}
+
+fn description(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions, parsed: &Docs) -> String {
+    if let Some(d) = &opts.description {
+        let text = d.value().trim().to_owned();
+        if text.is_empty() {
+            cx.error_spanned_by(d, "`description` is empty: say what the tool does");
+        }
+        return text;
+    }
+    if let Some(span) = f.docs.unreadable {
+        cx.error_at(
+            span,
+            "#[tool] cannot read this doc attribute at compile time (only string literals can be read); set #[tool(description = \"...\")] instead",
+        );
+        return String::new();
+    }
+    if parsed.description.trim().is_empty() {
+        cx.error_at(
+            f.ident.span(),
+            format!(
+                "tool `{}` has no description: add a doc comment saying what it does (the text before the first `#` heading), or #[tool(description = \"...\")]",
+                f.ident
+            ),
+        );
+    }
+    parsed.description.clone()
+}
+
+/// Pairs `# Arguments` entries with parameters, both ways.
+fn match_args(
+    cx: &Ctxt,
+    f: &ToolFn<'_>,
+    opts: &ToolOptions,
+    parsed: &Docs,
+    line_span: &dyn Fn(usize) -> Span,
+) -> Vec<Option<String>> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for entry in &parsed.args {
+        if let Some(first) = seen.insert(entry.name.as_str(), entry.line) {
+            cx.error_at(
+                line_span(entry.line),
+                format!(
+                    "`{}` is documented twice under `# Arguments` (first on doc line {}); keep one entry",
+                    entry.name,
+                    first + 1
+                ),
+            );
+        }
+        let known = f.params.iter().any(|p| unraw(p.ident) == entry.name);
+        if !known {
+            let names: Vec<String> = f.model_params().map(|p| unraw(p.ident)).collect();
+            let hint = suggest(&entry.name, &names)
+                .map(|m| format!("; did you mean `{m}`?"))
+                .unwrap_or_default();
+            cx.error_at(
+                line_span(entry.line),
+                format!(
+                    "`# Arguments` documents `{}`, but `{}` has no such parameter{hint}",
+                    entry.name, f.ident
+                ),
+            );
+        }
+        if entry.text.trim().is_empty() && known {
+            cx.error_at(
+                line_span(entry.line),
+                format!("the `# Arguments` entry of `{}` is empty: say what the argument means", entry.name),
+            );
+        }
+    }
+
+    f.params
+        .iter()
+        .map(|p| {
+            let key = unraw(p.ident);
+            let doc = parsed.args.iter().find(|a| a.name == key).map(|a| a.text.clone());
+            if doc.is_none() && p.source == Source::Model && !opts.allow_undocumented_args.is_present() {
+                cx.error_at(
+                    p.ident.span(),
+                    format!(
+                        "parameter `{key}` has no `# Arguments` entry: document it as `* `{key}` - what it means` (the model reads it), or set #[tool(allow_undocumented_args)]"
+                    ),
+                );
+            }
+            doc
+        })
+        .collect()
+}
+
+/// The JSON key of a parameter: its name without `r#`.
+pub(crate) fn unraw(ident: &syn::Ident) -> String {
+    let s = ident.to_string();
+    s.strip_prefix("r#").map_or_else(|| s.clone(), ToOwned::to_owned)
+}
+
+fn suggest<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(word, c), c.as_str()))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// `^[A-Za-z_][A-Za-z0-9_-]{0,63}$`.
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.len() <= 64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(valid_name("calculate_sum"));
+        assert!(valid_name("_x-1"));
+        assert!(valid_name(&"a".repeat(64)));
+        assert!(!valid_name(&"a".repeat(65)));
+        assert!(!valid_name("1abc"));
+        assert!(!valid_name("has space"));
+        assert!(!valid_name("dotted.name"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("größe"));
+    }
+
+    #[test]
+    fn suggestions() {
+        let names = vec!["path".to_owned(), "prompt".to_owned()];
+        assert_eq!(suggest("pth", &names), Some("path"));
+        assert_eq!(suggest("promt", &names), Some("prompt"));
+        assert_eq!(suggest("zzz", &names), None);
+    }
+}
