@@ -42,6 +42,9 @@
 
 pub use kesoku_core::*;
 pub use kesoku_llm as llm;
+/// Derives [`ToolArg`] for a struct or enum, following its serde
+/// representation.
+pub use kesoku_macros::ToolArg;
 /// Turns a function into an LLM tool.
 ///
 /// See the [crate docs](crate) and the README for the doc comment format,
@@ -49,9 +52,6 @@ pub use kesoku_llm as llm;
 /// `coerce`) and the parameter attributes (`#[arg(default = ...)]`,
 /// `#[inject]`).
 pub use kesoku_macros::tool;
-/// Derives [`ToolArg`] for a struct or enum, following its serde
-/// representation.
-pub use kesoku_macros::ToolArg;
 
 /// What the macros' expansions name. Not a public API: it may change in
 /// any release.

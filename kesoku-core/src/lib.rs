@@ -23,7 +23,9 @@ pub use schema::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, Location, NamedSchema, ObjectSchema, Schema,
     StringSchema, ToolSchema,
 };
-pub use tool::{BlockingCall, BoxFuture, CacheFn, DynamicTool, Invocation, InvokeFn, Tool, ToolDef};
+pub use tool::{
+    BlockingCall, BoxFuture, CacheFn, DynamicTool, Invocation, InvokeFn, Tool, ToolDef,
+};
 pub use tool_arg::ToolArg;
 
 /// What the macros' expansions use. Not a public API.

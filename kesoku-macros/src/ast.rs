@@ -106,7 +106,10 @@ impl<'a> ToolFn<'a> {
             cx.error_spanned_by(c, "a #[tool] function cannot be `const`");
         }
         if let Some(u) = &sig.unsafety {
-            cx.error_spanned_by(u, "a #[tool] function cannot be `unsafe`: the model cannot uphold its contract");
+            cx.error_spanned_by(
+                u,
+                "a #[tool] function cannot be `unsafe`: the model cannot uphold its contract",
+            );
         }
         if let Some(v) = &sig.variadic {
             cx.error_spanned_by(v, "a #[tool] function cannot be variadic");
@@ -204,7 +207,9 @@ fn classify(cx: &Ctxt, ty: &Type, inject: bool) -> Source {
 
 fn last_segment_is(ty: &Type, name: &str) -> bool {
     match ty {
-        Type::Path(p) if p.qself.is_none() => p.path.segments.last().is_some_and(|s| s.ident == name),
+        Type::Path(p) if p.qself.is_none() => {
+            p.path.segments.last().is_some_and(|s| s.ident == name)
+        }
         Type::Group(g) => last_segment_is(&g.elem, name),
         Type::Paren(p) => last_segment_is(&p.elem, name),
         _ => false,

@@ -46,24 +46,25 @@ impl ArgOptions {
                     cx.error_spanned_by(attr, "`#[inject]` takes no arguments");
                 }
             } else if attr.path().is_ident("arg") {
-                let res = attr.parse_nested_meta(|meta| {
-                    if meta.path.is_ident("default") {
-                        let expr = if meta.input.peek(syn::Token![=]) {
-                            meta.value()?.parse::<syn::Expr>()?
+                let res =
+                    attr.parse_nested_meta(|meta| {
+                        if meta.path.is_ident("default") {
+                            let expr = if meta.input.peek(syn::Token![=]) {
+                                meta.value()?.parse::<syn::Expr>()?
+                            } else {
+                                syn::parse_quote!(::core::default::Default::default())
+                            };
+                            if out.default.replace(expr).is_some() {
+                                return Err(meta.error("duplicate `default`"));
+                            }
+                            Ok(())
                         } else {
-                            syn::parse_quote!(::core::default::Default::default())
-                        };
-                        if out.default.replace(expr).is_some() {
-                            return Err(meta.error("duplicate `default`"));
-                        }
-                        Ok(())
-                    } else {
-                        Err(meta.error(format!(
+                            Err(meta.error(format!(
                             "unknown `#[arg]` option `{}`; the only option is `default = <expr>`",
                             meta.path.get_ident().map_or_else(|| "?".into(), ToString::to_string)
                         )))
-                    }
-                });
+                        }
+                    });
                 if let Err(e) = res {
                     cx.syn_error(e);
                 }

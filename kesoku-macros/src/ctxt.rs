@@ -59,8 +59,9 @@ impl Ctxt {
 
 impl Drop for Ctxt {
     fn drop(&mut self) {
-        if !std::thread::panicking() && self.errors.borrow().is_some() {
-            panic!("kesoku-macros: Ctxt dropped without check()");
-        }
+        assert!(
+            std::thread::panicking() || self.errors.borrow().is_none(),
+            "kesoku-macros: Ctxt dropped without check()"
+        );
     }
 }

@@ -13,6 +13,7 @@ use syn::DeriveInput;
 use crate::ast::DocLines;
 use crate::ctxt::Ctxt;
 use crate::docs;
+use crate::expand::opt_str;
 
 pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
@@ -91,15 +92,26 @@ fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
         Data::Struct(Style::Newtype, fields) => type_schema(fields[0].ty, krate),
         Data::Struct(Style::Tuple, fields) => tuple(fields, krate),
         Data::Struct(Style::Unit, _) => {
-            cx.error_spanned_by(&input.ident, "a unit struct carries no data and cannot be a tool argument");
+            cx.error_spanned_by(
+                &input.ident,
+                "a unit struct carries no data and cannot be a tool argument",
+            );
             quote!(#krate::Schema::Any)
         }
         Data::Enum(variants) => enumeration(cx, container.attrs.tag(), variants, krate),
     }
 }
 
-fn enumeration(cx: &Ctxt, tag: &TagType, variants: &[Variant<'_>], krate: &syn::Path) -> TokenStream {
-    let variants: Vec<&Variant<'_>> = variants.iter().filter(|v| !v.attrs.skip_deserializing()).collect();
+fn enumeration(
+    cx: &Ctxt,
+    tag: &TagType,
+    variants: &[Variant<'_>],
+    krate: &syn::Path,
+) -> TokenStream {
+    let variants: Vec<&Variant<'_>> = variants
+        .iter()
+        .filter(|v| !v.attrs.skip_deserializing())
+        .collect();
     let all_unit = variants.iter().all(|v| matches!(v.style, Style::Unit));
     if all_unit && matches!(tag, TagType::External) {
         let names = variants.iter().map(|v| v.attrs.name().deserialize_name());
@@ -137,21 +149,31 @@ fn variant(cx: &Ctxt, tag: &TagType, v: &Variant<'_>, krate: &syn::Path) -> Toke
         }
         (TagType::External, _) => {
             let inner = payload();
-            obj(vec![field_tokens(name, None, &inner, &quote!(true), krate)], vec![])
+            obj(
+                vec![field_tokens(name, None, &inner, &quote!(true), krate)],
+                vec![],
+            )
         }
-        (TagType::Internal { tag }, Style::Unit) => obj(vec![tag_field(tag)], vec![]),
+        (TagType::Internal { tag } | TagType::Adjacent { tag, .. }, Style::Unit) => {
+            obj(vec![tag_field(tag)], vec![])
+        }
         (TagType::Internal { tag }, Style::Struct | Style::Newtype) => {
             obj(vec![tag_field(tag)], vec![payload()])
         }
         (TagType::Internal { .. }, Style::Tuple) => {
-            cx.error_spanned_by(&v.ident, "serde cannot represent a tuple variant in an internally tagged enum");
+            cx.error_spanned_by(
+                &v.ident,
+                "serde cannot represent a tuple variant in an internally tagged enum",
+            );
             quote!(#krate::Schema::Any)
         }
-        (TagType::Adjacent { tag, .. }, Style::Unit) => obj(vec![tag_field(tag)], vec![]),
         (TagType::Adjacent { tag, content }, _) => {
             let inner = payload();
             obj(
-                vec![tag_field(tag), field_tokens(content, None, &inner, &quote!(true), krate)],
+                vec![
+                    tag_field(tag),
+                    field_tokens(content, None, &inner, &quote!(true), krate),
+                ],
                 vec![],
             )
         }
@@ -163,7 +185,12 @@ fn variant(cx: &Ctxt, tag: &TagType, v: &Variant<'_>, krate: &syn::Path) -> Toke
     }
 }
 
-fn object(fields: &[Field<'_>], description: Option<&str>, all_default: bool, krate: &syn::Path) -> TokenStream {
+fn object(
+    fields: &[Field<'_>],
+    description: Option<&str>,
+    all_default: bool,
+    krate: &syn::Path,
+) -> TokenStream {
     let mut own = Vec::new();
     let mut flatten = Vec::new();
     for f in fields.iter().filter(|f| !f.attrs.skip_deserializing()) {
@@ -179,7 +206,13 @@ fn object(fields: &[Field<'_>], description: Option<&str>, all_default: bool, kr
             quote!(!#krate::__private::is_nullable(&#schema))
         };
         let doc = doc_text(&f.original.attrs);
-        own.push(field_tokens(f.attrs.name().deserialize_name(), doc.as_deref(), &schema, &required, krate));
+        own.push(field_tokens(
+            f.attrs.name().deserialize_name(),
+            doc.as_deref(),
+            &schema,
+            &required,
+            krate,
+        ));
     }
     let description = opt_str(description);
     quote!(#krate::Schema::Object(&#krate::ObjectSchema {
@@ -213,13 +246,6 @@ fn field_tokens(
 
 fn type_schema(ty: &syn::Type, krate: &syn::Path) -> TokenStream {
     quote!(<#ty as #krate::ToolArg>::SCHEMA)
-}
-
-fn opt_str(s: Option<&str>) -> TokenStream {
-    match s {
-        Some(s) => quote!(::core::option::Option::Some(#s)),
-        None => quote!(::core::option::Option::None),
-    }
 }
 
 /// The description part of an item's doc comment, if it has one.

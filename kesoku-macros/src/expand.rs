@@ -19,16 +19,13 @@ use crate::attr::{ArgOptions, ToolOptions};
 use crate::ctxt::Ctxt;
 use crate::valid::{self, Checked, unraw};
 
-pub(crate) fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
-    let item: ItemFn = match syn::parse2(input.clone()) {
-        Ok(item) => item,
-        Err(_) => {
-            let err = syn::Error::new(
-                Span::call_site(),
-                "#[tool] goes on a free function (`fn` or `async fn`)",
-            );
-            return with_errors(input, &err);
-        }
+pub(crate) fn tool(args: TokenStream, input: &TokenStream) -> TokenStream {
+    let Ok(item) = syn::parse2::<ItemFn>(input.clone()) else {
+        let err = syn::Error::new(
+            Span::call_site(),
+            "#[tool] goes on a free function (`fn` or `async fn`)",
+        );
+        return with_errors(input, &err);
     };
     let cx = Ctxt::new();
     let opts = parse_options(&cx, args);
@@ -41,11 +38,11 @@ pub(crate) fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
             quote! { #user_fn #generated }
         }
         // The function still compiles as written, so IDEs keep working.
-        Err(err) => with_errors(quote!(#user_fn), &err),
+        Err(err) => with_errors(&quote!(#user_fn), &err),
     }
 }
 
-fn with_errors(tokens: TokenStream, err: &syn::Error) -> TokenStream {
+fn with_errors(tokens: &TokenStream, err: &syn::Error) -> TokenStream {
     let errors = err.to_compile_error();
     quote! { #tokens #errors }
 }
@@ -135,11 +132,12 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
     }
 }
 
-fn opt_str(s: Option<&str>) -> TokenStream {
-    match s {
-        Some(s) => quote!(::core::option::Option::Some(#s)),
-        None => quote!(::core::option::Option::None),
-    }
+/// `Some("text")` or `None`, as tokens.
+pub(crate) fn opt_str(s: Option<&str>) -> TokenStream {
+    s.map_or_else(
+        || quote!(::core::option::Option::None),
+        |s| quote!(::core::option::Option::Some(#s)),
+    )
 }
 
 fn schema_tokens(
@@ -234,15 +232,18 @@ fn invoke_tokens(
         let key = LitStr::new(&unraw(p.ident), p.ident.span());
         match p.source {
             Source::Model => {
-                let take = match &p.default {
-                    Some(expr) => quote!(#args.take_or_else(#key, || -> #ty { #expr })?),
-                    None => quote!(#args.take::<#ty>(#key)?),
+                let take = if let Some(expr) = &p.default {
+                    quote!(#args.take_or_else(#key, || -> #ty { #expr })?)
+                } else {
+                    quote!(#args.take::<#ty>(#key)?)
                 };
                 lets.push(quote!(let #var: #ty = #take;));
                 call_args.push(quote!(#var));
             }
             Source::Context { by_ref } => {
-                lets.push(quote!(let #var: #krate::ToolContext = ::core::clone::Clone::clone(#ctx);));
+                lets.push(
+                    quote!(let #var: #krate::ToolContext = ::core::clone::Clone::clone(#ctx);),
+                );
                 call_args.push(if by_ref { quote!(&#var) } else { quote!(#var) });
             }
             Source::Inject => {

@@ -16,7 +16,7 @@ use proc_macro::TokenStream;
 /// Turns a function into an LLM tool. See the `kesoku` crate's docs.
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
-    expand::tool(args.into(), input.into()).into()
+    expand::tool(args.into(), &input.into()).into()
 }
 
 /// Derives `kesoku::ToolArg`: a compile-time JSON Schema that follows the

@@ -24,7 +24,12 @@ pub(crate) struct Checked {
 pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
     let lines: Vec<&str> = f.docs.lines.iter().map(|l| l.text.as_str()).collect();
     let parsed = docs::parse(&lines);
-    let line_span = |i: usize| f.docs.lines.get(i).map_or_else(|| f.ident.span(), |l| l.span);
+    let line_span = |i: usize| {
+        f.docs
+            .lines
+            .get(i)
+            .map_or_else(|| f.ident.span(), |l| l.span)
+    };
 
     let name = opts
         .name
@@ -32,7 +37,10 @@ pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
         .map_or_else(|| f.ident.to_string(), syn::LitStr::value);
     let name = name.strip_prefix("r#").unwrap_or(&name).to_owned();
     if !valid_name(&name) {
-        let span = opts.name.as_ref().map_or_else(|| f.ident.span(), Spanned::span);
+        let span = opts
+            .name
+            .as_ref()
+            .map_or_else(|| f.ident.span(), Spanned::span);
         cx.error_at(
             span,
             format!(
@@ -46,7 +54,10 @@ pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
     for m in &parsed.malformed {
         cx.error_at(
             line_span(m.line),
-            format!("cannot read this `# Arguments` entry: {}; write it as `* `name` - description`", m.message),
+            format!(
+                "cannot read this `# Arguments` entry: {}; write it as `* `name` - description`",
+                m.message
+            ),
         );
     }
 
@@ -123,7 +134,10 @@ fn match_args(
         if entry.text.trim().is_empty() && known {
             cx.error_at(
                 line_span(entry.line),
-                format!("the `# Arguments` entry of `{}` is empty: say what the argument means", entry.name),
+                format!(
+                    "the `# Arguments` entry of `{}` is empty: say what the argument means",
+                    entry.name
+                ),
             );
         }
     }
@@ -149,7 +163,8 @@ fn match_args(
 /// The JSON key of a parameter: its name without `r#`.
 pub(crate) fn unraw(ident: &syn::Ident) -> String {
     let s = ident.to_string();
-    s.strip_prefix("r#").map_or_else(|| s.clone(), ToOwned::to_owned)
+    s.strip_prefix("r#")
+        .map_or_else(|| s.clone(), ToOwned::to_owned)
 }
 
 fn suggest<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
