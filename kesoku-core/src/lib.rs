@@ -97,8 +97,8 @@ pub(crate) fn suggest<'a>(
     candidates: impl Iterator<Item = &'a str>,
 ) -> Option<&'a str> {
     candidates
-        .map(|c| (strsim::jaro_winkler(word, c), c))
-        .filter(|(score, _)| *score > 0.8)
+        .map(|c| (strsim::normalized_damerau_levenshtein(word, c), c))
+        .filter(|(score, _)| *score >= 0.5)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
 }

@@ -170,8 +170,8 @@ pub(crate) fn unraw(ident: &syn::Ident) -> String {
 fn suggest<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
     candidates
         .iter()
-        .map(|c| (strsim::jaro_winkler(word, c), c.as_str()))
-        .filter(|(score, _)| *score > 0.7)
+        .map(|c| (strsim::normalized_damerau_levenshtein(word, c), c.as_str()))
+        .filter(|(score, _)| *score >= 0.5)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
 }

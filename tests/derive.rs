@@ -1,0 +1,276 @@
+//! `#[derive(ToolArg)]`: schemas that follow the serde representation, and
+//! decoding through them.
+
+// The enums and structs exist for their schemas; most fields are never read.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use kesoku::{Schema, ToolArg, ToolContext, tool};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+fn schema_of<T: ToolArg>() -> Value {
+    T::SCHEMA.to_json()
+}
+
+/// Search options.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(rename_all = "camelCase")]
+struct Options {
+    /// Largest number of hits.
+    max_hits: u32,
+    /// Case-sensitive matching.
+    #[serde(default)]
+    case_sensitive: bool,
+    /// A renamed field.
+    #[serde(rename = "q")]
+    query_text: String,
+    /// Never sent by the model.
+    #[serde(skip)]
+    #[allow(dead_code)]
+    internal: Vec<u8>,
+    /// An optional note.
+    note: Option<String>,
+    #[serde(flatten)]
+    paging: Paging,
+}
+
+#[derive(Debug, Deserialize, ToolArg)]
+struct Paging {
+    /// Page number.
+    page: u16,
+}
+
+#[test]
+fn struct_fields_follow_serde() {
+    assert_eq!(
+        schema_of::<Options>(),
+        json!({
+            "type": "object",
+            "description": "Search options.",
+            "properties": {
+                "maxHits": {"type": "integer", "minimum": 0, "maximum": u32::MAX, "description": "Largest number of hits."},
+                "caseSensitive": {"type": "boolean", "description": "Case-sensitive matching."},
+                "q": {"type": "string", "description": "A renamed field."},
+                "note": {"type": ["string", "null"], "description": "An optional note."},
+                "page": {"type": "integer", "minimum": 0, "maximum": 65535, "description": "Page number."}
+            },
+            "required": ["maxHits", "q", "page"],
+            "additionalProperties": false
+        })
+    );
+}
+
+/// Sort order.
+#[derive(Debug, Deserialize, ToolArg, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Order {
+    Newest,
+    OldestFirst,
+    #[serde(rename = "by-score")]
+    ByScore,
+}
+
+#[test]
+fn unit_enums_are_string_enums() {
+    assert_eq!(
+        schema_of::<Order>(),
+        json!({"type": "string", "enum": ["newest", "oldest_first", "by-score"], "description": "Sort order."})
+    );
+}
+
+/// A shape, externally tagged.
+#[derive(Debug, Deserialize, ToolArg)]
+enum Shape {
+    /// A dot.
+    Dot,
+    /// A circle.
+    Circle {
+        /// Radius.
+        r: f64,
+    },
+    /// A square of this side.
+    Square(f64),
+    /// A rectangle.
+    Rect(f64, f64),
+}
+
+#[test]
+fn data_enums_are_externally_tagged_one_of() {
+    let s = schema_of::<Shape>();
+    let alts = s["oneOf"].as_array().unwrap();
+    assert_eq!(alts.len(), 4);
+    assert_eq!(alts[0], json!({"type": "string", "const": "Dot", "description": "A dot."}));
+    assert_eq!(
+        alts[1],
+        json!({
+            "type": "object", "description": "A circle.",
+            "properties": {"Circle": {
+                "type": "object", "description": "A circle.",
+                "properties": {"r": {"type": "number", "description": "Radius."}},
+                "required": ["r"], "additionalProperties": false
+            }},
+            "required": ["Circle"], "additionalProperties": false
+        })
+    );
+    assert_eq!(alts[2]["properties"]["Square"], json!({"type": "number"}));
+    assert_eq!(alts[3]["properties"]["Rect"]["prefixItems"], json!([{"type": "number"}, {"type": "number"}]));
+}
+
+/// A command, internally tagged.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Command {
+    /// Stop.
+    Stop,
+    /// Move.
+    Move {
+        /// Steps.
+        steps: u8,
+    },
+}
+
+/// A message, adjacently tagged.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(tag = "t", content = "c")]
+enum Msg {
+    Ping,
+    Text(String),
+}
+
+#[test]
+fn internally_and_adjacently_tagged_enums() {
+    let s = schema_of::<Command>();
+    assert_eq!(
+        s["oneOf"][0],
+        json!({
+            "type": "object", "description": "Stop.",
+            "properties": {"kind": {"type": "string", "const": "stop"}},
+            "required": ["kind"], "additionalProperties": false
+        })
+    );
+    assert_eq!(s["oneOf"][1]["properties"]["kind"]["const"], "move");
+    assert_eq!(s["oneOf"][1]["properties"]["steps"]["description"], "Steps.");
+    assert_eq!(s["oneOf"][1]["required"], json!(["kind", "steps"]));
+
+    let m = schema_of::<Msg>();
+    assert_eq!(m["oneOf"][0]["required"], json!(["t"]));
+    assert_eq!(m["oneOf"][1]["properties"]["c"], json!({"type": "string"}));
+    assert_eq!(m["oneOf"][1]["required"], json!(["t", "c"]));
+}
+
+/// A tree of labels.
+#[derive(Debug, Deserialize, ToolArg)]
+struct Tree {
+    /// The label.
+    label: String,
+    /// The subtrees.
+    children: Vec<Tree>,
+}
+
+#[test]
+fn recursive_types_use_defs_and_refs() {
+    let s = schema_of::<Tree>();
+    assert_eq!(s["$ref"], "#/$defs/Tree");
+    let def = &s["$defs"]["Tree"];
+    assert_eq!(def["properties"]["children"]["items"], json!({"$ref": "#/$defs/Tree"}));
+    assert_eq!(def["description"], "A tree of labels.");
+}
+
+/// A transparent wrapper.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(transparent)]
+struct Meters(f64);
+
+/// A newtype.
+#[derive(Debug, Deserialize, ToolArg)]
+struct Id(u64);
+
+#[test]
+fn newtypes_are_their_inner_type() {
+    assert_eq!(schema_of::<Meters>(), json!({"type": "number", "description": "A transparent wrapper."}));
+    assert_eq!(schema_of::<Id>()["type"], "integer");
+    assert!(matches!(<Id as ToolArg>::SCHEMA, Schema::Named(n) if n.name == "Id"));
+}
+
+/// Searches a tree.
+///
+/// # Arguments
+/// * `tree` - The tree.
+/// * `options` - How to search.
+/// * `order` - The order.
+/// * `shapes` - Shapes by name.
+/// * `commands` - Commands to run.
+#[tool]
+fn search(
+    tree: Tree,
+    options: Options,
+    order: Order,
+    shapes: BTreeMap<String, Shape>,
+    commands: Vec<Command>,
+) -> String {
+    format!(
+        "{} {} {} {} {:?} {} {} {}",
+        tree.label,
+        tree.children.len(),
+        options.max_hits,
+        options.q_len(),
+        order,
+        shapes.len(),
+        commands.len(),
+        options.paging.page + u16::from(options.case_sensitive) + u16::from(options.note.is_some())
+    )
+}
+
+impl Options {
+    fn q_len(&self) -> usize {
+        self.query_text.len()
+    }
+}
+
+#[test]
+fn recursive_defs_sit_at_the_root_of_tool_parameters() {
+    let p = search::SCHEMA.parameters_json();
+    assert_eq!(p["properties"]["tree"]["$ref"], "#/$defs/Tree");
+    assert_eq!(p["properties"]["tree"]["description"], "The tree.");
+    assert!(p["$defs"]["Tree"].is_object());
+}
+
+#[tokio::test]
+async fn derived_types_decode_and_validate() {
+    let tool = kesoku::default_registry().get("search").unwrap();
+    let ctx = ToolContext::new("s");
+    let good = json!({
+        "tree": {"label": "root", "children": [{"label": "a", "children": []}]},
+        "options": {"maxHits": "3", "q": "abc", "page": 2},
+        "order": "oldest_first",
+        "shapes": {"c": {"Circle": {"r": 1.5}}, "d": "Dot", "s": {"Square": 2}},
+        "commands": [{"kind": "stop"}, {"kind": "move", "steps": 3}]
+    });
+    let out = tool.call(good.clone(), &ctx).await.unwrap();
+    assert_eq!(out.text(), "root 1 3 3 OldestFirst 3 2 2");
+
+    let mut bad = good.clone();
+    bad["tree"]["children"][0]["children"] = json!([{"label": 5, "children": []}]);
+    let e = tool.call(bad, &ctx).await.unwrap_err().to_string();
+    assert!(e.contains("argument `tree.children[0].children[0].label`: expected a string, got number 5"), "{e}");
+
+    let mut bad = good.clone();
+    bad["order"] = json!("newest_first");
+    let e = tool.call(bad, &ctx).await.unwrap_err().to_string();
+    assert!(
+        e.contains("argument `order`: expected one of `newest`, `oldest_first`, `by-score`, got \"newest_first\"; did you mean `oldest_first`?"),
+        "{e}"
+    );
+
+    let mut bad = good.clone();
+    bad["commands"][1] = json!({"kind": "move", "steps": "many"});
+    let e = tool.call(bad, &ctx).await.unwrap_err().to_string();
+    assert!(e.contains("argument `commands[1].steps`: expected an integer from 0 to 255"), "{e}");
+
+    let mut bad = good;
+    bad["options"]["page"] = json!(70000);
+    let e = tool.call(bad, &ctx).await.unwrap_err().to_string();
+    assert!(e.contains("argument `options.page`: expected an integer from 0 to 65535, got 70000"), "{e}");
+}

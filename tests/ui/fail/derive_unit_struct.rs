@@ -1,0 +1,6 @@
+use kesoku::ToolArg;
+
+#[derive(serde::Deserialize, ToolArg)]
+struct Nothing;
+
+fn main() {}

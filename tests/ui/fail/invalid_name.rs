@@ -1,0 +1,9 @@
+use kesoku::tool;
+
+/// Says hello.
+#[tool(name = "has space")]
+fn hello() -> String {
+    "hello".to_owned()
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use kesoku::tool;
+
+/// # Arguments
+/// * `key` - The key to look up.
+#[tool]
+fn lookup(key: String) -> String {
+    key
+}
+
+fn main() {}
