@@ -101,7 +101,10 @@ fn data_enums_are_externally_tagged_one_of() {
     let s = schema_of::<Shape>();
     let alts = s["oneOf"].as_array().unwrap();
     assert_eq!(alts.len(), 4);
-    assert_eq!(alts[0], json!({"type": "string", "const": "Dot", "description": "A dot."}));
+    assert_eq!(
+        alts[0],
+        json!({"type": "string", "const": "Dot", "description": "A dot."})
+    );
     assert_eq!(
         alts[1],
         json!({
@@ -115,7 +118,10 @@ fn data_enums_are_externally_tagged_one_of() {
         })
     );
     assert_eq!(alts[2]["properties"]["Square"], json!({"type": "number"}));
-    assert_eq!(alts[3]["properties"]["Rect"]["prefixItems"], json!([{"type": "number"}, {"type": "number"}]));
+    assert_eq!(
+        alts[3]["properties"]["Rect"]["prefixItems"],
+        json!([{"type": "number"}, {"type": "number"}])
+    );
 }
 
 /// A command, internally tagged.
@@ -151,7 +157,10 @@ fn internally_and_adjacently_tagged_enums() {
         })
     );
     assert_eq!(s["oneOf"][1]["properties"]["kind"]["const"], "move");
-    assert_eq!(s["oneOf"][1]["properties"]["steps"]["description"], "Steps.");
+    assert_eq!(
+        s["oneOf"][1]["properties"]["steps"]["description"],
+        "Steps."
+    );
     assert_eq!(s["oneOf"][1]["required"], json!(["kind", "steps"]));
 
     let m = schema_of::<Msg>();
@@ -174,7 +183,10 @@ fn recursive_types_use_defs_and_refs() {
     let s = schema_of::<Tree>();
     assert_eq!(s["$ref"], "#/$defs/Tree");
     let def = &s["$defs"]["Tree"];
-    assert_eq!(def["properties"]["children"]["items"], json!({"$ref": "#/$defs/Tree"}));
+    assert_eq!(
+        def["properties"]["children"]["items"],
+        json!({"$ref": "#/$defs/Tree"})
+    );
     assert_eq!(def["description"], "A tree of labels.");
 }
 
@@ -189,7 +201,10 @@ struct Id(u64);
 
 #[test]
 fn newtypes_are_their_inner_type() {
-    assert_eq!(schema_of::<Meters>(), json!({"type": "number", "description": "A transparent wrapper."}));
+    assert_eq!(
+        schema_of::<Meters>(),
+        json!({"type": "number", "description": "A transparent wrapper."})
+    );
     assert_eq!(schema_of::<Id>()["type"], "integer");
     assert!(matches!(<Id as ToolArg>::SCHEMA, Schema::Named(n) if n.name == "Id"));
 }
@@ -254,7 +269,12 @@ async fn derived_types_decode_and_validate() {
     let mut bad = good.clone();
     bad["tree"]["children"][0]["children"] = json!([{"label": 5, "children": []}]);
     let e = tool.call(bad, &ctx).await.unwrap_err().to_string();
-    assert!(e.contains("argument `tree.children[0].children[0].label`: expected a string, got number 5"), "{e}");
+    assert!(
+        e.contains(
+            "argument `tree.children[0].children[0].label`: expected a string, got number 5"
+        ),
+        "{e}"
+    );
 
     let mut bad = good.clone();
     bad["order"] = json!("newest_first");
@@ -267,10 +287,16 @@ async fn derived_types_decode_and_validate() {
     let mut bad = good.clone();
     bad["commands"][1] = json!({"kind": "move", "steps": "many"});
     let e = tool.call(bad, &ctx).await.unwrap_err().to_string();
-    assert!(e.contains("argument `commands[1].steps`: expected an integer from 0 to 255"), "{e}");
+    assert!(
+        e.contains("argument `commands[1].steps`: expected an integer from 0 to 255"),
+        "{e}"
+    );
 
     let mut bad = good;
     bad["options"]["page"] = json!(70000);
     let e = tool.call(bad, &ctx).await.unwrap_err().to_string();
-    assert!(e.contains("argument `options.page`: expected an integer from 0 to 65535, got 70000"), "{e}");
+    assert!(
+        e.contains("argument `options.page`: expected an integer from 0 to 65535, got 70000"),
+        "{e}"
+    );
 }

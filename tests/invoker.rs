@@ -98,7 +98,10 @@ struct Counter(std::sync::atomic::AtomicU32);
 /// * `note` - A note.
 #[tool]
 async fn whoami(note: String, context: &ToolContext, counter: State<Counter>) -> String {
-    let n = counter.0.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let n = counter
+        .0
+        .0
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     format!(
         "{} {} {note} {n}",
         context.session_id(),
@@ -120,7 +123,10 @@ fn boom() -> u8 {
 
 #[tokio::test]
 async fn calls_async_tool() {
-    assert_eq!(call("add", json!({"a": 2, "b": 40})).await.unwrap().value, json!(42));
+    assert_eq!(
+        call("add", json!({"a": 2, "b": 40})).await.unwrap().value,
+        json!(42)
+    );
 }
 
 #[tokio::test]
@@ -154,22 +160,39 @@ async fn wrong_type_says_what_was_expected_and_what_came() {
 #[tokio::test]
 async fn every_problem_is_reported_at_once() {
     let e = error("add", json!({"a": true, "c": 1})).await;
-    assert!(e.starts_with("invalid arguments for tool `add` (3 problems):"), "{e}");
+    assert!(
+        e.starts_with("invalid arguments for tool `add` (3 problems):"),
+        "{e}"
+    );
     assert!(e.contains("- unknown argument `c`"), "{e}");
     assert!(e.contains("- argument `a`: expected an integer"), "{e}");
-    assert!(e.contains("- argument `b` is required (The second integer.)"), "{e}");
+    assert!(
+        e.contains("- argument `b` is required (The second integer.)"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
 async fn nested_errors_carry_a_json_path() {
-    let e = error("sum_x", json!({"points": [{"x": 1, "y": 2}, {"x": "one", "y": 2}], "scale": 1})).await;
-    assert!(e.contains("argument `points[1].x`: expected an integer"), "{e}");
+    let e = error(
+        "sum_x",
+        json!({"points": [{"x": 1, "y": 2}, {"x": "one", "y": 2}], "scale": 1}),
+    )
+    .await;
+    assert!(
+        e.contains("argument `points[1].x`: expected an integer"),
+        "{e}"
+    );
     let e = error("sum_x", json!({"points": [{"x": 1}], "scale": 1})).await;
     assert_eq!(
         e,
         "invalid arguments for tool `sum_x`: argument `points[0].y` is required (Vertical.)"
     );
-    let e = error("sum_x", json!({"points": [{"x": 1, "y": 1, "z": 0}], "scale": 1})).await;
+    let e = error(
+        "sum_x",
+        json!({"points": [{"x": 1, "y": 1, "z": 0}], "scale": 1}),
+    )
+    .await;
     assert_eq!(
         e,
         "invalid arguments for tool `sum_x`: unknown argument `points[0].z`; valid arguments are `x`, `y`"
@@ -178,12 +201,31 @@ async fn nested_errors_carry_a_json_path() {
 
 #[tokio::test]
 async fn lenient_coercion_is_on_by_default() {
-    assert_eq!(call("add", json!({"a": "5", "b": " 6 "})).await.unwrap().value, json!(11));
+    assert_eq!(
+        call("add", json!({"a": "5", "b": " 6 "}))
+            .await
+            .unwrap()
+            .value,
+        json!(11)
+    );
     // 2.0 is an integer to a model.
-    assert_eq!(call("add", json!({"a": 2.0, "b": 1})).await.unwrap().value, json!(3));
-    let out = call("sum_x", json!({"points": [{"x": "3", "y": "4"}], "scale": "2.5"})).await;
+    assert_eq!(
+        call("add", json!({"a": 2.0, "b": 1})).await.unwrap().value,
+        json!(3)
+    );
+    let out = call(
+        "sum_x",
+        json!({"points": [{"x": "3", "y": "4"}], "scale": "2.5"}),
+    )
+    .await;
     assert_eq!(out.unwrap().value, json!(7.5));
-    assert_eq!(call("strict", json!({"flag": false, "count": 3})).await.unwrap().text(), "true 3");
+    assert_eq!(
+        call("strict", json!({"flag": false, "count": 3}))
+            .await
+            .unwrap()
+            .text(),
+        "true 3"
+    );
 }
 
 #[tokio::test]
@@ -197,8 +239,14 @@ async fn coercion_rejects_what_does_not_parse() {
 #[tokio::test]
 async fn coercion_can_be_switched_off() {
     let e = error("strict", json!({"flag": "true", "count": "3"})).await;
-    assert!(e.contains("argument `flag`: expected a boolean, got string \"true\""), "{e}");
-    assert!(e.contains("argument `count`: expected an integer from 0 to 255, got string \"3\""), "{e}");
+    assert!(
+        e.contains("argument `flag`: expected a boolean, got string \"true\""),
+        "{e}"
+    );
+    assert!(
+        e.contains("argument `count`: expected an integer from 0 to 255, got string \"3\""),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -217,14 +265,23 @@ async fn arguments_must_be_an_object() {
         "invalid arguments for tool `add`: the arguments must be a JSON object, got an array of 2 items"
     );
     // null is an empty object, for tools without arguments.
-    assert_eq!(call("nothing", Value::Null).await.unwrap().value, Value::Null);
+    assert_eq!(
+        call("nothing", Value::Null).await.unwrap().value,
+        Value::Null
+    );
 }
 
 #[tokio::test]
 async fn result_err_becomes_an_error_not_a_panic() {
-    assert_eq!(call("divide", json!({"a": 1, "b": 4})).await.unwrap().value, json!(0.25));
+    assert_eq!(
+        call("divide", json!({"a": 1, "b": 4})).await.unwrap().value,
+        json!(0.25)
+    );
     let e = call("divide", json!({"a": 1, "b": 0})).await.unwrap_err();
-    assert!(matches!(&e, ToolError::Failed(m) if m == "division by zero"), "{e:?}");
+    assert!(
+        matches!(&e, ToolError::Failed(m) if m == "division by zero"),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]
@@ -236,35 +293,64 @@ async fn unit_return_is_null_with_empty_text() {
 
 #[tokio::test]
 async fn options_and_defaults_apply_when_absent_or_null() {
-    assert_eq!(call("greet", json!({"name": "Ada"})).await.unwrap().text(), "Hello, Ada!");
-    let out = call("greet", json!({"name": "Ada", "greeting": null, "times": null})).await;
+    assert_eq!(
+        call("greet", json!({"name": "Ada"})).await.unwrap().text(),
+        "Hello, Ada!"
+    );
+    let out = call(
+        "greet",
+        json!({"name": "Ada", "greeting": null, "times": null}),
+    )
+    .await;
     assert_eq!(out.unwrap().text(), "Hello, Ada!");
-    let out = call("greet", json!({"name": "Ada", "greeting": "Hi", "times": 2})).await;
+    let out = call(
+        "greet",
+        json!({"name": "Ada", "greeting": "Hi", "times": 2}),
+    )
+    .await;
     assert_eq!(out.unwrap().text(), "Hi, Ada! Hi, Ada!");
     // A required argument may not be null.
     let e = error("greet", json!({"name": null})).await;
-    assert!(e.contains("argument `name`: expected a string, got null"), "{e}");
+    assert!(
+        e.contains("argument `name`: expected a string, got null"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
 async fn context_and_state_are_injected_and_hidden_from_the_schema() {
     let tool = kesoku::default_registry().get("whoami").unwrap();
     assert_eq!(tool.parameters()["required"], json!(["note"]));
-    assert_eq!(tool.parameters()["properties"].as_object().unwrap().len(), 1);
+    assert_eq!(
+        tool.parameters()["properties"].as_object().unwrap().len(),
+        1
+    );
 
     let ctx = ToolContext::new("s-1")
         .with_original_msg_id("m-7")
         .with_state(Counter(std::sync::atomic::AtomicU32::new(10)));
-    let out = call_with("whoami", json!({"note": "hi"}), &ctx).await.unwrap();
+    let out = call_with("whoami", json!({"note": "hi"}), &ctx)
+        .await
+        .unwrap();
     assert_eq!(out.text(), "s-1 m-7 hi 10");
-    let out = call_with("whoami", json!({"note": "again"}), &ctx).await.unwrap();
+    let out = call_with("whoami", json!({"note": "again"}), &ctx)
+        .await
+        .unwrap();
     assert_eq!(out.text(), "s-1 m-7 again 11");
 }
 
 #[tokio::test]
 async fn missing_state_is_an_error_naming_the_type() {
-    let e = call("whoami", json!({"note": "hi"})).await.unwrap_err().to_string();
-    assert!(e.starts_with("cannot inject `kesoku_core::context::State<invoker::Counter>` into tool `whoami`"), "{e}");
+    let e = call("whoami", json!({"note": "hi"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "cannot inject `kesoku_core::context::State<invoker::Counter>` into tool `whoami`"
+        ),
+        "{e}"
+    );
     assert!(e.contains("no state of type `invoker::Counter`"), "{e}");
 }
 
@@ -274,7 +360,11 @@ async fn sync_tools_run_off_the_async_worker() {
     let worker = format!("{:?}", std::thread::current().id());
     let tool = kesoku::default_registry().get("thread_id").unwrap();
     assert!(!tool.is_async());
-    let ran_on = tool.call(json!({}), &ToolContext::new("s")).await.unwrap().text();
+    let ran_on = tool
+        .call(json!({}), &ToolContext::new("s"))
+        .await
+        .unwrap()
+        .text();
     assert_ne!(ran_on, worker);
     assert!(ran_on.starts_with("ThreadId("), "{ran_on}");
 }
@@ -290,5 +380,11 @@ fn the_function_stays_callable_as_written() {
     assert_eq!(divide(6.0, 3.0), Ok(2.0));
     assert_eq!(greet("Bo".into(), None, 2), "Hello, Bo! Hello, Bo!");
     let fut = add(1, 2);
-    assert_eq!(tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(fut), 3);
+    assert_eq!(
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(fut),
+        3
+    );
 }

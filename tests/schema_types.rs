@@ -65,7 +65,10 @@ fn scalars(
 #[test]
 fn scalar_schemas() {
     let p = props(scalars::SCHEMA);
-    assert_eq!(p["b"], json!({"type": "boolean", "description": "A boolean."}));
+    assert_eq!(
+        p["b"],
+        json!({"type": "boolean", "description": "A boolean."})
+    );
     assert_eq!(
         p["i8_"],
         json!({"type": "integer", "minimum": -128, "maximum": 127, "description": "An i8."})
@@ -79,15 +82,24 @@ fn scalar_schemas() {
     // 128-bit bounds do not fit JSON integers and are written as floats.
     assert_eq!(p["i128_"]["minimum"].as_f64(), Some(-1.7014118346046923e38));
     assert_eq!(p["isize_"]["maximum"], isize::MAX as i64);
-    assert_eq!(p["u8_"], json!({"type": "integer", "minimum": 0, "maximum": 255, "description": "A u8."}));
+    assert_eq!(
+        p["u8_"],
+        json!({"type": "integer", "minimum": 0, "maximum": 255, "description": "A u8."})
+    );
     assert_eq!(p["u16_"]["maximum"], 65535);
     assert_eq!(p["u32_"]["maximum"], u32::MAX);
     assert_eq!(p["u64_"]["maximum"], u64::MAX);
     assert_eq!(p["u128_"]["maximum"].as_f64(), Some(3.402823669209385e38));
     assert_eq!(p["usize_"]["minimum"], 0);
-    assert_eq!(p["f32_"], json!({"type": "number", "description": "An f32."}));
+    assert_eq!(
+        p["f32_"],
+        json!({"type": "number", "description": "An f32."})
+    );
     assert_eq!(p["f64_"]["type"], "number");
-    assert_eq!(p["s"], json!({"type": "string", "description": "A string."}));
+    assert_eq!(
+        p["s"],
+        json!({"type": "string", "description": "A string."})
+    );
     assert_eq!(p["p"], json!({"type": "string", "description": "A path."}));
     assert_eq!(
         p["c"],
@@ -125,7 +137,9 @@ fn containers(
     boxed: Box<bool>,
     nested: Option<Vec<Option<String>>>,
 ) {
-    let _ = (opt, list, deque, fixed, hset, bset, hmap, bmap, pair, boxed, nested);
+    let _ = (
+        opt, list, deque, fixed, hset, bset, hmap, bmap, pair, boxed, nested,
+    );
 }
 
 #[test]
@@ -136,7 +150,10 @@ fn container_schemas() {
         p["opt"],
         json!({"type": ["integer", "null"], "minimum": i32::MIN, "maximum": i32::MAX, "description": "An optional integer."})
     );
-    assert_eq!(p["list"], json!({"type": "array", "items": {"type": "string"}, "description": "A list."}));
+    assert_eq!(
+        p["list"],
+        json!({"type": "array", "items": {"type": "string"}, "description": "A list."})
+    );
     assert_eq!(p["deque"]["items"]["maximum"], 255);
     assert_eq!(
         p["fixed"],
@@ -158,7 +175,10 @@ fn container_schemas() {
             "description": "A pair."
         })
     );
-    assert_eq!(p["boxed"], json!({"type": "boolean", "description": "A boxed bool."}));
+    assert_eq!(
+        p["boxed"],
+        json!({"type": "boolean", "description": "A boxed bool."})
+    );
     assert_eq!(
         p["nested"],
         json!({"type": ["array", "null"], "items": {"type": ["string", "null"]}, "description": "Optional lists of optional strings."})
@@ -166,14 +186,19 @@ fn container_schemas() {
     // Option parameters are the only optional ones.
     assert_eq!(
         full["required"],
-        json!(["list", "deque", "fixed", "hset", "bset", "hmap", "bmap", "pair", "boxed"])
+        json!([
+            "list", "deque", "fixed", "hset", "bset", "hmap", "bmap", "pair", "boxed"
+        ])
     );
 }
 
 #[test]
 fn arguments_object_is_strict_draft_2020_12() {
     let full = containers::SCHEMA.parameters_json();
-    assert_eq!(full["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(
+        full["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
     assert_eq!(full["type"], "object");
     assert_eq!(full["additionalProperties"], false);
     // Every property has a description.

@@ -62,9 +62,13 @@ fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
 }
 
 /// The user's function without `#[arg]` / `#[inject]` on its parameters,
-/// which are ours and would not compile on a plain `fn`.
+/// which are ours and would not compile on a plain `fn`. Tool parameters
+/// are owned by design (they are decoded from JSON), so clippy's advice to
+/// borrow them does not apply.
 fn strip_param_attrs(item: &ItemFn) -> ItemFn {
     let mut item = item.clone();
+    item.attrs
+        .push(syn::parse_quote!(#[allow(clippy::needless_pass_by_value)]));
     for arg in &mut item.sig.inputs {
         if let syn::FnArg::Typed(pt) = arg {
             pt.attrs.retain(|a| !ArgOptions::is_ours(a));
