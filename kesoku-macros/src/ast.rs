@@ -39,7 +39,15 @@ impl DocLines {
                     ..
                 }) => {
                     // A `/** */` block arrives as one literal with newlines.
-                    for text in s.value().split('\n') {
+                    let value = s.value();
+                    let block: Vec<&str> = value.split('\n').collect();
+                    let starred = block.len() > 1
+                        && block
+                            .iter()
+                            .filter(|l| !l.trim().is_empty())
+                            .all(|l| l.trim_start().starts_with('*'));
+                    for text in block {
+                        let text = if starred { unstar(text) } else { text };
                         lines.push(DocLine {
                             text: text.to_owned(),
                             span: attr.span(),
@@ -51,6 +59,13 @@ impl DocLines {
         }
         DocLines { lines, unreadable }
     }
+}
+
+/// ` * text` → ` text`: the decoration of a `/** */` block whose every
+/// line starts with a star, which rustdoc strips too.
+fn unstar(line: &str) -> &str {
+    let t = line.trim_start();
+    t.strip_prefix('*').unwrap_or(t)
 }
 
 /// How a parameter gets its value.

@@ -40,7 +40,7 @@ fn borrowed_other(whatever: &kesoku::ToolContext) -> String {
 /// * `name` - Who to greet.
 #[tool]
 fn greet(greeting: State<Greeting>, name: String) -> String {
-    format!("{} {name}", greeting.0)
+    format!("{} {name}", greeting.0.0)
 }
 
 /// A custom injected type.
