@@ -9,7 +9,12 @@ fn arg_docs(schema: &kesoku::ToolSchema) -> Vec<(String, String)> {
         .as_object()
         .unwrap()
         .iter()
-        .map(|(k, v)| (k.clone(), v["description"].as_str().unwrap_or("").to_owned()))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v["description"].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -117,7 +122,12 @@ fn find(needle: String) -> Result<usize, String> {
 
 #[test]
 fn list_styles() {
-    let want = |b: &str| vec![("a".to_owned(), "First.".to_owned()), ("b".to_owned(), b.to_owned())];
+    let want = |b: &str| {
+        vec![
+            ("a".to_owned(), "First.".to_owned()),
+            ("b".to_owned(), b.to_owned()),
+        ]
+    };
     assert_eq!(
         arg_docs(star_backtick_dash::SCHEMA),
         want("Second, which goes on over two lines.")
@@ -130,12 +140,24 @@ fn list_styles() {
 
 #[test]
 fn doc_attributes_and_block_comments() {
-    assert_eq!(doc_attributes::SCHEMA.description, "Written with doc attributes.");
-    assert_eq!(arg_docs(doc_attributes::SCHEMA), [("a".to_owned(), "First.".to_owned())]);
+    assert_eq!(
+        doc_attributes::SCHEMA.description,
+        "Written with doc attributes."
+    );
+    assert_eq!(
+        arg_docs(doc_attributes::SCHEMA),
+        [("a".to_owned(), "First.".to_owned())]
+    );
     assert_eq!(block_comment::SCHEMA.description, "Block comment.");
-    assert_eq!(arg_docs(block_comment::SCHEMA), [("a".to_owned(), "First.".to_owned())]);
+    assert_eq!(
+        arg_docs(block_comment::SCHEMA),
+        [("a".to_owned(), "First.".to_owned())]
+    );
     assert_eq!(starred_block::SCHEMA.description, "Starred block comment.");
-    assert_eq!(arg_docs(starred_block::SCHEMA), [("a".to_owned(), "First.".to_owned())]);
+    assert_eq!(
+        arg_docs(starred_block::SCHEMA),
+        [("a".to_owned(), "First.".to_owned())]
+    );
 }
 
 #[test]
@@ -145,7 +167,13 @@ fn description_keeps_paragraphs_and_drops_rustdoc_sections() {
         "Finds `Value`s in a haystack, see the guide.\n\nIt scans the haystack line by line.\n\n- fast\n- exact"
     );
     assert_eq!(find::SCHEMA.returns, Some("The number of matches."));
-    assert_eq!(arg_docs(find::SCHEMA), [("needle".to_owned(), "What to find, such as `\"x\"`.".to_owned())]);
+    assert_eq!(
+        arg_docs(find::SCHEMA),
+        [(
+            "needle".to_owned(),
+            "What to find, such as `\"x\"`.".to_owned()
+        )]
+    );
     let tool = kesoku::default_registry().get("find").unwrap();
     assert_eq!(tool.description(), find::SCHEMA.description);
     assert!(!tool.description().contains("Never"));
