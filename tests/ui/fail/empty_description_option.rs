@@ -1,0 +1,7 @@
+use kesoku::tool;
+
+/// These docs are overridden.
+#[tool(description = "  ")]
+fn hello() {}
+
+fn main() {}
