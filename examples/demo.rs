@@ -5,6 +5,9 @@
 //!
 //! Run it with `cargo run --example demo`.
 
+// Some tools are async only to exercise the async path.
+#![allow(clippy::unused_async)]
+
 use kesoku::{State, ToolArg, ToolContext, tool};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -81,9 +84,15 @@ struct Notebook(std::sync::Mutex<Vec<String>>);
 #[tool]
 async fn save_note(text: String, context: &ToolContext, notebook: State<Notebook>) -> String {
     let Notebook(notes) = &*notebook;
-    let mut notes = notes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut notes = notes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     notes.push(text);
-    format!("saved note {} for session {}", notes.len(), context.session_id())
+    format!(
+        "saved note {} for session {}",
+        notes.len(),
+        context.session_id()
+    )
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -91,8 +100,16 @@ async fn main() {
     let registry = kesoku::default_registry();
     println!("== {} tools in the default registry ==\n", registry.len());
     for tool in registry {
-        println!("{} ({})", tool.name(), tool.location().map_or_else(String::new, ToString::to_string));
-        println!("  description: {}", tool.description().replace('\n', "\n               "));
+        println!(
+            "{} ({})",
+            tool.name(),
+            tool.location()
+                .map_or_else(String::new, ToString::to_string)
+        );
+        println!(
+            "  description: {}",
+            tool.description().replace('\n', "\n               ")
+        );
         if let Some(r) = tool.returns() {
             println!("  returns: {r}");
         }

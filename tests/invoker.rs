@@ -1,6 +1,9 @@
 //! The generated invoker: decoding, coercion, error messages, return types
 //! and injected parameters.
 
+// Some tools are async only to exercise the async path.
+#![allow(clippy::unused_async)]
+
 use kesoku::{State, ToolArg, ToolContext, ToolError, ToolOutput, tool};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -80,7 +80,10 @@ fn scalar_schemas() {
     assert_eq!(p["i64_"]["minimum"], i64::MIN);
     assert_eq!(p["i64_"]["maximum"], i64::MAX);
     // 128-bit bounds do not fit JSON integers and are written as floats.
-    assert_eq!(p["i128_"]["minimum"].as_f64(), Some(-1.7014118346046923e38));
+    assert_eq!(
+        p["i128_"]["minimum"].as_f64(),
+        Some(-1.701_411_834_604_692_3e38)
+    );
     assert_eq!(p["isize_"]["maximum"], isize::MAX as i64);
     assert_eq!(
         p["u8_"],
@@ -89,7 +92,10 @@ fn scalar_schemas() {
     assert_eq!(p["u16_"]["maximum"], 65535);
     assert_eq!(p["u32_"]["maximum"], u32::MAX);
     assert_eq!(p["u64_"]["maximum"], u64::MAX);
-    assert_eq!(p["u128_"]["maximum"].as_f64(), Some(3.402823669209385e38));
+    assert_eq!(
+        p["u128_"]["maximum"].as_f64(),
+        Some(3.402_823_669_209_385e38)
+    );
     assert_eq!(p["usize_"]["minimum"], 0);
     assert_eq!(
         p["f32_"],

@@ -79,15 +79,6 @@ pub mod __private {
             None
         }
     }
-
-    /// Compile-time checks that point at the offending parameter.
-    pub const fn assert_arg<T: crate::ToolArg + serde::de::DeserializeOwned>() {}
-    /// Checks an injected parameter's type.
-    pub const fn assert_inject<T: FromToolContext>() {}
-    /// Checks a plain return type.
-    pub const fn assert_output<T: serde::Serialize>() {}
-    /// Checks a `Result` return type.
-    pub const fn assert_result<T: crate::IntoToolResult>() {}
 }
 
 /// The closest of `candidates` to `word`, if one is close enough to be a

@@ -19,7 +19,7 @@ pub(crate) struct DocLine {
 pub(crate) struct DocLines {
     pub(crate) lines: Vec<DocLine>,
     /// A `#[doc = ...]` whose value is not a string literal (`include_str!`).
-    pub(crate) unreadable: Option<Span>,
+    pub(crate) unreadable: Option<syn::Attribute>,
 }
 
 impl DocLines {
@@ -54,7 +54,7 @@ impl DocLines {
                         });
                     }
                 }
-                other => unreadable = unreadable.or(Some(other.span())),
+                _ => unreadable = unreadable.or_else(|| Some(attr.clone())),
             }
         }
         DocLines { lines, unreadable }
@@ -105,6 +105,8 @@ pub(crate) struct ToolFn<'a> {
     pub(crate) params: Vec<Param<'a>>,
     pub(crate) output: Output<'a>,
     pub(crate) docs: DocLines,
+    /// Whether a parameter was rejected (and so is missing from `params`).
+    pub(crate) rejected_params: bool,
 }
 
 impl<'a> ToolFn<'a> {
@@ -129,7 +131,8 @@ impl<'a> ToolFn<'a> {
         if let Some(v) = &sig.variadic {
             cx.error_spanned_by(v, "a #[tool] function cannot be variadic");
         }
-        let params = sig.inputs.iter().filter_map(|arg| param(cx, arg)).collect();
+        let params: Vec<Param<'a>> = sig.inputs.iter().filter_map(|arg| param(cx, arg)).collect();
+        let rejected_params = params.len() != sig.inputs.len();
         let output = match &sig.output {
             ReturnType::Default => Output::Unit,
             ReturnType::Type(_, ty) if is_unit(ty) => Output::Unit,
@@ -143,6 +146,7 @@ impl<'a> ToolFn<'a> {
             params,
             output,
             docs: DocLines::from_attrs(&item.attrs),
+            rejected_params,
         }
     }
 
@@ -179,7 +183,10 @@ fn param<'a>(cx: &Ctxt, arg: &'a FnArg) -> Option<Param<'a>> {
     if let Some(default) = &opts.default
         && source != Source::Model
     {
-        cx.error_spanned_by(default, "an injected parameter cannot have a default");
+        cx.error_spanned_by(
+            default,
+            format!("`{ident}` comes from the tool context, not from the model, so it cannot have a default"),
+        );
     }
     Some(Param {
         ident,

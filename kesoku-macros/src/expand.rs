@@ -9,7 +9,7 @@
 //! - per-parameter trait checks spanned at each type, so a missing impl is
 //!   reported on the parameter rather than somewhere in generated code.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ItemFn, LitStr};
@@ -21,8 +21,8 @@ use crate::valid::{self, Checked, unraw};
 
 pub(crate) fn tool(args: TokenStream, input: &TokenStream) -> TokenStream {
     let Ok(item) = syn::parse2::<ItemFn>(input.clone()) else {
-        let err = syn::Error::new(
-            Span::call_site(),
+        let err = syn::Error::new_spanned(
+            input,
             "#[tool] goes on a free function (`fn` or `async fn`)",
         );
         return with_errors(input, &err);
@@ -50,8 +50,17 @@ fn with_errors(tokens: &TokenStream, err: &syn::Error) -> TokenStream {
 fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
     use darling::FromMeta;
     match darling::ast::NestedMeta::parse_meta_list(args) {
-        Ok(list) => ToolOptions::from_list(&list).unwrap_or_else(|e| {
-            cx.syn_error(e.into());
+        Ok(list) => ToolOptions::from_list(&list).unwrap_or_else(|errors| {
+            for e in errors {
+                let msg = e.to_string();
+                let msg = msg.get(..1).map_or_else(String::new, str::to_lowercase) + msg.get(1..).unwrap_or("");
+                cx.error_at(
+                    e.span(),
+                    format!(
+                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `allow_undocumented_args` and `crate = path`"
+                    ),
+                );
+            }
             ToolOptions::default()
         }),
         Err(e) => {
@@ -93,7 +102,6 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
 
     let schema = schema_tokens(f, opts, checked, &krate);
     let invoke = invoke_tokens(f, checked, &krate, &schema_const);
-    let checks = check_tokens(f, &krate);
     let module_doc = format!(
         "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
     );
@@ -132,7 +140,6 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
             #krate::__private::ToolEntry(#fn_ident::TOOL)
         }
 
-        const _: () = { #checks };
     }
 }
 
@@ -236,10 +243,11 @@ fn invoke_tokens(
         let key = LitStr::new(&unraw(p.ident), p.ident.span());
         match p.source {
             Source::Model => {
+                // Spanned at the type: a missing `Deserialize` is reported there.
                 let take = if let Some(expr) = &p.default {
-                    quote!(#args.take_or_else(#key, || -> #ty { #expr })?)
+                    quote_spanned!(ty.span()=> #args.take_or_else::<#ty>(#key, || -> #ty { #expr })?)
                 } else {
-                    quote!(#args.take::<#ty>(#key)?)
+                    quote_spanned!(ty.span()=> #args.take::<#ty>(#key)?)
                 };
                 lets.push(quote!(let #var: #ty = #take;));
                 call_args.push(quote!(#var));
@@ -251,7 +259,9 @@ fn invoke_tokens(
                 call_args.push(if by_ref { quote!(&#var) } else { quote!(#var) });
             }
             Source::Inject => {
-                lets.push(quote!(let #var: #ty = #krate::__private::inject::<#ty>(#name, #ctx)?;));
+                let inject =
+                    quote_spanned!(ty.span()=> #krate::__private::inject::<#ty>(#name, #ctx)?);
+                lets.push(quote!(let #var: #ty = #inject;));
                 call_args.push(quote!(#var));
             }
         }
@@ -267,8 +277,11 @@ fn invoke_tokens(
             let () = #out;
             ::core::result::Result::Ok(#krate::ToolOutput::new(#krate::__private::Value::Null))
         },
-        Output::Result(_) => quote!(#krate::IntoToolResult::into_tool_result(#out, #name)),
-        Output::Value(_) => quote!(#krate::encode(#name, &#out)),
+        // Spanned at the return type, where an unmet bound is reported.
+        Output::Result(ty) => quote_spanned! {ty.span()=>
+            <#ty as #krate::IntoToolResult>::into_tool_result(#out, #name)
+        },
+        Output::Value(ty) => quote_spanned!(ty.span()=> #krate::encode::<#ty>(#name, &#out)),
     };
     let run = if f.is_async {
         quote! {
@@ -295,32 +308,4 @@ fn invoke_tokens(
             ::core::result::Result::Ok(#run)
         }
     }
-}
-
-/// One trait check per parameter and for the return type, each spanned at
-/// its type so the compiler's error lands there.
-fn check_tokens(f: &ToolFn<'_>, krate: &syn::Path) -> TokenStream {
-    let mut checks = Vec::new();
-    for p in &f.params {
-        let ty = p.ty;
-        match p.source {
-            Source::Model => checks.push(quote_spanned! {ty.span()=>
-                #krate::__private::assert_arg::<#ty>();
-            }),
-            Source::Inject => checks.push(quote_spanned! {ty.span()=>
-                #krate::__private::assert_inject::<#ty>();
-            }),
-            Source::Context { .. } => {}
-        }
-    }
-    match &f.output {
-        Output::Unit => {}
-        Output::Result(ty) => checks.push(quote_spanned! {ty.span()=>
-            #krate::__private::assert_result::<#ty>();
-        }),
-        Output::Value(ty) => checks.push(quote_spanned! {ty.span()=>
-            #krate::__private::assert_output::<#ty>();
-        }),
-    }
-    quote!(#(#checks)*)
 }

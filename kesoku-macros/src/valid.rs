@@ -44,7 +44,8 @@ pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
         cx.error_at(
             span,
             format!(
-                "tool name `{name}` is not accepted by every provider: it must match ^[A-Za-z_][A-Za-z0-9_-]{{0,63}}$"
+                "tool name `{name}` is not accepted by every provider: {}; names must match ^[A-Za-z_][A-Za-z0-9_-]{{0,63}}$",
+                name_problem(&name)
             ),
         );
     }
@@ -78,9 +79,9 @@ fn description(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions, parsed: &Docs) -> 
         }
         return text;
     }
-    if let Some(span) = f.docs.unreadable {
-        cx.error_at(
-            span,
+    if let Some(attr) = &f.docs.unreadable {
+        cx.error_spanned_by(
+            attr,
             "#[tool] cannot read this doc attribute at compile time (only string literals can be read); set #[tool(description = \"...\")] instead",
         );
         return String::new();
@@ -106,21 +107,28 @@ fn match_args(
     line_span: &dyn Fn(usize) -> Span,
 ) -> Vec<Option<String>> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
+    // Parameters an unknown entry was probably meant for: their own
+    // "undocumented" error would repeat the same mistake.
+    let mut typo_targets: Vec<String> = Vec::new();
     for entry in &parsed.args {
-        if let Some(first) = seen.insert(entry.name.as_str(), entry.line) {
+        if seen.insert(entry.name.as_str(), entry.line).is_some() {
             cx.error_at(
                 line_span(entry.line),
                 format!(
-                    "`{}` is documented twice under `# Arguments` (first on doc line {}); keep one entry",
-                    entry.name,
-                    first + 1
+                    "`{}` is documented twice under `# Arguments`; keep one entry",
+                    entry.name
                 ),
             );
         }
         let known = f.params.iter().any(|p| unraw(p.ident) == entry.name);
-        if !known {
+        // A rejected parameter has no name here; its own error says why.
+        if !known && !f.rejected_params {
             let names: Vec<String> = f.model_params().map(|p| unraw(p.ident)).collect();
-            let hint = suggest(&entry.name, &names)
+            let suggestion = suggest(&entry.name, &names);
+            if let Some(m) = suggestion {
+                typo_targets.push(m.to_owned());
+            }
+            let hint = suggestion
                 .map(|m| format!("; did you mean `{m}`?"))
                 .unwrap_or_default();
             cx.error_at(
@@ -147,7 +155,11 @@ fn match_args(
         .map(|p| {
             let key = unraw(p.ident);
             let doc = parsed.args.iter().find(|a| a.name == key).map(|a| a.text.clone());
-            if doc.is_none() && p.source == Source::Model && !opts.allow_undocumented_args.is_present() {
+            if doc.is_none()
+                && p.source == Source::Model
+                && !opts.allow_undocumented_args.is_present()
+                && !typo_targets.contains(&key)
+            {
                 cx.error_at(
                     p.ident.span(),
                     format!(
@@ -174,6 +186,29 @@ fn suggest<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
         .filter(|(score, _)| *score >= 0.5)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
+}
+
+/// Why a name fails [`valid_name`], in words.
+fn name_problem(name: &str) -> String {
+    let len = name.chars().count();
+    if name.is_empty() {
+        "it is empty".into()
+    } else if len > 64 {
+        format!("it is {len} characters long, and the limit is 64")
+    } else if let Some(c) = name
+        .chars()
+        .next()
+        .filter(|c| !(c.is_ascii_alphabetic() || *c == '_'))
+    {
+        format!("it starts with `{c}`, and names start with a letter or `_`")
+    } else if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        format!("it contains `{c}`, and names use only ASCII letters, digits, `_` and `-`")
+    } else {
+        "it is not a valid name".into()
+    }
 }
 
 /// `^[A-Za-z_][A-Za-z0-9_-]{0,63}$`.
