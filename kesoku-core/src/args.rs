@@ -142,6 +142,7 @@ impl fmt::Display for ArgsError {
 /// let err = Args::new(&S, serde_json::json!({})).unwrap_err();
 /// assert_eq!(err.to_string(), "invalid arguments for tool `t`: argument `n` is required (A count.)");
 /// ```
+#[derive(Debug)]
 pub struct Args {
     tool: &'static str,
     map: Map<String, Value>,
