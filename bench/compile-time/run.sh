@@ -49,7 +49,7 @@ TOML
 /// * \`label\` - A label for the result.
 /// * \`scale\` - An optional scale.
 $attr
-pub fn f$i(a: i64, b: u32, label: String, scale: Option<f64>) -> Result<String, String> {
+pub fn compute_$i(a: i64, b: u32, label: String, scale: Option<f64>) -> Result<String, String> {
     let v = (a + i64::from(b) + $i) as f64 * scale.unwrap_or(1.0);
     if v.is_nan() { return Err("not a number".into()); }
     Ok(format!("{label}: {v}"))

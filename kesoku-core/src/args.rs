@@ -135,7 +135,7 @@ impl fmt::Display for ArgsError {
 /// # const S: ToolSchema = ToolSchema { name: "t", description: "d", returns: None,
 /// #   arguments: ObjectSchema { fields: &[Field { name: "n", description: Some("A count."),
 /// #   schema: &<u8 as ToolArg>::SCHEMA, required: true, default: None }], flatten: &[], description: None },
-/// #   coerce: true, location: Location { file: "", line: 0, module_path: "" } };
+/// #   coerce: true, timeout: None, sequential: false, location: Location { file: "", line: 0, module_path: "" } };
 /// let mut args = Args::new(&S, serde_json::json!({"n": "7"})).unwrap();
 /// assert_eq!(args.take::<u8>("n").unwrap(), 7);
 ///

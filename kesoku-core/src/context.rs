@@ -8,8 +8,14 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::{Gateway, GatewayError};
+use crate::message::{Message, MessageType, Role, Status};
+
 /// The call's surroundings: which session, which user message started it,
-/// and typed state inserted at setup.
+/// the session's workspace, a [`Gateway`] to the user, a cancellation
+/// token, and typed state inserted at setup.
 ///
 /// Cloning is cheap (one `Arc`). A `#[tool]` parameter of type `ToolContext`
 /// or `&ToolContext` receives it and is never shown to the model.
@@ -34,6 +40,8 @@ struct Inner {
     session_id: String,
     original_msg_id: Option<String>,
     workspace: Option<PathBuf>,
+    gateway: Option<Arc<dyn Gateway>>,
+    cancel: CancellationToken,
     state: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
 
@@ -59,6 +67,21 @@ impl ToolContext {
     #[must_use]
     pub fn with_workspace(mut self, dir: impl Into<PathBuf>) -> Self {
         Arc::make_mut(&mut self.inner).workspace = Some(dir.into());
+        self
+    }
+
+    /// Sets the gateway tools post progress through.
+    #[must_use]
+    pub fn with_gateway(mut self, gateway: Arc<dyn Gateway>) -> Self {
+        Arc::make_mut(&mut self.inner).gateway = Some(gateway);
+        self
+    }
+
+    /// Uses `token` for cancellation: cancelling it stops the async tools
+    /// of this context that are waiting.
+    #[must_use]
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        Arc::make_mut(&mut self.inner).cancel = token;
         self
     }
 
@@ -93,6 +116,40 @@ impl ToolContext {
         self.inner.workspace.as_deref()
     }
 
+    /// The gateway to the user, if one is set.
+    pub fn gateway(&self) -> Option<&Arc<dyn Gateway>> {
+        self.inner.gateway.as_ref()
+    }
+
+    /// Posts a progress note to the user through the gateway, as a text
+    /// message of this session answering the original message. Without a
+    /// gateway this is a no-op, so tools need not care whether one is set.
+    pub async fn post(&self, text: impl Into<String>) -> Result<(), GatewayError> {
+        let Some(gateway) = &self.inner.gateway else {
+            return Ok(());
+        };
+        let mut message = Message::new(
+            self.inner.session_id.clone(),
+            Role::Assistant,
+            MessageType::Text,
+            text,
+        )
+        .with_status(Status::Pending);
+        message.parent_id.clone_from(&self.inner.original_msg_id);
+        message.metadata.insert("progress".into(), true.into());
+        gateway.post(message).await
+    }
+
+    /// The token whose cancellation stops this context's waiting tools.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.inner.cancel
+    }
+
+    /// Whether this context was cancelled; long sync tools may poll it.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
     /// The state of type `T`, if it was inserted.
     pub fn state<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
         let any = self.inner.state.get(&TypeId::of::<T>())?.clone();
@@ -106,6 +163,8 @@ impl fmt::Debug for ToolContext {
             .field("session_id", &self.inner.session_id)
             .field("original_msg_id", &self.inner.original_msg_id)
             .field("workspace", &self.inner.workspace)
+            .field("gateway", &self.inner.gateway.is_some())
+            .field("cancelled", &self.inner.cancel.is_cancelled())
             .field("state_types", &self.inner.state.len())
             .finish()
     }

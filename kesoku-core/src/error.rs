@@ -30,6 +30,20 @@ pub enum ToolError {
         /// The panic payload, if it was a string.
         message: String,
     },
+    /// The tool ran past its time limit.
+    #[error("tool `{tool}` timed out after {} (its time limit); it may still be running in the background", humanize(*.limit))]
+    Timeout {
+        /// The tool being called.
+        tool: String,
+        /// The limit that fired.
+        limit: std::time::Duration,
+    },
+    /// The context was cancelled while the tool was waiting.
+    #[error("tool `{tool}` was cancelled")]
+    Cancelled {
+        /// The tool being called.
+        tool: String,
+    },
     /// The tool's output could not be encoded as JSON.
     #[error("tool `{tool}` returned a value that cannot be encoded as JSON: {message}")]
     Encode {
@@ -57,5 +71,19 @@ impl ToolError {
             tool: tool.into(),
             message,
         }
+    }
+}
+
+/// `1.5s`, `250ms`, `2m`: a duration the way a person writes it.
+fn humanize(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms > 0 && ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms > 0 && ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else {
+        format!("{ms}ms")
     }
 }

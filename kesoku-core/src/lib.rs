@@ -7,8 +7,12 @@
 mod args;
 mod context;
 mod error;
+mod gateway;
+mod message;
 mod output;
 mod registry;
+mod request;
+mod runner;
 mod schema;
 mod tool;
 mod tool_arg;
@@ -17,12 +21,17 @@ mod validate;
 pub use args::{ArgError, ArgErrorKind, Args, ArgsError};
 pub use context::{FromToolContext, InjectError, State, ToolContext};
 pub use error::ToolError;
+pub use gateway::{Gateway, GatewayError, InMemoryGateway};
+pub use message::{Message, MessageType, Role, Status, keys};
 pub use output::{IntoToolResult, ToolOutput, ToolResult, encode};
 pub use registry::{RegistryError, ToolRegistry, default_registry, try_default_registry};
+pub use request::{ArgumentsParseError, ToolRequest};
+pub use runner::{ErrorKind, IsInterrupted, RegistryRef, ToolRunner};
 pub use schema::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, Location, NamedSchema, ObjectSchema, Schema,
     StringSchema, ToolSchema,
 };
+pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     BlockingCall, BoxFuture, CacheFn, DynamicTool, Invocation, InvokeFn, Tool, ToolDef,
 };

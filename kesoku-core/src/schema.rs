@@ -245,6 +245,8 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
 ///         description: None,
 ///     },
 ///     coerce: true,
+///     timeout: None,
+///     sequential: false,
 ///     location: Location { file: file!(), line: line!(), module_path: module_path!() },
 /// };
 /// let json = SUM.parameters_json();
@@ -263,6 +265,10 @@ pub struct ToolSchema {
     pub arguments: ObjectSchema,
     /// Whether lenient scalar coercion (`"5"` → `5`) is on.
     pub coerce: bool,
+    /// `#[tool(timeout = "30s")]`: the call's time limit, overriding the runner's.
+    pub timeout: Option<std::time::Duration>,
+    /// `#[tool(sequential)]`: the tool runs alone, never beside another call.
+    pub sequential: bool,
     /// Where the tool is defined.
     pub location: Location,
 }

@@ -6,7 +6,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
+use futures_util::FutureExt;
 use serde_json::Value;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use crate::args::{ArgError, ArgErrorKind, ArgsError};
 use crate::context::ToolContext;
@@ -31,10 +34,13 @@ pub enum Invocation {
 
 impl Invocation {
     /// Runs the call: awaits an async tool, and runs a sync one on tokio's
-    /// blocking pool, turning a panic into [`ToolError::Panicked`].
+    /// blocking pool; a panic in either becomes [`ToolError::Panicked`].
     pub async fn run(self, tool: &str) -> ToolResult {
         match self {
-            Invocation::Async(fut) => fut.await,
+            Invocation::Async(fut) => match AssertUnwindSafe(fut).catch_unwind().await {
+                Ok(result) => result,
+                Err(payload) => Err(ToolError::panicked(tool, &*payload)),
+            },
             Invocation::Blocking(call) => match tokio::task::spawn_blocking(call).await {
                 Ok(result) => result,
                 Err(e) if e.is_panic() => Err(ToolError::panicked(tool, &*e.into_panic())),
@@ -136,6 +142,8 @@ pub struct DynamicTool {
     returns: Option<String>,
     parameters: Value,
     required: Vec<String>,
+    timeout: Option<Duration>,
+    sequential: bool,
     handler: Box<DynHandler>,
 }
 
@@ -187,6 +195,8 @@ impl DynamicTool {
             returns: None,
             parameters,
             required,
+            timeout: None,
+            sequential: false,
             handler: Box::new(move |args, ctx| Box::pin(handler(args, ctx))),
         })
     }
@@ -195,6 +205,20 @@ impl DynamicTool {
     #[must_use]
     pub fn with_returns(mut self, returns: impl Into<String>) -> Self {
         self.returns = Some(returns.into());
+        self
+    }
+
+    /// Sets the call's time limit, overriding the runner's default.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Makes the tool run alone, never beside another call.
+    #[must_use]
+    pub fn sequential(mut self) -> Self {
+        self.sequential = true;
         self
     }
 
@@ -329,6 +353,22 @@ impl Tool {
         match &self.kind {
             Kind::Static(d) => d.is_async,
             Kind::Dynamic(_) => true,
+        }
+    }
+
+    /// The tool's own time limit, if it sets one.
+    pub fn timeout(&self) -> Option<Duration> {
+        match &self.kind {
+            Kind::Static(d) => d.schema.timeout,
+            Kind::Dynamic(t) => t.timeout,
+        }
+    }
+
+    /// Whether the tool must run alone.
+    pub fn is_sequential(&self) -> bool {
+        match &self.kind {
+            Kind::Static(d) => d.schema.sequential,
+            Kind::Dynamic(t) => t.sequential,
         }
     }
 

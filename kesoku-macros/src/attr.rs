@@ -22,6 +22,10 @@ pub(crate) struct ToolOptions {
     pub(crate) allow_undocumented_args: Flag,
     /// Lenient scalar coercion (`"5"` → `5`); on by default.
     pub(crate) coerce: Option<bool>,
+    /// The call's time limit, such as `"30s"` or `"500ms"`.
+    pub(crate) timeout: Option<syn::LitStr>,
+    /// The tool runs alone, never beside another call.
+    pub(crate) sequential: Flag,
 }
 
 /// What `#[arg(...)]` on a parameter says.

@@ -57,7 +57,7 @@ fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
                 cx.error_at(
                     e.span(),
                     format!(
-                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `allow_undocumented_args` and `crate = path`"
+                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `allow_undocumented_args` and `crate = path`"
                     ),
                 );
             }
@@ -201,6 +201,11 @@ fn schema_tokens(
     let description = &checked.description;
     let returns = opt_str(checked.returns.as_deref());
     let coerce = opts.coerce.unwrap_or(true);
+    let sequential = opts.sequential.is_present();
+    let timeout = checked.timeout_ms.map_or_else(
+        || quote!(::core::option::Option::None),
+        |ms| quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms))),
+    );
     let line = quote_spanned!(f.ident.span()=> ::core::line!());
     quote! {
         #krate::ToolSchema {
@@ -213,6 +218,8 @@ fn schema_tokens(
                 description: ::core::option::Option::None,
             },
             coerce: #coerce,
+            timeout: #timeout,
+            sequential: #sequential,
             location: #krate::Location {
                 file: ::core::file!(),
                 line: #line,

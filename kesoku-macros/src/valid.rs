@@ -19,6 +19,8 @@ pub(crate) struct Checked {
     pub(crate) returns: Option<String>,
     /// The doc text of each parameter, by parameter index.
     pub(crate) arg_docs: Vec<Option<String>>,
+    /// `timeout = "..."` in milliseconds.
+    pub(crate) timeout_ms: Option<u64>,
 }
 
 pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
@@ -50,6 +52,18 @@ pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
         );
     }
 
+    // `#[tool]` gives `fn f64` a companion type named `f64` (for
+    // `f64::SCHEMA`), which would shadow the primitive in this module.
+    let ident = unraw(f.ident);
+    if PRIMITIVES.contains(&ident.as_str()) {
+        cx.error_at(
+            f.ident.span(),
+            format!(
+                "a #[tool] function cannot be named `{ident}`: its `{ident}::SCHEMA` companion would shadow the primitive type `{ident}` in this module; rename the function (and set #[tool(name = \"{ident}\")] if the model should still see that name)"
+            ),
+        );
+    }
+
     let description = description(cx, f, opts, &parsed);
 
     for m in &parsed.malformed {
@@ -68,6 +82,7 @@ pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
         description,
         returns: parsed.returns,
         arg_docs,
+        timeout_ms: opts.timeout.as_ref().and_then(|lit| timeout_ms(cx, lit)),
     }
 }
 
@@ -172,6 +187,24 @@ fn match_args(
         .collect()
 }
 
+/// Reads `timeout = "30s"`; zero and unreadable durations are errors at the literal.
+fn timeout_ms(cx: &Ctxt, lit: &syn::LitStr) -> Option<u64> {
+    match humantime::parse_duration(&lit.value()) {
+        Ok(d) if d.is_zero() => {
+            cx.error_spanned_by(lit, "`timeout` must be longer than zero");
+            None
+        }
+        Ok(d) => Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        Err(e) => {
+            cx.error_spanned_by(
+                lit,
+                format!("cannot read `timeout = \"{}\"`: {e}; write a duration such as \"30s\", \"500ms\" or \"2m\"", lit.value()),
+            );
+            None
+        }
+    }
+}
+
 /// The JSON key of a parameter: its name without `r#`.
 pub(crate) fn unraw(ident: &syn::Ident) -> String {
     let s = ident.to_string();
@@ -187,6 +220,12 @@ fn suggest<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
 }
+
+/// The primitive type names, which a tool's companion type must not shadow.
+const PRIMITIVES: [&str; 17] = [
+    "bool", "char", "str", "f32", "f64", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16",
+    "u32", "u64", "u128", "usize",
+];
 
 /// Why a name fails [`valid_name`], in words.
 fn name_problem(name: &str) -> String {

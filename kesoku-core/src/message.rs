@@ -1,0 +1,211 @@
+//! [`Message`]: the seed system's message model, with its exact serde
+//! shape, and the constructors for tool calls and tool results.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::request::ToolRequest;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The person.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result.
+    Tool,
+    /// Instructions.
+    System,
+}
+
+/// What a message holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageType {
+    /// Plain text.
+    Text,
+    /// The model's reasoning.
+    Thought,
+    /// A call the model asked for.
+    ToolCall,
+    /// The result of a call.
+    ToolResult,
+}
+
+/// Where a message is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Waiting for the agent to pick it up.
+    PendingAgent,
+    /// Being worked on.
+    Processing,
+    /// Done.
+    Processed,
+    /// Cut short by a newer user message.
+    Interrupted,
+    /// Failed.
+    Error,
+    /// Waiting to be delivered.
+    #[default]
+    Pending,
+    /// Delivered to the user.
+    Delivered,
+    /// Answered (tool results).
+    Responded,
+}
+
+/// One message of a session, as the seed system stores it.
+///
+/// Serializes with exactly the fields `id`, `session_id`, `sender`, `role`,
+/// `type`, `status`, `content`, `metadata`, `timestamp` and `parent_id`, and
+/// `snake_case` values. Deserializing needs only `session_id`, `role`, `type`
+/// and `content`: `id` defaults to a new UUID, `timestamp` to now, `status`
+/// to `pending`, `metadata` to `{}`, and `sender`/`parent_id` to empty.
+///
+/// ```
+/// use kesoku_core::{Message, MessageType, Role};
+///
+/// let m: Message = serde_json::from_str(
+///     r#"{"session_id": "s", "role": "user", "type": "text", "content": "hi"}"#,
+/// ).unwrap();
+/// assert_eq!((m.role, m.kind), (Role::User, MessageType::Text));
+/// let json = serde_json::to_value(&m).unwrap();
+/// assert_eq!(json["type"], "text");
+/// assert_eq!(json["status"], "pending");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Unique id (a UUID unless the store says otherwise).
+    #[serde(default = "new_id")]
+    pub id: String,
+    /// The session the message belongs to.
+    pub session_id: String,
+    /// Who sent it: a user name, a model name, or a tool name.
+    #[serde(default)]
+    pub sender: String,
+    /// The author's role.
+    pub role: Role,
+    /// What it holds; `type` in JSON.
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    /// Where it is in its life.
+    #[serde(default)]
+    pub status: Status,
+    /// The text.
+    pub content: String,
+    /// Structured extras: a tool call's id, name and arguments, a tool's
+    /// structured result, provider fields to replay verbatim.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    /// When it was created.
+    #[serde(default = "Utc::now")]
+    pub timestamp: DateTime<Utc>,
+    /// The message this one answers (a tool result's tool call).
+    #[serde(default)]
+    pub parent_id: Option<String>,
+}
+
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Metadata keys the runner and the backends agree on.
+pub mod keys {
+    /// The provider's id of a tool call.
+    pub const CALL_ID: &str = "call_id";
+    /// The tool's name.
+    pub const TOOL_NAME: &str = "tool_name";
+    /// A tool call's arguments, as the model sent them.
+    pub const ARGUMENTS: &str = "arguments";
+    /// A tool's structured result.
+    pub const TOOL_RESULT: &str = "tool_result";
+    /// A tool's error message.
+    pub const TOOL_ERROR: &str = "tool_error";
+    /// What kind of error (`invalid_arguments`, `timeout`, `interrupted`, ...).
+    pub const ERROR_KIND: &str = "error_kind";
+    /// How long the call took, in milliseconds.
+    pub const DURATION_MS: &str = "duration_ms";
+}
+
+impl Message {
+    /// A new message with a fresh id and the current time.
+    pub fn new(
+        session_id: impl Into<String>,
+        role: Role,
+        kind: MessageType,
+        content: impl Into<String>,
+    ) -> Self {
+        Message {
+            id: new_id(),
+            session_id: session_id.into(),
+            sender: String::new(),
+            role,
+            kind,
+            status: Status::default(),
+            content: content.into(),
+            metadata: Map::new(),
+            timestamp: Utc::now(),
+            parent_id: None,
+        }
+    }
+
+    /// The assistant's tool-call message for `request`: the call id, tool
+    /// name and arguments go in the metadata.
+    ///
+    /// ```
+    /// use kesoku_core::{Message, ToolRequest};
+    ///
+    /// let req = ToolRequest::new("call_1", "add", serde_json::json!({"a": 1}));
+    /// let msg = Message::tool_call("s", &req);
+    /// assert_eq!(msg.metadata["call_id"], "call_1");
+    /// assert_eq!(msg.metadata["tool_name"], "add");
+    /// assert_eq!(msg.metadata["arguments"]["a"], 1);
+    /// ```
+    pub fn tool_call(session_id: impl Into<String>, request: &ToolRequest) -> Self {
+        let mut m = Message::new(session_id, Role::Assistant, MessageType::ToolCall, "");
+        m.content = format!("{}({})", request.name, request.arguments);
+        m.status = Status::Processed;
+        m.metadata
+            .insert(keys::CALL_ID.into(), request.id.clone().into());
+        m.metadata
+            .insert(keys::TOOL_NAME.into(), request.name.clone().into());
+        m.metadata
+            .insert(keys::ARGUMENTS.into(), request.arguments.clone());
+        m
+    }
+
+    /// Builder: sets the sender.
+    #[must_use]
+    pub fn with_sender(mut self, sender: impl Into<String>) -> Self {
+        self.sender = sender.into();
+        self
+    }
+
+    /// Builder: sets the status.
+    #[must_use]
+    pub fn with_status(mut self, status: Status) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// Builder: sets the parent.
+    #[must_use]
+    pub fn with_parent(mut self, parent_id: impl Into<String>) -> Self {
+        self.parent_id = Some(parent_id.into());
+        self
+    }
+
+    /// A metadata value as a string, if it is one.
+    pub fn meta_str(&self, key: &str) -> Option<&str> {
+        self.metadata.get(key).and_then(Value::as_str)
+    }
+
+    /// Whether this is a tool result that carries an error.
+    pub fn is_tool_error(&self) -> bool {
+        self.kind == MessageType::ToolResult && self.metadata.contains_key(keys::TOOL_ERROR)
+    }
+}

@@ -1,0 +1,369 @@
+//! [`ToolRunner`]: runs the calls a model asks for, with the seed system's
+//! lifecycle (parse, check for interruption, validate, inject, run) and
+//! always answers with one `tool_result` [`Message`] per call.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{Map, Value};
+use tokio::sync::RwLock;
+use tracing::Instrument;
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::message::{Message, MessageType, Role, Status, keys};
+use crate::registry::ToolRegistry;
+use crate::request::{ArgumentsParseError, ToolRequest};
+use crate::schema::quote_list;
+use crate::tool::Tool;
+
+/// The interruption check: `true` once a newer user message arrived.
+pub type IsInterrupted<'a> = Option<&'a (dyn Fn() -> bool + Send + Sync)>;
+
+/// A registry the runner can hold: the `'static` default one, or a shared
+/// explicit one.
+#[derive(Clone)]
+pub enum RegistryRef {
+    /// A registry that lives forever, such as [`default_registry`](crate::default_registry).
+    Static(&'static ToolRegistry),
+    /// A shared registry.
+    Shared(Arc<ToolRegistry>),
+}
+
+impl std::ops::Deref for RegistryRef {
+    type Target = ToolRegistry;
+    fn deref(&self) -> &ToolRegistry {
+        match self {
+            RegistryRef::Static(r) => r,
+            RegistryRef::Shared(r) => r,
+        }
+    }
+}
+
+impl From<&'static ToolRegistry> for RegistryRef {
+    fn from(r: &'static ToolRegistry) -> Self {
+        RegistryRef::Static(r)
+    }
+}
+
+impl From<Arc<ToolRegistry>> for RegistryRef {
+    fn from(r: Arc<ToolRegistry>) -> Self {
+        RegistryRef::Shared(r)
+    }
+}
+
+impl From<ToolRegistry> for RegistryRef {
+    fn from(r: ToolRegistry) -> Self {
+        RegistryRef::Shared(Arc::new(r))
+    }
+}
+
+/// What kind of failure a tool result reports, in its metadata as
+/// `error_kind`, so an agent loop can react without parsing text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The arguments were not JSON.
+    InvalidJson,
+    /// The arguments' JSON was cut off.
+    TruncatedJson,
+    /// A newer user message arrived before the call started.
+    Interrupted,
+    /// No tool has that name.
+    UnknownTool,
+    /// The arguments did not fit the schema.
+    InvalidArguments,
+    /// An injected parameter could not be produced.
+    Injection,
+    /// The tool ran past its timeout.
+    Timeout,
+    /// The context was cancelled while the tool waited.
+    Cancelled,
+    /// The tool panicked.
+    Panic,
+    /// The tool returned an error.
+    Failed,
+}
+
+impl ErrorKind {
+    /// The `snake_case` name written to the metadata.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidJson => "invalid_json",
+            ErrorKind::TruncatedJson => "truncated_json",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::UnknownTool => "unknown_tool",
+            ErrorKind::InvalidArguments => "invalid_arguments",
+            ErrorKind::Injection => "injection",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Panic => "panic",
+            ErrorKind::Failed => "failed",
+        }
+    }
+
+    fn of(e: &ToolError) -> Self {
+        match e {
+            ToolError::Args(_) => ErrorKind::InvalidArguments,
+            ToolError::Inject { .. } => ErrorKind::Injection,
+            ToolError::Panicked { .. } => ErrorKind::Panic,
+            ToolError::Timeout { .. } => ErrorKind::Timeout,
+            ToolError::Cancelled { .. } => ErrorKind::Cancelled,
+            _ => ErrorKind::Failed,
+        }
+    }
+}
+
+/// Runs tool calls.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// use kesoku_core::{DynamicTool, Message, ToolContext, ToolOutput, ToolRegistry, ToolRequest, ToolRunner};
+/// use serde_json::json;
+///
+/// let mut registry = ToolRegistry::new();
+/// registry.register(DynamicTool::new("double", "Doubles n.",
+///     json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+///     |args, _| async move { Ok(ToolOutput::new(json!(args["n"].as_i64().unwrap_or(0) * 2))) },
+/// ).unwrap()).unwrap();
+///
+/// let runner = ToolRunner::new(registry, ToolContext::new("session-1"));
+/// let request = ToolRequest::new("call_1", "double", json!({"n": 21}));
+/// let call = Message::tool_call("session-1", &request);
+/// let result = runner.execute(&request, &call, None).await;
+/// assert_eq!(result.content, "42");
+/// assert_eq!(result.parent_id.as_deref(), Some(call.id.as_str()));
+/// # });
+/// ```
+pub struct ToolRunner {
+    registry: RegistryRef,
+    context: ToolContext,
+    default_timeout: Duration,
+    max_concurrency: usize,
+    /// Sequential tools take it exclusively; every other call shares it.
+    exclusive: RwLock<()>,
+}
+
+impl fmt::Debug for ToolRunner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolRunner")
+            .field("tools", &self.registry.len())
+            .field("context", &self.context)
+            .field("default_timeout", &self.default_timeout)
+            .field("max_concurrency", &self.max_concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolRunner {
+    /// The timeout of tools that set none.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+    /// How many calls of one batch run at once by default.
+    pub const DEFAULT_MAX_CONCURRENCY: usize = 64;
+
+    /// A runner over `registry` (`kesoku::default_registry()`, a
+    /// `ToolRegistry`, or an `Arc` of one), calling tools with `context`.
+    pub fn new(registry: impl Into<RegistryRef>, context: ToolContext) -> Self {
+        ToolRunner {
+            registry: registry.into(),
+            context,
+            default_timeout: Self::DEFAULT_TIMEOUT,
+            max_concurrency: Self::DEFAULT_MAX_CONCURRENCY,
+            exclusive: RwLock::new(()),
+        }
+    }
+
+    /// Sets the timeout for tools without `#[tool(timeout = ...)]`.
+    #[must_use]
+    pub fn with_default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    /// Sets how many calls of a batch run at once (at least 1).
+    #[must_use]
+    pub fn with_max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = n.max(1);
+        self
+    }
+
+    /// The context every call receives.
+    pub fn context(&self) -> &ToolContext {
+        &self.context
+    }
+
+    /// The registry calls are looked up in.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// Runs one call and returns its `tool_result` message; never fails:
+    /// every error becomes a result the model can read.
+    pub async fn execute(
+        &self,
+        request: &ToolRequest,
+        tool_call: &Message,
+        is_interrupted: IsInterrupted<'_>,
+    ) -> Message {
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = %request.name,
+            call_id = %request.id,
+            duration_ms = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let outcome = self
+            .run(request, is_interrupted)
+            .instrument(span.clone())
+            .await;
+        let elapsed = started.elapsed();
+        let outcome_name = match &outcome {
+            Ok(_) => "ok",
+            Err((kind, _)) => kind.as_str(),
+        };
+        span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
+        span.record("outcome", outcome_name);
+        package(request, tool_call, outcome, elapsed)
+    }
+
+    /// Runs the calls of one model turn concurrently (at most
+    /// `max_concurrency` at once; `sequential` tools alone) and returns
+    /// exactly one result per call, in call order.
+    ///
+    /// `is_interrupted` is asked as each call starts, so calls that start
+    /// after a newer user message arrived are skipped cleanly.
+    pub async fn execute_all(
+        &self,
+        calls: &[(ToolRequest, Message)],
+        is_interrupted: IsInterrupted<'_>,
+    ) -> Vec<Message> {
+        futures_util::stream::iter(calls)
+            .map(|(request, call)| self.execute(request, call, is_interrupted))
+            .buffered(self.max_concurrency)
+            .collect()
+            .await
+    }
+
+    /// Steps 1 to 5 of the lifecycle.
+    async fn run(
+        &self,
+        request: &ToolRequest,
+        is_interrupted: IsInterrupted<'_>,
+    ) -> Result<Value, (ErrorKind, String)> {
+        // 1. Parse.
+        let args = request.parse_arguments().map_err(|e| {
+            let kind = match e {
+                ArgumentsParseError::Truncated { .. } => ErrorKind::TruncatedJson,
+                _ => ErrorKind::InvalidJson,
+            };
+            (kind, e.to_string())
+        })?;
+        // 2. Interruption, checked now that this call is about to start.
+        if is_interrupted.is_some_and(|f| f()) {
+            return Err((
+                ErrorKind::Interrupted,
+                format!(
+                    "the call to `{}` was aborted because a newer user message arrived; it did not run",
+                    request.name
+                ),
+            ));
+        }
+        // 3. Validate: the tool, then its arguments (in `prepare`).
+        let tool = self.lookup(&request.name)?;
+        let fail = |e: ToolError| (ErrorKind::of(&e), e.to_string());
+        // 4. Inject: `prepare` decodes the arguments and the injected parameters.
+        let invocation = tool
+            .prepare(args.into_owned(), &self.context)
+            .map_err(fail)?;
+        // 5. Run, alone if the tool is sequential, under its timeout.
+        let _guard = if tool.is_sequential() {
+            Guard::Write(self.exclusive.write().await)
+        } else {
+            Guard::Read(self.exclusive.read().await)
+        };
+        let limit = tool.timeout().unwrap_or(self.default_timeout);
+        let name = tool.name();
+        let cancel = self.context.cancellation();
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(fail(ToolError::Cancelled { tool: name.into() })),
+            result = tokio::time::timeout(limit, invocation.run(name)) => match result {
+                Ok(Ok(output)) => Ok(output.value),
+                Ok(Err(e)) => Err(fail(e)),
+                Err(_) => Err(fail(ToolError::Timeout { tool: name.into(), limit })),
+            },
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Result<&Tool, (ErrorKind, String)> {
+        self.registry.get(name).ok_or_else(|| {
+            let names: Vec<&str> = self.registry.names().collect();
+            let hint = crate::suggest(name, names.iter().copied())
+                .map(|m| format!("; did you mean `{m}`?"))
+                .unwrap_or_default();
+            let available = if names.is_empty() {
+                "no tools are available".to_owned()
+            } else {
+                format!("available tools: {}", quote_list(&names))
+            };
+            (
+                ErrorKind::UnknownTool,
+                format!("unknown tool `{name}`{hint}; {available}"),
+            )
+        })
+    }
+}
+
+/// Holds the sequential lock for the length of a call.
+enum Guard<'a> {
+    Read(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
+    Write(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
+}
+
+/// Step 6: the `tool_result` message.
+fn package(
+    request: &ToolRequest,
+    tool_call: &Message,
+    outcome: Result<Value, (ErrorKind, String)>,
+    elapsed: Duration,
+) -> Message {
+    let mut metadata = Map::with_capacity(5);
+    metadata.insert(keys::TOOL_NAME.into(), request.name.clone().into());
+    metadata.insert(keys::CALL_ID.into(), request.id.clone().into());
+    let content = match outcome {
+        Ok(value) => {
+            let text = match &value {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            metadata.insert(keys::TOOL_RESULT.into(), value);
+            text
+        }
+        Err((kind, message)) => {
+            metadata.insert(keys::TOOL_ERROR.into(), message.clone().into());
+            metadata.insert(keys::ERROR_KIND.into(), kind.as_str().into());
+            format!("Error: {message}")
+        }
+    };
+    #[allow(clippy::cast_possible_truncation)]
+    metadata.insert(
+        keys::DURATION_MS.into(),
+        (elapsed.as_micros() as u64 / 1000).into(),
+    );
+    Message {
+        id: crate::message::new_id(),
+        session_id: tool_call.session_id.clone(),
+        sender: request.name.clone(),
+        role: Role::Tool,
+        kind: MessageType::ToolResult,
+        status: Status::Responded,
+        content,
+        metadata,
+        timestamp: chrono::Utc::now(),
+        parent_id: Some(tool_call.id.clone()),
+    }
+}
