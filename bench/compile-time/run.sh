@@ -38,7 +38,7 @@ serde = { version = "1", features = ["derive"] }
 TOML
   {
     echo "#![allow(dead_code, clippy::all)]"
-    echo "use kesoku::tool;"
+    [ -n "$attr" ] && echo "use kesoku::tool;"
     for i in $(seq 1 $n); do
       cat <<RS
 /// Computes value number $i from its inputs.
@@ -57,7 +57,15 @@ pub fn compute_$i(a: i64, b: u32, label: String, scale: Option<f64>) -> Result<S
 
 RS
     done
-    echo 'fn main() { println!("{}", kesoku::default_registry().len()); }'
+    if [ -n "$attr" ]; then
+      echo 'fn main() { println!("{}", kesoku::default_registry().len()); }'
+    else
+      # Name every function, so the plain crate compiles them all too
+      # (a binary does not build functions nothing reaches).
+      echo 'type F = fn(i64, u32, String, Option<f64>) -> Result<String, String>;'
+      echo "static ALL: [F; $n] = [$(seq -s, -f 'compute_%g' 1 $n)];"
+      echo 'fn main() { println!("{}", ALL.len()); }'
+    fi
   } >"$dir/src/main.rs"
 }
 
@@ -88,6 +96,7 @@ measure() { # measure NAME -> "clean incremental"
 read -r tool_clean tool_inc < <(measure with_tool)
 read -r plain_clean plain_inc < <(measure plain)
 test "$("$work/target/debug/with_tool")" = "$n" || { echo "with_tool did not register $n tools" >&2; exit 1; }
+test "$("$work/target/debug/plain")" = "$n" || { echo "plain did not build $n functions" >&2; exit 1; }
 
 printf '\n%d functions, median of %d runs, debug build, %s cores\n' "$n" "$runs" "$(nproc)"
 printf '%-22s %10s %10s %8s\n' "" "plain" "#[tool]" "ratio"
