@@ -1,0 +1,87 @@
+//! Each tool call gets a `tracing` span with the tool name, call id,
+//! duration and outcome.
+
+use std::sync::{Arc, Mutex};
+
+use kesoku::{Message, ToolContext, ToolRequest, ToolRunner, tool};
+use serde_json::json;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+/// Adds two integers.
+///
+/// # Arguments
+/// * `a` - The first integer.
+/// * `b` - The second integer.
+#[tool]
+fn add(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+/// Every field recorded on `tool_call` spans, as (name, value) text.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<(String, String)>>>);
+
+struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.push((field.name().to_owned(), value.to_string()));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.push((field.name().to_owned(), value.to_owned()));
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+        if attrs.metadata().name() == "tool_call" {
+            attrs.record(&mut Fields(&mut self.0.lock().unwrap()));
+        }
+    }
+    fn on_record(&self, _: &Id, values: &Record<'_>, _: Context<'_, S>) {
+        values.record(&mut Fields(&mut self.0.lock().unwrap()));
+    }
+}
+
+#[tokio::test]
+async fn every_call_has_a_span_with_name_id_duration_and_outcome() {
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let runner = ToolRunner::new(kesoku::default_registry(), ToolContext::new("s"));
+    for (id, args) in [
+        ("call_ok", json!({"a": 1, "b": 2})),
+        ("call_bad", json!({"a": 1})),
+    ] {
+        let request = ToolRequest::new(id, "add", args);
+        runner
+            .execute(&request, &Message::tool_call("s", &request), None)
+            .await;
+    }
+
+    let fields = capture.0.lock().unwrap().clone();
+    let get = |name: &str| -> Vec<&str> {
+        fields
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    assert_eq!(get("tool"), ["add", "add"]);
+    assert_eq!(get("call_id"), ["call_ok", "call_bad"]);
+    assert_eq!(get("outcome"), ["ok", "invalid_arguments"]);
+    let durations = get("duration_ms");
+    assert_eq!(durations.len(), 2);
+    assert!(
+        durations
+            .iter()
+            .all(|d| d.parse::<f64>().is_ok_and(|ms| ms >= 0.0)),
+        "{durations:?}"
+    );
+}
