@@ -211,7 +211,7 @@ impl Args {
                     serde_path_to_error::Segment::Seq { index } => path.push(Seg::Index(*index)),
                     serde_path_to_error::Segment::Map { key }
                     | serde_path_to_error::Segment::Enum { variant: key } => {
-                        path.push(Seg::Key(key.clone()));
+                        path.push(Seg::Key(key.clone().into()));
                     }
                     serde_path_to_error::Segment::Unknown => {}
                 }

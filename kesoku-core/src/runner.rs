@@ -3,7 +3,9 @@
 //! always answers with one `tool_result` [`Message`] per call.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -287,15 +289,23 @@ impl ToolRunner {
         let limit = tool.timeout().unwrap_or(self.default_timeout);
         let name = tool.name();
         let cancel = self.context.cancellation();
-        tokio::select! {
-            biased;
-            () = cancel.cancelled() => Err(fail(ToolError::Cancelled { tool: name.into() })),
-            result = tokio::time::timeout(limit, invocation.run(name)) => match result {
-                Ok(Ok(output)) => Ok(output.value),
-                Ok(Err(e)) => Err(fail(e)),
-                Err(_) => Err(fail(ToolError::Timeout { tool: name.into(), limit })),
-            },
+        if cancel.is_cancelled() {
+            return Err(fail(ToolError::Cancelled { tool: name.into() }));
         }
+        let mut run = std::pin::pin!(invocation.run(name));
+        // Most tools finish on their first poll: they need no timer and no
+        // cancellation waiter, which are most of the cost of a fast call.
+        let first = std::future::poll_fn(|cx| Poll::Ready(run.as_mut().poll(cx))).await;
+        let result = match first {
+            Poll::Ready(result) => result,
+            Poll::Pending => tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(ToolError::Cancelled { tool: name.into() }),
+                result = tokio::time::timeout(limit, run) => result
+                    .unwrap_or_else(|_| Err(ToolError::Timeout { tool: name.into(), limit })),
+            },
+        };
+        result.map(|output| output.value).map_err(fail)
     }
 
     fn lookup(&self, name: &str) -> Result<&Tool, (ErrorKind, String)> {

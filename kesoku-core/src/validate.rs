@@ -5,15 +5,18 @@
 //! collects every problem with its JSON path, so one reply to the model can
 //! name all of them.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Number, Value};
 
 use crate::args::{ArgError, ArgErrorKind};
-use crate::schema::{ArraySchema, ObjectSchema, Schema, quote_list};
+use crate::schema::{ArraySchema, Field, ObjectSchema, Schema, quote_list};
 
 /// One step of a path into the arguments.
 #[derive(Debug, Clone)]
 pub(crate) enum Seg {
-    Key(String),
+    /// Borrowed for schema field names, so the happy path allocates nothing.
+    Key(Cow<'static, str>),
     Index(usize),
 }
 
@@ -69,15 +72,27 @@ impl Validator {
 
     /// Validates the fields of an object (a tool's arguments or a struct).
     pub(crate) fn object(&mut self, o: &ObjectSchema, map: &mut Map<String, Value>) {
-        let fields = o.all_fields();
+        // Flattened fields need collecting; the usual object does not.
+        if o.flatten.is_empty() {
+            let fields: &'static [Field] = o.fields;
+            self.fields(fields.iter(), map);
+        } else {
+            self.fields(o.all_fields().into_iter(), map);
+        }
+    }
+
+    fn fields<I>(&mut self, fields: I, map: &mut Map<String, Value>)
+    where
+        I: Iterator<Item = &'static Field> + Clone,
+    {
         let unknown: Vec<String> = map
             .keys()
-            .filter(|k| !fields.iter().any(|f| f.name == k.as_str()))
+            .filter(|k| !fields.clone().any(|f| f.name == k.as_str()))
             .cloned()
             .collect();
         for key in unknown {
-            let valid: Vec<&'static str> = fields.iter().map(|f| f.name).collect();
-            self.path.push(Seg::Key(key));
+            let valid: Vec<&'static str> = fields.clone().map(|f| f.name).collect();
+            self.path.push(Seg::Key(key.into()));
             self.error(ArgErrorKind::Unknown { valid });
             self.path.pop();
         }
@@ -180,7 +195,7 @@ impl Validator {
                     return self.type_error(schema, v);
                 };
                 for (k, item) in map.iter_mut() {
-                    self.path.push(Seg::Key(k.clone()));
+                    self.path.push(Seg::Key(k.clone().into()));
                     self.value(values, item);
                     self.path.pop();
                 }

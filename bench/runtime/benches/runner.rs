@@ -1,0 +1,167 @@
+//! The runner's per-call cost against the floor of doing the same work by
+//! hand, and a batch of 1,000 concurrent calls.
+//!
+//! Run with `cargo bench -p kesoku-bench --bench runner`; it prints the
+//! ratios the README quotes after criterion's own report.
+
+// The tools are async only to exercise the async path.
+#![allow(clippy::unused_async, missing_docs)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use kesoku::{Message, ToolContext, ToolRequest, ToolRunner, tool};
+use serde::Deserialize;
+use serde_json::json;
+
+/// Adds two integers, on the blocking pool.
+///
+/// # Arguments
+/// * `a` - The first integer.
+/// * `b` - The second integer.
+#[tool]
+fn add_sync(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+/// Adds two integers, awaited.
+///
+/// # Arguments
+/// * `a` - The first integer.
+/// * `b` - The second integer.
+#[tool]
+async fn add_async(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+/// Sleeps 10 ms.
+#[tool]
+async fn sleep_10ms() {
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+/// The floor: what a hand-written handler does for the same call.
+#[derive(Deserialize)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+fn add_direct(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+const RAW: &str = r#"{"a": 20, "b": 22}"#;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+fn per_call(c: &mut Criterion) {
+    let rt = runtime();
+    let runner = ToolRunner::new(kesoku::default_registry(), ToolContext::new("bench"));
+    let mut group = c.benchmark_group("per_call");
+    group.bench_function("floor", |b| {
+        b.iter(|| {
+            let args: AddArgs = serde_json::from_str(black_box(RAW)).expect("valid");
+            let out = add_direct(args.a, args.b);
+            serde_json::to_value(out).expect("encodes")
+        });
+    });
+    for name in ["add_async", "add_sync"] {
+        // OpenAI-style string arguments: the runner parses them, as the floor does.
+        let request = ToolRequest::new("call_1", name, json!(RAW));
+        let call = Message::tool_call("bench", &request);
+        group.bench_function(format!("execute_{name}"), |b| {
+            b.to_async(&rt)
+                .iter(|| runner.execute(black_box(&request), &call, None));
+        });
+    }
+    // Where the time goes: the steps of one call, alone.
+    let tool = kesoku::default_registry()
+        .get("add_async")
+        .expect("registered");
+    let ctx = ToolContext::new("bench");
+    let request = ToolRequest::new("call_1", "add_async", json!(RAW));
+    group.bench_function("step_parse", |b| {
+        b.iter(|| {
+            black_box(&request)
+                .parse_arguments()
+                .expect("valid")
+                .into_owned()
+        });
+    });
+    let parsed = request.parse_arguments().expect("valid").into_owned();
+    group.bench_function("step_prepare", |b| {
+        b.iter(|| tool.prepare(black_box(parsed.clone()), &ctx).is_ok());
+    });
+    group.bench_function("step_call", |b| {
+        b.to_async(&rt)
+            .iter(|| tool.call(black_box(parsed.clone()), &ctx));
+    });
+    group.bench_function("step_message", |b| {
+        b.iter(|| Message::tool_call("bench", black_box(&request)));
+    });
+    group.finish();
+}
+
+fn batch(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let runner = ToolRunner::new(kesoku::default_registry(), ToolContext::new("bench"))
+        .with_max_concurrency(1000);
+    let calls: Vec<(ToolRequest, Message)> = (0..1000)
+        .map(|i| {
+            let request = ToolRequest::new(format!("call_{i}"), "sleep_10ms", json!({}));
+            let call = Message::tool_call("bench", &request);
+            (request, call)
+        })
+        .collect();
+    let mut group = c.benchmark_group("batch");
+    group.sample_size(20);
+    group.bench_function("1000_calls_sleeping_10ms", |b| {
+        b.to_async(&rt).iter(|| async {
+            let results = runner.execute_all(&calls, None).await;
+            assert_eq!(results.len(), 1000);
+            results
+        });
+    });
+    group.finish();
+
+    // One plain wall-clock figure, for the README.
+    let started = Instant::now();
+    let results = rt.block_on(runner.execute_all(&calls, None));
+    let wall = started.elapsed();
+    assert!(results.iter().all(|m| !m.is_tool_error()));
+    println!("\n1,000 concurrent calls of a tool sleeping 10 ms: {wall:.2?} wall time");
+}
+
+fn report() {
+    let floor = kesoku_bench::median_ns("per_call", "floor");
+    println!("\nper call (median), against the floor of from_str + direct call + encode:");
+    for id in ["execute_add_async", "execute_add_sync"] {
+        if let (Some(f), Some(t)) = (floor, kesoku_bench::median_ns("per_call", id)) {
+            println!(
+                "  {id:<20} {t:>9.0} ns   floor {f:>6.0} ns   ratio {:.1}x",
+                t / f
+            );
+        }
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .output_directory(&kesoku_bench::criterion_dir())
+        .configure_from_args();
+    per_call(&mut c);
+    batch(&mut c);
+    c.final_summary();
+    report();
+}
