@@ -87,7 +87,9 @@ pub(crate) fn check_name(name: &str) -> Result<(), RegistryError> {
 pub struct ToolRegistry {
     /// Sorted by name, so iteration order is stable.
     tools: Vec<Tool>,
-    by_name: HashMap<Box<str>, usize>,
+    /// For lookups on the per-call path. `Tool` is a pointer-sized handle,
+    /// so keeping it twice costs nothing and keeps `register` O(n).
+    by_name: HashMap<Box<str>, Tool>,
 }
 
 impl ToolRegistry {
@@ -124,14 +126,14 @@ impl ToolRegistry {
             Ok(i) => return Err(duplicate(&self.tools[i], &tool)),
             Err(pos) => pos,
         };
+        self.by_name.insert(tool.name().into(), tool.clone());
         self.tools.insert(pos, tool);
-        self.by_name = index(&self.tools);
         Ok(&self.tools[pos])
     }
 
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
-        self.by_name.get(name).map(|&i| &self.tools[i])
+        self.by_name.get(name)
     }
 
     /// Every tool, by name.
@@ -163,12 +165,8 @@ impl<'a> IntoIterator for &'a ToolRegistry {
     }
 }
 
-fn index(tools: &[Tool]) -> HashMap<Box<str>, usize> {
-    tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name().into(), i))
-        .collect()
+fn index(tools: &[Tool]) -> HashMap<Box<str>, Tool> {
+    tools.iter().map(|t| (t.name().into(), t.clone())).collect()
 }
 
 fn duplicate(first: &Tool, second: &Tool) -> RegistryError {
