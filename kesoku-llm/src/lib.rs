@@ -1,5 +1,29 @@
-//! LLM backends (Claude, Gemini, OpenAI-compatible), the agent loop and the
-//! media tool of kesoku.
+//! LLM backends of kesoku: Claude, Gemini and OpenAI-compatible servers
+//! behind one [`Llm`] trait, with multimodal [`ContentBlock`]s.
 //!
-//! Nothing is here yet: the backends arrive with their own issue. The crate
-//! exists now so that the facade's layout is final.
+//! Every backend converts kesoku [`Message`](kesoku_core::Message) history
+//! to its provider's wire format in one place, pairs each tool call with
+//! its result through `parent_id`, lowers tool schemas to the provider's
+//! dialect (see `kesoku_core::lowering`), and retries what is worth
+//! retrying.
+
+mod claude;
+mod content;
+mod error;
+mod gemini;
+mod http;
+mod key;
+mod llm;
+mod openai;
+
+pub use claude::{ClaudeLlm, ClaudeRequest};
+pub use content::{ContentBlock, ContentFallback};
+pub use error::LlmError;
+pub use gemini::{GeminiLlm, GeminiRequest};
+pub use http::HttpOptions;
+pub use key::ApiKey;
+pub use llm::{
+    AssistantTurn, CONTENT_BLOCKS_KEY, Llm, LlmFuture, LlmOptions, PROVIDER_KEY, StopReason,
+    ToolChoice, ToolDeclaration, Usage, content_blocks,
+};
+pub use openai::{OpenAiLlm, OpenAiRequest};

@@ -1,0 +1,60 @@
+//! [`LlmError`]: why a model call failed. No variant ever holds an API key.
+
+/// Why a call to a model failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmError {
+    /// The provider answered with an error status.
+    #[error("{provider} returned HTTP {status}{}: {message}{}", .error_type.as_ref().map(|t| format!(" ({t})")).unwrap_or_default(), attempts_note(*.attempts))]
+    Api {
+        /// The provider.
+        provider: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// The provider's error type, such as `rate_limit_error`.
+        error_type: Option<String>,
+        /// The provider's message.
+        message: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// The provider could not be reached, or did not answer in time.
+    #[error("could not reach {provider} at {url}: {message}{}", attempts_note(*.attempts))]
+    Transport {
+        /// The provider.
+        provider: &'static str,
+        /// The URL called (never with a key in it).
+        url: String,
+        /// What went wrong.
+        message: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// The provider's answer could not be read: malformed, truncated, or
+    /// not in the documented shape.
+    #[error("{provider} sent a response that cannot be read (HTTP {status}): {message}")]
+    Malformed {
+        /// The provider.
+        provider: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// What is wrong, with the start of the body.
+        message: String,
+    },
+    /// The backend is missing something it needs, such as an API key.
+    #[error("{provider} is not configured: {message}")]
+    Config {
+        /// The provider.
+        provider: &'static str,
+        /// What is missing.
+        message: String,
+    },
+}
+
+fn attempts_note(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" (after {attempts} attempts)")
+    } else {
+        String::new()
+    }
+}

@@ -1,0 +1,287 @@
+//! The HTTP layer every backend shares: reqwest over rustls, timeouts,
+//! bounded retries with exponential backoff and jitter that honour
+//! `retry-after`, and typed errors that name the provider's error.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+
+use crate::error::LlmError;
+
+/// Statuses worth another try: rate limits, overload and gateway trouble.
+const RETRYABLE: [u16; 6] = [429, 500, 502, 503, 504, 529];
+
+/// Timeouts and the retry policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Time to open a connection.
+    pub connect_timeout: Duration,
+    /// Time for a whole request, body included.
+    pub request_timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// The first backoff; it doubles each retry.
+    pub initial_backoff: Duration,
+    /// The longest wait between attempts, `retry-after` included.
+    pub max_backoff: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(300),
+            max_retries: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A provider's HTTP client.
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    options: HttpOptions,
+    provider: &'static str,
+}
+
+impl Http {
+    pub(crate) fn new(provider: &'static str, options: HttpOptions) -> Result<Self, LlmError> {
+        // reqwest is built without a bundled crypto provider; install ring
+        // once (an error only means one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.request_timeout)
+            .build()
+            .map_err(|e| LlmError::Config {
+                provider,
+                message: format!("cannot build the HTTP client: {e}"),
+            })?;
+        Ok(Http {
+            client,
+            options,
+            provider,
+        })
+    }
+
+    /// POSTs `body` as JSON and returns the JSON answer, retrying what is
+    /// worth retrying.
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        headers: &[(&'static str, String)],
+        body: &Value,
+    ) -> Result<Value, LlmError> {
+        let mut header_map = HeaderMap::new();
+        for (name, value) in headers {
+            let value = HeaderValue::from_str(value).map_err(|_| LlmError::Config {
+                provider: self.provider,
+                // Never echo the value: it may be a key.
+                message: format!("the `{name}` header value has characters HTTP does not allow"),
+            })?;
+            header_map.insert(HeaderName::from_static(name), value);
+        }
+        let body = serde_json::to_vec(body).map_err(|e| LlmError::Config {
+            provider: self.provider,
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let sent = self
+                .client
+                .post(url)
+                .headers(header_map.clone())
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone())
+                .send()
+                .await;
+            let last = attempt > self.options.max_retries;
+            let response = match sent {
+                Ok(r) => r,
+                Err(e) if !last && (e.is_connect() || e.is_timeout()) => {
+                    tracing::warn!(provider = self.provider, attempt, error = %e, "transport error, retrying");
+                    tokio::time::sleep(self.backoff(attempt, None)).await;
+                    continue;
+                }
+                Err(e) => {
+                    return Err(LlmError::Transport {
+                        provider: self.provider,
+                        url: url.to_owned(),
+                        message: e.without_url().to_string(),
+                        attempts: attempt,
+                    });
+                }
+            };
+            let status = response.status().as_u16();
+            if RETRYABLE.contains(&status) && !last {
+                let wait = self.backoff(attempt, retry_after(response.headers()));
+                tracing::warn!(
+                    provider = self.provider,
+                    attempt,
+                    status,
+                    ?wait,
+                    "retryable status, retrying"
+                );
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            let bytes = response.bytes().await.map_err(|e| LlmError::Malformed {
+                provider: self.provider,
+                status,
+                message: format!("the body was cut off or unreadable: {}", e.without_url()),
+            })?;
+            if !(200..300).contains(&status) {
+                return Err(api_error(self.provider, status, &bytes, attempt));
+            }
+            return serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed {
+                provider: self.provider,
+                status,
+                message: format!(
+                    "{} JSON: {e}; the body starts with {}",
+                    if e.is_eof() { "truncated" } else { "malformed" },
+                    preview(&bytes)
+                ),
+            });
+        }
+    }
+
+    /// `retry-after` when the server gave one, else exponential backoff
+    /// with full jitter; both capped at `max_backoff`.
+    fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let cap = self.options.max_backoff;
+        if let Some(wait) = retry_after {
+            return wait.min(cap);
+        }
+        let exp = self
+            .options
+            .initial_backoff
+            .saturating_mul(1 << (attempt - 1).min(16))
+            .min(cap);
+        exp.mul_f64(fastrand::f64())
+    }
+}
+
+/// `retry-after` as seconds or an HTTP date.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(text).ok()?;
+    Some(when.duration_since(SystemTime::now()).unwrap_or_default())
+}
+
+/// Reads the provider's error body: Anthropic `{"error": {"type",
+/// "message"}}`, OpenAI `{"error": {"type", "code", "message"}}`, Gemini
+/// `{"error": {"status", "message"}}`.
+fn api_error(provider: &'static str, status: u16, body: &[u8], attempts: u32) -> LlmError {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let error = parsed.as_ref().map(|v| v.get("error").unwrap_or(v));
+    let field = |k: &str| {
+        error
+            .and_then(|e| e.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let error_type = field("type")
+        .or_else(|| field("status"))
+        .or_else(|| field("code"));
+    let message = field("message").unwrap_or_else(|| {
+        if body.is_empty() {
+            "(empty body)".to_owned()
+        } else {
+            preview(body)
+        }
+    });
+    LlmError::Api {
+        provider,
+        status,
+        error_type,
+        message,
+        attempts,
+    }
+}
+
+/// The first 200 characters of a body, quoted.
+fn preview(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let head: String = text.chars().take(200).collect();
+    if head.len() < text.len() {
+        format!("{head:?}...")
+    } else {
+        format!("{head:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("0.25"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(30));
+        h.insert(RETRY_AFTER, HeaderValue::from_str(&later).unwrap());
+        let d = retry_after(&h).unwrap();
+        assert!(
+            d > Duration::from_secs(27) && d <= Duration::from_secs(30),
+            "{d:?}"
+        );
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn backoff_grows_is_jittered_and_capped() {
+        let http = Http::new(
+            "test",
+            HttpOptions {
+                initial_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(1),
+                ..HttpOptions::default()
+            },
+        )
+        .unwrap();
+        for attempt in 1..10 {
+            let d = http.backoff(attempt, None);
+            let ceiling =
+                Duration::from_millis(100 * (1 << (attempt - 1))).min(Duration::from_secs(1));
+            assert!(d <= ceiling, "attempt {attempt}: {d:?} > {ceiling:?}");
+        }
+        assert_eq!(
+            http.backoff(1, Some(Duration::from_secs(5))),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            http.backoff(1, Some(Duration::from_millis(5))),
+            Duration::from_millis(5)
+        );
+    }
+
+    #[test]
+    fn error_bodies_of_every_provider_are_read() {
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            api_error("Claude", 529, anthropic, 5).to_string(),
+            "Claude returned HTTP 529 (overloaded_error): Overloaded (after 5 attempts)"
+        );
+        let gemini = br#"{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}"#;
+        assert_eq!(
+            api_error("Gemini", 400, gemini, 1).to_string(),
+            "Gemini returned HTTP 400 (INVALID_ARGUMENT): Invalid JSON payload"
+        );
+        assert_eq!(
+            api_error("OpenAI", 502, b"<html>bad gateway</html>", 1).to_string(),
+            "OpenAI returned HTTP 502: \"<html>bad gateway</html>\""
+        );
+    }
+}

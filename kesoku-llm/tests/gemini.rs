@@ -1,0 +1,267 @@
+//! `GeminiLlm` against a real HTTP server on loopback (wiremock).
+
+#![allow(clippy::needless_pass_by_value)]
+
+use std::time::Duration;
+
+use kesoku_core::{
+    DynamicTool, Message, MessageType, Role, ToolContext, ToolOutput, ToolRegistry, ToolRunner,
+};
+use kesoku_llm::{
+    ContentBlock, GeminiLlm, HttpOptions, Llm, LlmError, LlmOptions, StopReason, ToolDeclaration,
+};
+use serde_json::{Value, json};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn llm(server: &MockServer) -> GeminiLlm {
+    GeminiLlm::new("gemini-test-key")
+        .with_base_url(server.uri())
+        .with_http_options(HttpOptions {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(50),
+            ..HttpOptions::default()
+        })
+}
+
+fn registry() -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": false
+    });
+    r.register(
+        DynamicTool::new(
+            "get_weather",
+            "Reports the weather.",
+            schema,
+            |args, _| async move {
+                Ok(ToolOutput::new(
+                    json!({"sky": "sunny", "city": args["city"]}),
+                ))
+            },
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    r
+}
+
+fn user(text: &str) -> Message {
+    Message::new("s", Role::User, MessageType::Text, text)
+}
+
+fn response(parts: Value, finish: &str) -> Value {
+    json!({
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
+        "usageMetadata": {"promptTokenCount": 11, "candidatesTokenCount": 3, "totalTokenCount": 14},
+        "modelVersion": "gemini-test"
+    })
+}
+
+async fn body_of(server: &MockServer, i: usize) -> Value {
+    serde_json::from_slice(&server.received_requests().await.unwrap()[i].body).unwrap()
+}
+
+#[tokio::test]
+async fn text_only_with_media() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1beta/models/gemini-test:generateContent"))
+        .and(header("x-goog-api-key", "gemini-test-key"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(response(json!([{"text": "A cat."}]), "STOP")),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut photo = user("What is this?");
+    photo.metadata.insert(
+        "content_blocks".into(),
+        serde_json::to_value([
+            ContentBlock::image("image/jpeg", vec![255, 216]),
+            ContentBlock::media("video/mp4", vec![0]),
+        ])
+        .unwrap(),
+    );
+    let mut options = LlmOptions::new("gemini-test");
+    options.system = Some("Be brief.".into());
+    let turn = llm(&server)
+        .complete("s", &[photo], &[], &options)
+        .await
+        .unwrap();
+    assert_eq!(turn.text, "A cat.");
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    assert_eq!(turn.usage.input_tokens, 11);
+    assert!(turn.fallbacks.is_empty(), "Gemini takes video too");
+    assert_eq!(
+        body_of(&server, 0).await,
+        json!({
+            "contents": [{"role": "user", "parts": [
+                {"text": "What is this?"},
+                {"inlineData": {"mimeType": "image/jpeg", "data": "/9g="}},
+                {"inlineData": {"mimeType": "video/mp4", "data": "AA=="}}
+            ]}],
+            "systemInstruction": {"parts": [{"text": "Be brief."}]},
+            "generationConfig": {"maxOutputTokens": 4096}
+        })
+    );
+}
+
+#[tokio::test]
+async fn parallel_calls_keep_ids_and_signatures_per_part_and_results_pair_up() {
+    let server = MockServer::start().await;
+    let parts = json!([
+        {"functionCall": {"id": "fc_1", "name": "get_weather", "args": {"city": "Oslo"}}, "thoughtSignature": "sig-A"},
+        {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}
+    ]);
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(response(parts, "STOP")))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(response(json!([{"text": "Both sunny."}]), "STOP")),
+        )
+        .mount(&server)
+        .await;
+    let registry = registry();
+    let tools = ToolDeclaration::all(&registry);
+    let llm = llm(&server);
+    let options = LlmOptions::new("gemini-test");
+    let mut history = vec![user("Weather in Oslo and Lima?")];
+    let turn = llm.complete("s", &history, &tools, &options).await.unwrap();
+    assert_eq!(turn.stop_reason, StopReason::ToolUse);
+    assert_eq!(turn.tool_calls[0].id, "fc_1");
+    assert!(
+        turn.tool_calls[1].id.starts_with("gemini-call-1-"),
+        "a made-up id for pairing"
+    );
+    history.extend(turn.messages.iter().cloned());
+    let runner = ToolRunner::new(registry, ToolContext::new("s"));
+    let pairs: Vec<_> = turn
+        .tool_calls
+        .iter()
+        .cloned()
+        .zip(turn.messages.iter().cloned())
+        .collect();
+    history.extend(runner.execute_all(&pairs, None).await);
+    llm.complete("s", &history, &tools, &options).await.unwrap();
+
+    let first = body_of(&server, 0).await;
+    assert!(first["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"].is_object());
+    assert!(
+        first["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"]
+            .get("$schema")
+            .is_none()
+    );
+    assert_eq!(
+        first["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "AUTO"}})
+    );
+    let second = body_of(&server, 1).await;
+    let contents = second["contents"].as_array().unwrap();
+    assert_eq!(contents.len(), 3, "{second:#}");
+    // The model's parts go back unchanged: the signature on its own call only.
+    assert_eq!(
+        contents[1],
+        json!({"role": "model", "parts": [
+            {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}, "id": "fc_1"}, "thoughtSignature": "sig-A"},
+            {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}
+        ]})
+    );
+    assert_eq!(
+        contents[2],
+        json!({"role": "user", "parts": [
+            {"functionResponse": {"name": "get_weather", "response": {"output": {"sky": "sunny", "city": "Oslo"}}, "id": "fc_1"}},
+            {"functionResponse": {"name": "get_weather", "response": {"output": {"sky": "sunny", "city": "Lima"}}}}
+        ]})
+    );
+}
+
+#[tokio::test]
+async fn legacy_parameters_are_sanitized() {
+    let tools = ToolDeclaration::all(&registry());
+    let req = GeminiLlm::new("k").with_legacy_parameters(true).request(
+        &[user("x")],
+        &tools,
+        &LlmOptions::new("m"),
+    );
+    let decl = &req.body["tools"][0]["functionDeclarations"][0];
+    assert!(decl.get("parametersJsonSchema").is_none());
+    let params = &decl["parameters"];
+    assert!(params.get("additionalProperties").is_none(), "{params}");
+    assert!(params.get("$schema").is_none(), "{params}");
+}
+
+#[tokio::test]
+async fn errors_retries_and_bad_bodies() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "0").set_body_json(
+            json!({"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}),
+        ))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(response(json!([{"text": "ok"}]), "STOP")),
+        )
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(
+            json!({"error": {"code": 400, "message": "Invalid JSON payload received.", "status": "INVALID_ARGUMENT"}}),
+        ))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500).set_body_string(""))
+        .up_to_n_times(3)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_string("{\"candidates\": [{\"content\": "),
+        )
+        .mount(&server)
+        .await;
+    let llm = llm(&server);
+    let opts = LlmOptions::new("m");
+    assert_eq!(
+        llm.complete("s", &[user("Hi")], &[], &opts)
+            .await
+            .unwrap()
+            .text,
+        "ok"
+    );
+    let e = llm
+        .complete("s", &[user("Hi")], &[], &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Gemini returned HTTP 400 (INVALID_ARGUMENT): Invalid JSON payload received."
+    );
+    let e = llm
+        .complete("s", &[user("Hi")], &[], &opts)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, LlmError::Api { status: 500, attempts: 3, message, .. } if message == "(empty body)"),
+        "{e}"
+    );
+    let e = llm
+        .complete("s", &[user("Hi")], &[], &opts)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("truncated JSON"), "{e}");
+}

@@ -1,0 +1,258 @@
+//! `OpenAiLlm` against a real HTTP server on loopback (wiremock).
+
+#![allow(clippy::needless_pass_by_value)]
+
+use std::time::Duration;
+
+use kesoku_core::{
+    DynamicTool, Message, MessageType, Role, ToolContext, ToolOutput, ToolRegistry, ToolRunner,
+};
+use kesoku_llm::{
+    HttpOptions, Llm, LlmError, LlmOptions, OpenAiLlm, StopReason, ToolChoice, ToolDeclaration,
+};
+use serde_json::{Value, json};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn llm(server: &MockServer) -> OpenAiLlm {
+    OpenAiLlm::new("sk-openai-test")
+        .with_base_url(format!("{}/v1", server.uri()))
+        .with_http_options(HttpOptions {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(50),
+            ..HttpOptions::default()
+        })
+}
+
+fn registry() -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"type": ["string", "null"]}},
+        "required": ["city"],
+        "additionalProperties": false
+    });
+    r.register(
+        DynamicTool::new(
+            "get_weather",
+            "Reports the weather.",
+            schema,
+            |args, _| async move {
+                Ok(ToolOutput::new(json!(format!(
+                    "sunny in {}",
+                    args["city"].as_str().unwrap_or("?")
+                ))))
+            },
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    r
+}
+
+fn user(text: &str) -> Message {
+    Message::new("s", Role::User, MessageType::Text, text)
+}
+
+fn completion(message: Value, finish: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}
+    })
+}
+
+async fn body_of(server: &MockServer, i: usize) -> Value {
+    serde_json::from_slice(&server.received_requests().await.unwrap()[i].body).unwrap()
+}
+
+#[tokio::test]
+async fn text_only() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .and(header("authorization", "Bearer sk-openai-test"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
+            json!({"role": "assistant", "content": "Hello!", "refusal": null}),
+            "stop",
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut options = LlmOptions::new("gpt-test");
+    options.system = Some("Be brief.".into());
+    let turn = llm(&server)
+        .complete("s", &[user("Hi")], &[], &options)
+        .await
+        .unwrap();
+    assert_eq!(turn.text, "Hello!");
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    assert_eq!((turn.usage.input_tokens, turn.usage.output_tokens), (9, 4));
+    assert_eq!(
+        body_of(&server, 0).await,
+        json!({
+            "model": "gpt-test",
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+            "max_completion_tokens": 4096
+        })
+    );
+}
+
+#[tokio::test]
+async fn parallel_calls_round_trip_with_string_arguments() {
+    let server = MockServer::start().await;
+    let calls = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_A", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+        {"id": "call_B", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Li"}}
+    ]});
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(calls, "tool_calls")))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
+            json!({"role": "assistant", "content": "Oslo is sunny; the Lima call was cut off."}),
+            "stop",
+        )))
+        .mount(&server)
+        .await;
+    let registry = registry();
+    let tools = ToolDeclaration::all(&registry);
+    let llm = llm(&server);
+    let mut options = LlmOptions::new("gpt-test");
+    options.tool_choice = ToolChoice::Tool("get_weather".into());
+    let mut history = vec![user("Weather in Oslo and Lima?")];
+    let turn = llm.complete("s", &history, &tools, &options).await.unwrap();
+    assert_eq!(turn.stop_reason, StopReason::ToolUse);
+    assert_eq!(turn.tool_calls.len(), 2);
+    history.extend(turn.messages.iter().cloned());
+    let runner = ToolRunner::new(registry, ToolContext::new("s"));
+    let pairs: Vec<_> = turn
+        .tool_calls
+        .iter()
+        .cloned()
+        .zip(turn.messages.iter().cloned())
+        .collect();
+    let results = runner.execute_all(&pairs, None).await;
+    // The truncated arguments became the runner's error result, not a failure.
+    assert_eq!(results[1].meta_str("error_kind"), Some("truncated_json"));
+    history.extend(results);
+    llm.complete("s", &history, &tools, &options).await.unwrap();
+
+    let first = body_of(&server, 0).await;
+    assert_eq!(first["tools"][0]["type"], "function");
+    assert_eq!(first["tools"][0]["function"]["name"], "get_weather");
+    assert_eq!(
+        first["tool_choice"],
+        json!({"type": "function", "function": {"name": "get_weather"}})
+    );
+    let second = body_of(&server, 1).await;
+    let messages = second["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4, "{second:#}");
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(
+        messages[1]["tool_calls"][0]["function"]["arguments"],
+        "{\"city\": \"Oslo\"}"
+    );
+    assert_eq!(messages[1]["tool_calls"][1]["id"], "call_B");
+    assert_eq!(
+        messages[2],
+        json!({"role": "tool", "tool_call_id": "call_A", "content": "sunny in Oslo"})
+    );
+    assert_eq!(messages[3]["tool_call_id"], "call_B");
+    assert!(messages[3]["content"].as_str().unwrap().contains("cut off"));
+}
+
+#[tokio::test]
+async fn strict_mode_and_compatible_servers() {
+    let tools = ToolDeclaration::all(&registry());
+    let strict =
+        OpenAiLlm::new("k")
+            .with_strict(true)
+            .request(&[user("x")], &tools, &LlmOptions::new("m"));
+    let f = &strict.body["tools"][0]["function"];
+    assert_eq!(f["strict"], true);
+    assert_eq!(f["parameters"]["required"], json!(["city", "unit"]));
+    let ollama = OpenAiLlm::compatible("http://localhost:11434/v1").request(
+        &[user("x")],
+        &tools,
+        &LlmOptions::new("m"),
+    );
+    assert!(ollama.body.get("tool_choice").is_none());
+    assert_eq!(ollama.body["max_tokens"], 4096);
+}
+
+#[tokio::test]
+async fn errors_retries_and_bad_bodies() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "0").set_body_json(
+            json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}),
+        ))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
+            json!({"role": "assistant", "content": "ok"}),
+            "stop",
+        )))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(
+            json!({"error": {"message": "Invalid 'messages'", "type": "invalid_request_error", "code": null}}),
+        ))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("upstream down"))
+        .up_to_n_times(3)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [{\"message\""))
+        .mount(&server)
+        .await;
+    let llm = llm(&server);
+    let opts = LlmOptions::new("m");
+    assert_eq!(
+        llm.complete("s", &[user("Hi")], &[], &opts)
+            .await
+            .unwrap()
+            .text,
+        "ok"
+    );
+    let e = llm
+        .complete("s", &[user("Hi")], &[], &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "OpenAI returned HTTP 400 (invalid_request_error): Invalid 'messages'"
+    );
+    let e = llm
+        .complete("s", &[user("Hi")], &[], &opts)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LlmError::Api {
+                status: 503,
+                attempts: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = llm
+        .complete("s", &[user("Hi")], &[], &opts)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("truncated JSON"), "{e}");
+}
