@@ -8,6 +8,7 @@ mod args;
 mod context;
 mod error;
 mod gateway;
+pub mod lowering;
 mod message;
 mod output;
 mod registry;

@@ -157,7 +157,11 @@ impl GeminiLlm {
             "contents".into(),
             contents
                 .into_iter()
-                .map(|(role, parts)| json!({"role": role, "parts": parts}))
+                .map(|(role, mut parts)| {
+                    // A turn's function responses first, as many as it had calls.
+                    parts.sort_by_key(|p| p.get("functionResponse").is_none());
+                    json!({"role": role, "parts": parts})
+                })
                 .collect(),
         );
         if !system.is_empty() {

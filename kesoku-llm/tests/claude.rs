@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
+mod common;
+use common::{fixture, fixture_text};
+
 fn fast_retries(max_retries: u32) -> HttpOptions {
     HttpOptions {
         max_retries,
@@ -56,28 +59,6 @@ fn user(text: &str) -> Message {
     Message::new("s", Role::User, MessageType::Text, text)
 }
 
-fn text_response(text: &str) -> Value {
-    json!({
-        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-test",
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn", "stop_sequence": null,
-        "usage": {"input_tokens": 12, "output_tokens": 7}
-    })
-}
-
-fn two_calls_response() -> Value {
-    json!({
-        "id": "msg_02", "type": "message", "role": "assistant", "model": "claude-test",
-        "content": [
-            {"type": "text", "text": "Checking both."},
-            {"type": "tool_use", "id": "toolu_A", "name": "get_weather", "input": {"city": "Oslo"}},
-            {"type": "tool_use", "id": "toolu_B", "name": "get_weather", "input": {"city": "Lima"}}
-        ],
-        "stop_reason": "tool_use", "stop_sequence": null,
-        "usage": {"input_tokens": 30, "output_tokens": 40}
-    })
-}
-
 async fn body_of(server: &MockServer, i: usize) -> Value {
     let requests: Vec<Request> = server.received_requests().await.unwrap();
     serde_json::from_slice(&requests[i].body).unwrap()
@@ -91,7 +72,7 @@ async fn text_only_sends_the_documented_request() {
         .and(header("x-api-key", "sk-ant-test-key"))
         .and(header("anthropic-version", "2023-06-01"))
         .and(header("content-type", "application/json"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(text_response("Hello!")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("anthropic/text.json")))
         .expect(1)
         .mount(&server)
         .await;
@@ -128,12 +109,7 @@ async fn text_only_sends_the_documented_request() {
 async fn tools_are_declared_and_a_tool_call_comes_back() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "id": "msg_03", "type": "message", "role": "assistant", "model": "claude-test",
-            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}],
-            "stop_reason": "tool_use", "stop_sequence": null,
-            "usage": {"input_tokens": 5, "output_tokens": 5}
-        })))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("anthropic/one_call.json")))
         .mount(&server)
         .await;
     let tools = ToolDeclaration::all(&registry());
@@ -168,14 +144,12 @@ async fn tools_are_declared_and_a_tool_call_comes_back() {
 async fn parallel_calls_run_and_their_results_go_back_paired_in_one_user_message() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(two_calls_response()))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("anthropic/two_calls.json")))
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(text_response("Oslo and Lima are sunny.")),
-        )
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("anthropic/text.json")))
         .mount(&server)
         .await;
     let llm = claude(&server);
@@ -203,7 +177,7 @@ async fn parallel_calls_run_and_their_results_go_back_paired_in_one_user_message
     history.extend(results);
 
     let turn = llm.complete("s", &history, &tools, &options).await.unwrap();
-    assert_eq!(turn.text, "Oslo and Lima are sunny.");
+    assert_eq!(turn.text, "Hello!");
 
     let second = body_of(&server, 1).await;
     let messages = second["messages"].as_array().unwrap();
@@ -274,10 +248,10 @@ async fn errors_are_flagged_and_media_falls_back_to_a_reported_note() {
 async fn an_error_body_becomes_a_typed_error() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
-            "type": "error",
-            "error": {"type": "invalid_request_error", "message": "max_tokens: must be positive"}
-        })))
+        .respond_with(
+            ResponseTemplate::new(400)
+                .set_body_json(fixture("anthropic/error_invalid_request.json")),
+        )
         .expect(1)
         .mount(&server)
         .await;
@@ -305,13 +279,13 @@ async fn a_429_with_retry_after_is_retried_then_succeeds() {
         .respond_with(
             ResponseTemplate::new(429)
                 .insert_header("retry-after", "0.05")
-                .set_body_json(json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})),
+                .set_body_json(fixture("anthropic/error_rate_limit.json")),
         )
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(text_response("ok")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("anthropic/text.json")))
         .mount(&server)
         .await;
     let started = std::time::Instant::now();
@@ -319,7 +293,7 @@ async fn a_429_with_retry_after_is_retried_then_succeeds() {
         .complete("s", &[user("Hi")], &[], &LlmOptions::new("m"))
         .await
         .unwrap();
-    assert_eq!(turn.text, "ok");
+    assert_eq!(turn.text, "Hello!");
     assert!(
         started.elapsed() >= Duration::from_millis(50),
         "retry-after was honoured"
@@ -331,9 +305,9 @@ async fn a_429_with_retry_after_is_retried_then_succeeds() {
 async fn a_500_storm_exhausts_the_retries() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(500).set_body_json(json!({
-            "type": "error", "error": {"type": "api_error", "message": "Internal server error"}
-        })))
+        .respond_with(
+            ResponseTemplate::new(500).set_body_json(fixture("anthropic/error_server.json")),
+        )
         .expect(4)
         .mount(&server)
         .await;
@@ -380,7 +354,7 @@ async fn malformed_and_truncated_bodies_are_clear_errors() {
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(200)
-                .set_body_string("{\"id\": \"msg\", \"content\": [{\"type\": \"te"),
+                .set_body_string(fixture_text("anthropic/malformed_truncated.json")),
         )
         .up_to_n_times(1)
         .mount(&server)

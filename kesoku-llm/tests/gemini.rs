@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+mod common;
+use common::{fixture, fixture_text};
+
 fn llm(server: &MockServer) -> GeminiLlm {
     GeminiLlm::new("gemini-test-key")
         .with_base_url(server.uri())
@@ -54,14 +57,6 @@ fn user(text: &str) -> Message {
     Message::new("s", Role::User, MessageType::Text, text)
 }
 
-fn response(parts: Value, finish: &str) -> Value {
-    json!({
-        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
-        "usageMetadata": {"promptTokenCount": 11, "candidatesTokenCount": 3, "totalTokenCount": 14},
-        "modelVersion": "gemini-test"
-    })
-}
-
 async fn body_of(server: &MockServer, i: usize) -> Value {
     serde_json::from_slice(&server.received_requests().await.unwrap()[i].body).unwrap()
 }
@@ -72,9 +67,7 @@ async fn text_only_with_media() {
     Mock::given(method("POST"))
         .and(path("/v1beta/models/gemini-test:generateContent"))
         .and(header("x-goog-api-key", "gemini-test-key"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(response(json!([{"text": "A cat."}]), "STOP")),
-        )
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("gemini/text.json")))
         .expect(1)
         .mount(&server)
         .await;
@@ -114,20 +107,13 @@ async fn text_only_with_media() {
 #[tokio::test]
 async fn parallel_calls_keep_ids_and_signatures_per_part_and_results_pair_up() {
     let server = MockServer::start().await;
-    let parts = json!([
-        {"functionCall": {"id": "fc_1", "name": "get_weather", "args": {"city": "Oslo"}}, "thoughtSignature": "sig-A"},
-        {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}
-    ]);
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(response(parts, "STOP")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("gemini/two_calls.json")))
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(response(json!([{"text": "Both sunny."}]), "STOP")),
-        )
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("gemini/text.json")))
         .mount(&server)
         .await;
     let registry = registry();
@@ -171,7 +157,7 @@ async fn parallel_calls_keep_ids_and_signatures_per_part_and_results_pair_up() {
     assert_eq!(
         contents[1],
         json!({"role": "model", "parts": [
-            {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}, "id": "fc_1"}, "thoughtSignature": "sig-A"},
+            {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}, "id": "fc_1"}, "thoughtSignature": "c2lnLUE="},
             {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}
         ]})
     );
@@ -203,23 +189,23 @@ async fn legacy_parameters_are_sanitized() {
 async fn errors_retries_and_bad_bodies() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "0").set_body_json(
-            json!({"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}}),
-        ))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
         .respond_with(
-            ResponseTemplate::new(200).set_body_json(response(json!([{"text": "ok"}]), "STOP")),
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "0")
+                .set_body_json(fixture("gemini/error_rate_limit.json")),
         )
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(
-            json!({"error": {"code": 400, "message": "Invalid JSON payload received.", "status": "INVALID_ARGUMENT"}}),
-        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("gemini/text.json")))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(400).set_body_json(fixture("gemini/error_invalid_argument.json")),
+        )
         .up_to_n_times(1)
         .mount(&server)
         .await;
@@ -230,7 +216,8 @@ async fn errors_retries_and_bad_bodies() {
         .await;
     Mock::given(method("POST"))
         .respond_with(
-            ResponseTemplate::new(200).set_body_string("{\"candidates\": [{\"content\": "),
+            ResponseTemplate::new(200)
+                .set_body_string(fixture_text("gemini/malformed_truncated.json")),
         )
         .mount(&server)
         .await;
@@ -241,7 +228,7 @@ async fn errors_retries_and_bad_bodies() {
             .await
             .unwrap()
             .text,
-        "ok"
+        "A cat."
     );
     let e = llm
         .complete("s", &[user("Hi")], &[], &opts)

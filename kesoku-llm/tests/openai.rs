@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+mod common;
+use common::{fixture, fixture_text};
+
 fn llm(server: &MockServer) -> OpenAiLlm {
     OpenAiLlm::new("sk-openai-test")
         .with_base_url(format!("{}/v1", server.uri()))
@@ -55,14 +58,6 @@ fn user(text: &str) -> Message {
     Message::new("s", Role::User, MessageType::Text, text)
 }
 
-fn completion(message: Value, finish: &str) -> Value {
-    json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}
-    })
-}
-
 async fn body_of(server: &MockServer, i: usize) -> Value {
     serde_json::from_slice(&server.received_requests().await.unwrap()[i].body).unwrap()
 }
@@ -73,10 +68,7 @@ async fn text_only() {
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
         .and(header("authorization", "Bearer sk-openai-test"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            json!({"role": "assistant", "content": "Hello!", "refusal": null}),
-            "stop",
-        )))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("openai/text.json")))
         .expect(1)
         .mount(&server)
         .await;
@@ -102,20 +94,13 @@ async fn text_only() {
 #[tokio::test]
 async fn parallel_calls_round_trip_with_string_arguments() {
     let server = MockServer::start().await;
-    let calls = json!({"role": "assistant", "content": null, "tool_calls": [
-        {"id": "call_A", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
-        {"id": "call_B", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Li"}}
-    ]});
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(calls, "tool_calls")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("openai/two_calls.json")))
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            json!({"role": "assistant", "content": "Oslo is sunny; the Lima call was cut off."}),
-            "stop",
-        )))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("openai/text.json")))
         .mount(&server)
         .await;
     let registry = registry();
@@ -188,24 +173,23 @@ async fn strict_mode_and_compatible_servers() {
 async fn errors_retries_and_bad_bodies() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "0").set_body_json(
-            json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}),
-        ))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "0")
+                .set_body_json(fixture("openai/error_rate_limit.json")),
+        )
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
-            json!({"role": "assistant", "content": "ok"}),
-            "stop",
-        )))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("openai/text.json")))
         .up_to_n_times(1)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(
-            json!({"error": {"message": "Invalid 'messages'", "type": "invalid_request_error", "code": null}}),
-        ))
+        .respond_with(
+            ResponseTemplate::new(400).set_body_json(fixture("openai/error_invalid_request.json")),
+        )
         .up_to_n_times(1)
         .mount(&server)
         .await;
@@ -215,7 +199,10 @@ async fn errors_retries_and_bad_bodies() {
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("{\"choices\": [{\"message\""))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_string(fixture_text("openai/malformed_truncated.json")),
+        )
         .mount(&server)
         .await;
     let llm = llm(&server);
@@ -225,7 +212,7 @@ async fn errors_retries_and_bad_bodies() {
             .await
             .unwrap()
             .text,
-        "ok"
+        "Hello!"
     );
     let e = llm
         .complete("s", &[user("Hi")], &[], &opts)

@@ -1,0 +1,389 @@
+//! OpenAI strict mode (`"strict": true`): the schema is compiled into a
+//! grammar, so only a subset of JSON Schema is accepted.
+//!
+//! Every object is closed (`additionalProperties: false`) and lists every
+//! property in `required`; an optional property becomes nullable, and
+//! kesoku reads `null` as absent. `oneOf` becomes `anyOf`, a `$ref` with
+//! sibling keywords is inlined, tuples become arrays of a union, and
+//! constraints outside the subset move into the description. Open maps,
+//! schemas without a type and `allOf`/`not`/`if` cannot be expressed: they
+//! are kept as they are and reported, never rewritten silently.
+
+use serde_json::{Value, json};
+
+use super::common::{
+    Obj, Sink, accepts_null, append_notes, bounds_sentence, check_object_root, child, describe,
+    is_object, lower_keyword, lower_tuple,
+};
+use super::report::{LoweringReport, Severity};
+
+/// Keywords strict mode takes as they are.
+const KEPT: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "$ref",
+    "$defs",
+    "definitions",
+    "description",
+    "title",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+];
+
+/// Structure strict mode rejects and no rewrite expresses.
+const REJECTED: &[&str] = &[
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "patternProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+
+/// The string formats strict mode accepts.
+const FORMATS: &[&str] = &[
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+];
+
+/// Keywords that say what a schema accepts; a schema with none of them
+/// accepts anything, which strict mode cannot express.
+const SHAPING: &[&str] = &[
+    "type",
+    "properties",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "enum",
+    "const",
+    "not",
+];
+
+/// Lowers a tool's `parameters` for strict mode.
+pub(crate) fn lower(tool: &str, schema: &Value, report: &mut LoweringReport) -> Value {
+    let mut s = Strict {
+        sink: Sink { tool, report },
+        root: schema,
+        inlining: Vec::new(),
+    };
+    check_object_root(schema, &mut s.sink, "parameters");
+    for union in ["anyOf", "oneOf"] {
+        if schema.get(union).is_some() {
+            s.sink.push(
+                &child("", union),
+                union,
+                Severity::Unsupported,
+                "the root of strict `parameters` must be a plain object, not a union",
+            );
+        }
+    }
+    s.node(schema, "")
+}
+
+struct Strict<'a, 'r> {
+    sink: Sink<'a>,
+    /// For resolving `$ref`s.
+    root: &'r Value,
+    /// The references being inlined, to stop at recursion.
+    inlining: Vec<String>,
+}
+
+impl Strict<'_, '_> {
+    fn node(&mut self, orig: &Value, path: &str) -> Value {
+        let Value::Object(m) = orig else {
+            return orig.clone();
+        };
+        if let Some(Value::String(r)) = m.get("$ref")
+            && m.len() > 1
+        {
+            return self.inline_ref(m, r, path);
+        }
+        let (mut out, notes) = self.keywords(m, path);
+        append_notes(&mut out, &notes);
+        if is_object(m) {
+            self.close_object(m, &mut out, path);
+        }
+        if !path.is_empty() && !SHAPING.iter().any(|k| m.contains_key(*k)) {
+            self.sink.push(
+                path,
+                "type",
+                Severity::Unsupported,
+                "accepts any JSON value, but strict mode needs a `type` on every schema",
+            );
+        }
+        Value::Object(out)
+    }
+
+    /// Every keyword of `m`, lowered; returns the sentences to append to the
+    /// description.
+    fn keywords(&mut self, m: &Obj, path: &str) -> (Obj, Vec<String>) {
+        let mut out = Obj::new();
+        let mut notes = Vec::new();
+        let mut lengths_noted = false;
+        for (k, v) in m {
+            let at = child(path, k);
+            let unsupported_here =
+                format!("strict mode does not support `{k}`; moved to the description");
+            match k.as_str() {
+                // Name the dialect or comment for humans: no constraint.
+                "$schema" | "$comment" => {}
+                "uniqueItems" if *v != Value::Bool(true) => {}
+                // The tuple's own `items` (`false`, or the rest) is folded in below.
+                "items" if m.contains_key("prefixItems") => {}
+                "prefixItems" => {
+                    let Some((items, sentence)) = lower_tuple(m, path, &mut |c, p| self.node(c, p))
+                    else {
+                        continue;
+                    };
+                    self.sink.push(
+                        &at,
+                        k,
+                        Severity::Lossy,
+                        "strict mode does not support tuples; now an array whose items may be any of the item schemas, with the order in the description",
+                    );
+                    notes.push(sentence);
+                    out.insert("items".into(), items);
+                }
+                "oneOf" if !m.contains_key("anyOf") => {
+                    self.sink.push(
+                        &at,
+                        k,
+                        Severity::Rewritten,
+                        "became `anyOf`, which strict mode supports instead of `oneOf`",
+                    );
+                    let alts = lower_keyword(k, v, path, &mut |c, p| self.node(c, p));
+                    out.insert("anyOf".into(), alts);
+                }
+                "default" => {
+                    self.sink.push(&at, k, Severity::Lossy, unsupported_here);
+                    notes.push(format!("Default: {v}."));
+                }
+                "minLength" | "maxLength" => {
+                    self.sink.push(&at, k, Severity::Lossy, unsupported_here);
+                    if !lengths_noted {
+                        lengths_noted = true;
+                        notes.push(bounds_sentence(
+                            m.get("minLength"),
+                            m.get("maxLength"),
+                            "character",
+                        ));
+                    }
+                }
+                "uniqueItems" => {
+                    self.sink.push(&at, k, Severity::Lossy, unsupported_here);
+                    notes.push("Items must be unique.".into());
+                }
+                "format" if !v.as_str().is_some_and(|f| FORMATS.contains(&f)) => {
+                    self.sink.push(
+                        &at,
+                        k,
+                        Severity::Lossy,
+                        format!(
+                            "strict mode supports only the formats {}; moved to the description",
+                            FORMATS.join(", ")
+                        ),
+                    );
+                    notes.push(format!("Format: {v}."));
+                }
+                _ if REJECTED.contains(&k.as_str()) || k == "oneOf" => {
+                    self.sink.push(
+                        &at,
+                        k,
+                        Severity::Unsupported,
+                        format!("strict mode does not support `{k}`; kept as is, so OpenAI will reject the schema"),
+                    );
+                    let kept = lower_keyword(k, v, path, &mut |c, p| self.node(c, p));
+                    out.insert(k.clone(), kept);
+                }
+                _ if KEPT.contains(&k.as_str()) => {
+                    let kept = lower_keyword(k, v, path, &mut |c, p| self.node(c, p));
+                    out.insert(k.clone(), kept);
+                }
+                _ => {
+                    self.sink.push(
+                        &at,
+                        k,
+                        Severity::Lossy,
+                        format!("`{k}` is outside strict mode's subset; moved to the description"),
+                    );
+                    notes.push(format!("{k}: {v}."));
+                }
+            }
+        }
+        (out, notes)
+    }
+
+    /// Closes the object and makes every property required.
+    fn close_object(&mut self, m: &Obj, out: &mut Obj, path: &str) {
+        let at = child(path, "additionalProperties");
+        match m.get("additionalProperties") {
+            Some(Value::Bool(false)) => {}
+            Some(values) => self.sink.push(
+                &at,
+                "additionalProperties",
+                Severity::Unsupported,
+                format!(
+                    "an open map (any key, each value {}) cannot be expressed in strict mode, where every key must be listed; kept as is",
+                    describe(values)
+                ),
+            ),
+            None if m.contains_key("properties") => {
+                out.insert("additionalProperties".into(), false.into());
+                self.sink.push(
+                    &at,
+                    "additionalProperties",
+                    Severity::Rewritten,
+                    "added `additionalProperties: false`, which strict mode requires on every object",
+                );
+            }
+            None => self.sink.push(
+                path,
+                "additionalProperties",
+                Severity::Unsupported,
+                "an object without listed properties accepts any keys, which strict mode cannot express",
+            ),
+        }
+        let Some(Value::Object(props)) = out.get_mut("properties") else {
+            return;
+        };
+        let mut required: Vec<Value> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let props_at = child(path, "properties");
+        for (name, prop) in props.iter_mut() {
+            if required.iter().any(|r| r == name.as_str()) {
+                continue;
+            }
+            required.push(name.as_str().into());
+            let detail = if accepts_null(prop) {
+                format!(
+                    "optional property `{name}` is now listed in `required`, as strict mode requires; it already accepts null, which means absent"
+                )
+            } else {
+                *prop = nullable(prop.take());
+                format!(
+                    "optional property `{name}` is now required and accepts null, as strict mode requires; null means absent"
+                )
+            };
+            self.sink.push(
+                &child(&props_at, name),
+                "required",
+                Severity::Rewritten,
+                detail,
+            );
+        }
+        out.insert("required".into(), Value::Array(required));
+    }
+
+    /// OpenAI rejects keywords next to `$ref` (a property's description,
+    /// typically), so the target is inlined one level and the siblings laid
+    /// over it; deeper references stay references, so recursion still works.
+    fn inline_ref(&mut self, m: &Obj, r: &str, path: &str) -> Value {
+        let at = child(path, "$ref");
+        let target = r
+            .strip_prefix('#')
+            .and_then(|p| self.root.pointer(p).map(|t| (p, t)));
+        let siblings: Obj = m
+            .iter()
+            .filter(|(k, _)| *k != "$ref")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let names: Vec<&str> = siblings.keys().map(String::as_str).collect();
+        let Some((def_path, def)) = target.filter(|_| !self.inlining.iter().any(|i| i == r)) else {
+            self.sink.push(
+                &at,
+                "$ref",
+                Severity::Lossy,
+                format!(
+                    "strict mode rejects keywords next to `$ref`, and `{r}` cannot be inlined here; dropped {}",
+                    names.join(", ")
+                ),
+            );
+            let mut plain = Obj::new();
+            plain.insert("$ref".into(), r.into());
+            return Value::Object(plain);
+        };
+        self.sink.push(
+            &at,
+            "$ref",
+            Severity::Rewritten,
+            format!(
+                "inlined `{r}`: strict mode rejects keywords next to `$ref` (here {})",
+                names.join(", ")
+            ),
+        );
+        self.inlining.push(r.to_owned());
+        let body = self.node(def, def_path);
+        let (over, notes) = self.keywords(&siblings, path);
+        self.inlining.pop();
+        let mut out = match body {
+            Value::Object(b) => b,
+            other => {
+                let mut wrap = Obj::new();
+                wrap.insert("anyOf".into(), json!([other]));
+                wrap
+            }
+        };
+        out.extend(over);
+        append_notes(&mut out, &notes);
+        Value::Object(out)
+    }
+}
+
+/// `T | null`: a type list when `T` has a plain `type`, else `anyOf`. The
+/// description goes on the outside, where the model reads it first.
+fn nullable(v: Value) -> Value {
+    let Value::Object(mut m) = v else {
+        return json!({"anyOf": [v, {"type": "null"}]});
+    };
+    let plain = !m.contains_key("enum") && !m.contains_key("const");
+    match m.get_mut("type") {
+        Some(t @ Value::String(_)) if plain => {
+            *t = json!([t.take(), "null"]);
+            return Value::Object(m);
+        }
+        Some(Value::Array(types)) if plain => {
+            types.push("null".into());
+            return Value::Object(m);
+        }
+        _ => {}
+    }
+    let mut outer = Obj::new();
+    for k in ["title", "description"] {
+        if let Some(v) = m.shift_remove(k) {
+            outer.insert(k.into(), v);
+        }
+    }
+    outer.insert("anyOf".into(), json!([m, {"type": "null"}]));
+    Value::Object(outer)
+}
+
+#[cfg(test)]
+#[path = "openai_strict_tests.rs"]
+mod tests;

@@ -1,0 +1,270 @@
+//! Strict-mode lowering, rule by rule.
+
+use serde_json::{Value, json};
+
+use super::lower;
+use crate::lowering::{LoweringReport, Severity};
+
+fn run(schema: &Value) -> (Value, LoweringReport) {
+    let mut report = LoweringReport::default();
+    let out = lower("t", schema, &mut report);
+    // As `lowering::lower` does: inlining can repeat an original location.
+    report.dedup();
+    (out, report)
+}
+
+/// `(path, keyword, severity)` of every entry.
+fn keys(r: &LoweringReport) -> Vec<(&str, &str, Severity)> {
+    r.iter()
+        .map(|e| (e.path.as_str(), e.keyword.as_str(), e.severity))
+        .collect()
+}
+
+#[test]
+fn optional_properties_become_required_and_nullable() {
+    let (out, r) = run(&json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "description": "A."},
+            "n": {"type": ["integer", "null"], "description": "N."},
+            "limit": {"type": "integer", "minimum": 0, "maximum": 10, "description": "How many.", "default": 5},
+            "kind": {"type": "string", "enum": ["x", "y"], "description": "Kind."}
+        },
+        "required": ["a"],
+        "additionalProperties": false
+    }));
+    assert_eq!(
+        out,
+        json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "description": "A."},
+                "n": {"type": ["integer", "null"], "description": "N."},
+                "limit": {"type": ["integer", "null"], "minimum": 0, "maximum": 10, "description": "How many. Default: 5."},
+                "kind": {"description": "Kind.", "anyOf": [{"type": "string", "enum": ["x", "y"]}, {"type": "null"}]}
+            },
+            "required": ["a", "n", "limit", "kind"],
+            "additionalProperties": false
+        })
+    );
+    assert_eq!(
+        keys(&r),
+        [
+            ("/properties/limit/default", "default", Severity::Lossy),
+            ("/properties/n", "required", Severity::Rewritten),
+            ("/properties/limit", "required", Severity::Rewritten),
+            ("/properties/kind", "required", Severity::Rewritten),
+        ]
+    );
+    assert_eq!(
+        r.entries[0].detail,
+        "strict mode does not support `default`; moved to the description"
+    );
+    assert_eq!(
+        r.entries[2].detail,
+        "optional property `limit` is now required and accepts null, as strict mode requires; null means absent"
+    );
+}
+
+#[test]
+fn open_maps_and_untyped_schemas_are_reported_not_rewritten() {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "m": {"type": "object", "additionalProperties": {"type": "boolean"}, "description": "M."},
+            "o": {"type": "object"},
+            "any": {"description": "Anything."}
+        },
+        "required": ["m", "o", "any"],
+        "additionalProperties": false
+    });
+    let (out, r) = run(&input);
+    assert_eq!(out, input);
+    assert_eq!(
+        keys(&r),
+        [
+            (
+                "/properties/m/additionalProperties",
+                "additionalProperties",
+                Severity::Unsupported
+            ),
+            (
+                "/properties/o",
+                "additionalProperties",
+                Severity::Unsupported
+            ),
+            ("/properties/any", "type", Severity::Unsupported),
+        ]
+    );
+    assert_eq!(
+        r.entries[0].detail,
+        "an open map (any key, each value boolean) cannot be expressed in strict mode, where every key must be listed; kept as is"
+    );
+}
+
+#[test]
+fn unions_tuples_and_unsupported_constraints() {
+    let dot = json!({"type": "string", "const": "Dot"});
+    let circle = json!({"type": "object", "properties": {"r": {"type": "number"}}, "required": ["r"], "additionalProperties": false});
+    let (out, r) = run(&json!({
+        "type": "object",
+        "properties": {
+            "shape": {"oneOf": [dot, circle]},
+            "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false, "minItems": 2, "maxItems": 2},
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+            "c": {"type": "string", "minLength": 1, "maxLength": 1},
+            "d": {"type": "string", "format": "uri", "uniqueItems": false},
+            "x": {"allOf": [{"type": "string"}]}
+        },
+        "required": ["shape", "pair", "tags", "c", "d", "x"],
+        "additionalProperties": false
+    }));
+    let p = &out["properties"];
+    assert_eq!(p["shape"], json!({"anyOf": [dot, circle]}));
+    assert_eq!(
+        p["pair"],
+        json!({
+            "type": "array",
+            "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            "minItems": 2, "maxItems": 2,
+            "description": "Exactly 2 items, in this order: string, integer."
+        })
+    );
+    assert_eq!(
+        p["tags"],
+        json!({"type": "array", "items": {"type": "string"}, "description": "Items must be unique."})
+    );
+    assert_eq!(
+        p["c"],
+        json!({"type": "string", "description": "Exactly 1 character."})
+    );
+    assert_eq!(
+        p["d"],
+        json!({"type": "string", "description": "Format: \"uri\"."})
+    );
+    assert_eq!(p["x"], json!({"allOf": [{"type": "string"}]}));
+    assert_eq!(
+        keys(&r),
+        [
+            ("/properties/shape/oneOf", "oneOf", Severity::Rewritten),
+            (
+                "/properties/pair/prefixItems",
+                "prefixItems",
+                Severity::Lossy
+            ),
+            (
+                "/properties/tags/uniqueItems",
+                "uniqueItems",
+                Severity::Lossy
+            ),
+            ("/properties/c/minLength", "minLength", Severity::Lossy),
+            ("/properties/c/maxLength", "maxLength", Severity::Lossy),
+            ("/properties/d/format", "format", Severity::Lossy),
+            ("/properties/x/allOf", "allOf", Severity::Unsupported),
+        ]
+    );
+}
+
+#[test]
+fn refs_with_siblings_are_inlined_and_recursion_kept() {
+    let tree = json!({
+        "type": "object",
+        "description": "A tree.",
+        "properties": {
+            "label": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}
+        },
+        "required": ["label", "children"],
+        "additionalProperties": false
+    });
+    let (out, r) = run(&json!({
+        "type": "object",
+        "properties": {"tree": {"$ref": "#/$defs/Tree", "description": "The tree."}},
+        "required": ["tree"],
+        "additionalProperties": false,
+        "$defs": {"Tree": tree}
+    }));
+    let mut inlined = tree.clone();
+    inlined["description"] = "The tree.".into();
+    assert_eq!(out["properties"]["tree"], inlined);
+    assert_eq!(out["$defs"]["Tree"], tree);
+    assert_eq!(
+        keys(&r),
+        [("/properties/tree/$ref", "$ref", Severity::Rewritten)]
+    );
+    assert_eq!(
+        r.entries[0].detail,
+        "inlined `#/$defs/Tree`: strict mode rejects keywords next to `$ref` (here description)"
+    );
+}
+
+#[test]
+fn a_reference_to_itself_with_siblings_drops_the_siblings() {
+    let (out, r) = run(&json!({
+        "type": "object",
+        "properties": {"l": {"$ref": "#/$defs/L", "description": "L."}},
+        "required": ["l"],
+        "additionalProperties": false,
+        "$defs": {"L": {"type": "object", "properties": {"next": {"$ref": "#/$defs/L", "description": "Next."}}, "required": ["next"], "additionalProperties": false}}
+    }));
+    assert_eq!(
+        out["properties"]["l"]["properties"]["next"],
+        json!({"$ref": "#/$defs/L"})
+    );
+    assert_eq!(
+        keys(&r),
+        [
+            // Inside the copy inlined at `l`, `next` points back into it.
+            ("/properties/l/$ref", "$ref", Severity::Rewritten),
+            ("/$defs/L/properties/next/$ref", "$ref", Severity::Lossy),
+            // In `$defs` itself, `next` is inlined once.
+            ("/$defs/L/properties/next/$ref", "$ref", Severity::Rewritten),
+        ]
+    );
+}
+
+#[test]
+fn the_root_must_be_a_plain_object() {
+    let (_, r) = run(
+        &json!({"anyOf": [{"type": "object", "properties": {}, "additionalProperties": false}]}),
+    );
+    assert_eq!(
+        keys(&r),
+        [
+            ("", "type", Severity::Unsupported),
+            ("/anyOf", "anyOf", Severity::Unsupported),
+        ]
+    );
+}
+
+#[test]
+fn objects_without_additional_properties_are_closed() {
+    let (out, r) = run(&json!({
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "examples": [{"a": "x"}]
+    }));
+    assert_eq!(
+        out,
+        json!({
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "required": ["a"],
+            "additionalProperties": false,
+            "description": "examples: [{\"a\":\"x\"}]."
+        })
+    );
+    assert_eq!(
+        keys(&r),
+        [
+            ("/examples", "examples", Severity::Lossy),
+            (
+                "/additionalProperties",
+                "additionalProperties",
+                Severity::Rewritten
+            ),
+        ]
+    );
+}

@@ -1,0 +1,17 @@
+//! Shared by the backend tests: response fixtures, which CI also checks
+//! against the official SDKs' types (`tools/conformance`).
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// The fixture at `tests/fixtures/<path>`, parsed.
+pub(crate) fn fixture(path: &str) -> Value {
+    serde_json::from_str(&fixture_text(path)).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+}
+
+/// The fixture at `tests/fixtures/<path>`, as text (for malformed ones).
+pub(crate) fn fixture_text(path: &str) -> String {
+    let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}

@@ -1,0 +1,223 @@
+//! Captures the request bodies the three backends build for a set of demo
+//! `#[tool]`s and conversations, so `.ci/run` can check them against the
+//! official Python SDKs' types (`tools/conformance/check.py`).
+//!
+//! The bodies go to `$KESOKU_CONFORMANCE_DIR/requests/<provider>/` (default
+//! `target/conformance`). The test itself checks the invariants every
+//! provider documents, so it fails on its own too.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use kesoku::llm::{
+    ClaudeLlm, ContentBlock, GeminiLlm, LlmOptions, OpenAiLlm, ToolChoice, ToolDeclaration,
+};
+use kesoku::{Message, MessageType, Role, ToolArg, ToolRequest, tool};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// A temperature unit.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(rename_all = "lowercase")]
+enum Unit {
+    /// Degrees Celsius.
+    Celsius,
+    /// Degrees Fahrenheit.
+    Fahrenheit,
+}
+
+/// Reports the weather for a city.
+///
+/// # Arguments
+/// * `city` - The city.
+/// * `unit` - The unit to report in.
+/// * `days` - How many days ahead.
+#[tool]
+fn get_weather(city: String, unit: Option<Unit>, #[arg(default = 1)] days: u8) -> String {
+    format!("sunny in {city} for {days} days ({unit:?})")
+}
+
+/// A filter.
+#[derive(Debug, Deserialize, ToolArg)]
+#[allow(dead_code)] // exists for its schema
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Filter {
+    /// By tag.
+    Tag {
+        /// The tag.
+        tag: String,
+    },
+    /// By score.
+    MinScore {
+        /// The lowest score.
+        score: f64,
+    },
+}
+
+/// Searches notes.
+///
+/// # Arguments
+/// * `query` - What to look for.
+/// * `filters` - Filters to apply.
+/// * `weights` - Field weights.
+/// * `limit` - At most this many.
+#[tool]
+#[allow(clippy::needless_pass_by_value)]
+fn search_notes(
+    query: String,
+    filters: Vec<Filter>,
+    weights: BTreeMap<String, f32>,
+    limit: Option<u32>,
+) -> Vec<String> {
+    let _ = (filters, weights, limit);
+    vec![query]
+}
+
+fn out_dir() -> PathBuf {
+    std::env::var_os("KESOKU_CONFORMANCE_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/conformance"),
+        PathBuf::from,
+    )
+}
+
+fn save(provider: &str, name: &str, body: &Value) {
+    let dir = out_dir().join("requests").join(provider);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = serde_json::to_string_pretty(body).unwrap();
+    std::fs::write(dir.join(format!("{name}.json")), text).unwrap();
+}
+
+/// A whole conversation: text, a turn with two calls, one ok and one
+/// failed result, media in a user message and in a result.
+fn conversation() -> Vec<Message> {
+    let s = "conformance";
+    let mut out = vec![
+        Message::new(
+            s,
+            Role::System,
+            MessageType::Text,
+            "You are a helpful assistant.",
+        ),
+        Message::new(
+            s,
+            Role::User,
+            MessageType::Text,
+            "Weather in Oslo and notes on Lima?",
+        ),
+        Message::new(s, Role::Assistant, MessageType::Text, "Checking both."),
+    ];
+    let a = ToolRequest::new(
+        "call_A",
+        "get_weather",
+        json!({"city": "Oslo", "unit": "celsius"}),
+    );
+    let b = ToolRequest::new(
+        "call_B",
+        "search_notes",
+        json!("{\"query\": \"Lima\", \"filters\": []}"),
+    );
+    let call_a = Message::tool_call(s, &a);
+    let call_b = Message::tool_call(s, &b);
+    let mut ok = Message::new(s, Role::Tool, MessageType::ToolResult, "sunny in Oslo")
+        .with_parent(call_a.id.clone());
+    ok.metadata
+        .insert("tool_result".into(), json!("sunny in Oslo"));
+    ok.metadata.insert(
+        "content_blocks".into(),
+        serde_json::to_value([ContentBlock::image("image/png", vec![137, 80, 78, 71])]).unwrap(),
+    );
+    let mut failed = Message::new(
+        s,
+        Role::Tool,
+        MessageType::ToolResult,
+        "Error: argument `weights` is required",
+    )
+    .with_parent(call_b.id.clone());
+    failed
+        .metadata
+        .insert("tool_error".into(), json!("argument `weights` is required"));
+    let mut photo = Message::new(s, Role::User, MessageType::Text, "And what is in these?");
+    photo.metadata.insert(
+        "content_blocks".into(),
+        serde_json::to_value([
+            ContentBlock::image("image/jpeg", vec![255, 216, 255]),
+            ContentBlock::document("application/pdf", b"%PDF-1.4".to_vec()),
+            ContentBlock::media("audio/wav", b"RIFF".to_vec()),
+        ])
+        .unwrap(),
+    );
+    out.extend([call_a, call_b, ok, failed, photo]);
+    out
+}
+
+#[test]
+fn capture_request_bodies() {
+    let registry = kesoku::default_registry();
+    let tools = ToolDeclaration::all(registry);
+    assert_eq!(tools.len(), 2);
+    let history = conversation();
+    let simple = [Message::new("c", Role::User, MessageType::Text, "Hi")];
+    let mut options = LlmOptions::new("model-x");
+    options.temperature = Some(0.2);
+    let mut forced = LlmOptions::new("model-x");
+    forced.tool_choice = ToolChoice::Tool("get_weather".into());
+    let mut any = LlmOptions::new("model-x");
+    any.tool_choice = ToolChoice::Any;
+
+    let claude = ClaudeLlm::new("k");
+    for (name, msgs, tools, opts) in [
+        ("text_only", &simple[..], &[][..], &options),
+        ("conversation", &history[..], &tools[..], &options),
+        ("forced_tool", &simple[..], &tools[..], &forced),
+        ("any_tool", &simple[..], &tools[..], &any),
+    ] {
+        let req = claude.request(msgs, tools, opts);
+        save("anthropic", name, &req.body);
+    }
+    let claude_conv = claude.request(&history, &tools, &options).body;
+    // Every tool_use is answered in the next user message, results first.
+    let msgs = claude_conv["messages"].as_array().unwrap();
+    assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
+    assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+    assert_eq!(msgs[2]["content"][1]["type"], "tool_result");
+
+    let openai = OpenAiLlm::new("k");
+    let strict = OpenAiLlm::new("k").with_strict(true);
+    let ollama = OpenAiLlm::compatible("http://localhost:11434/v1");
+    for (name, llm, msgs, tools, opts) in [
+        ("text_only", &openai, &simple[..], &[][..], &options),
+        ("conversation", &openai, &history[..], &tools[..], &options),
+        ("forced_tool", &openai, &simple[..], &tools[..], &forced),
+        ("any_tool", &openai, &simple[..], &tools[..], &any),
+        ("strict", &strict, &history[..], &tools[..], &options),
+        ("compatible", &ollama, &history[..], &tools[..], &options),
+    ] {
+        save("openai", name, &llm.request(msgs, tools, opts).body);
+    }
+
+    let gemini = GeminiLlm::new("k");
+    let legacy = GeminiLlm::new("k").with_legacy_parameters(true);
+    for (name, llm, msgs, tools, opts) in [
+        ("text_only", &gemini, &simple[..], &[][..], &options),
+        ("conversation", &gemini, &history[..], &tools[..], &options),
+        ("forced_tool", &gemini, &simple[..], &tools[..], &forced),
+        (
+            "legacy_parameters",
+            &legacy,
+            &history[..],
+            &tools[..],
+            &options,
+        ),
+    ] {
+        let body = llm.request(msgs, tools, opts).body;
+        // Gemini wants user and model turns to alternate.
+        let roles: Vec<&str> = body["contents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["role"].as_str().unwrap())
+            .collect();
+        assert!(roles.windows(2).all(|w| w[0] != w[1]), "{name}: {roles:?}");
+        save("gemini", name, &body);
+    }
+}
