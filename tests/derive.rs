@@ -300,3 +300,42 @@ async fn derived_types_decode_and_validate() {
         "{e}"
     );
 }
+
+/// Settings with defaults.
+#[derive(Debug, Deserialize, ToolArg)]
+struct Settings {
+    /// Verbose output.
+    #[serde(default)]
+    verbose: bool,
+    /// Retries.
+    #[serde(default = "three")]
+    retries: u8,
+}
+
+fn three() -> u8 {
+    3
+}
+
+/// Applies settings.
+///
+/// # Arguments
+/// * `settings` - The settings.
+#[tool]
+fn apply(settings: Settings) -> String {
+    format!("{} {}", settings.verbose, settings.retries)
+}
+
+#[tokio::test]
+async fn null_for_a_defaulted_field_means_absent() {
+    // OpenAI's strict mode makes every field required and nullable, so
+    // models send null for the ones they leave out.
+    let tool = kesoku::default_registry().get("apply").unwrap();
+    let out = tool
+        .call(
+            json!({"settings": {"verbose": null, "retries": null}}),
+            &ToolContext::new("s"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "false 3");
+}

@@ -96,6 +96,14 @@ impl Validator {
             self.error(ArgErrorKind::Unknown { valid });
             self.path.pop();
         }
+        for f in fields.clone() {
+            // An optional field sent as `null` means "absent": drop it, so
+            // serde applies the field's default rather than rejecting null.
+            if !f.required && !f.schema.is_nullable() && map.get(f.name).is_some_and(Value::is_null)
+            {
+                map.remove(f.name);
+            }
+        }
         for f in fields {
             match map.get_mut(f.name) {
                 None if f.required => {

@@ -181,7 +181,14 @@ impl GeminiLlm {
                 .map(|t| {
                     let mut d =
                         json!({"name": names.to_wire(&t.name), "description": t.description});
-                    d[key] = lower(dialect, &t.name, &t.parameters).schema;
+                    // Gemini rejects an OBJECT without properties: a tool
+                    // without arguments is declared without a schema.
+                    let has_args = t.parameters["properties"]
+                        .as_object()
+                        .is_some_and(|p| !p.is_empty());
+                    if has_args {
+                        d[key] = lower(dialect, &t.name, &t.parameters).schema;
+                    }
                     d
                 })
                 .collect();

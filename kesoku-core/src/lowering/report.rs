@@ -21,7 +21,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    /// The verb used in a report line.
+    /// The verb used in a report line: a lossy keyword was dropped.
     fn verb(self) -> &'static str {
         match self {
             Severity::Rewritten => "rewritten",
@@ -33,7 +33,11 @@ impl Severity {
 
 impl fmt::Display for Severity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.verb())
+        f.write_str(match self {
+            Severity::Rewritten => "rewritten",
+            Severity::Lossy => "lossy",
+            Severity::Unsupported => "unsupported",
+        })
     }
 }
 
