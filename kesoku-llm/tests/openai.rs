@@ -243,3 +243,29 @@ async fn errors_retries_and_bad_bodies() {
         .unwrap_err();
     assert!(e.to_string().contains("truncated JSON"), "{e}");
 }
+
+#[tokio::test]
+async fn one_tool_call() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("openai/one_call.json")))
+        .mount(&server)
+        .await;
+    let tools = ToolDeclaration::all(&registry());
+    let turn = llm(&server)
+        .complete(
+            "s",
+            &[user("Weather in Oslo?")],
+            &tools,
+            &LlmOptions::new("m"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(turn.stop_reason, StopReason::ToolUse);
+    assert_eq!(turn.tool_calls.len(), 1);
+    assert_eq!(turn.tool_calls[0].name, "get_weather");
+    assert_eq!(turn.messages.len(), 1);
+    assert_eq!(turn.messages[0].kind, MessageType::ToolCall);
+    let args = turn.tool_calls[0].parse_arguments().unwrap().into_owned();
+    assert_eq!(args, json!({"city": "Oslo"}));
+}
