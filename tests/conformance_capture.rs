@@ -152,6 +152,8 @@ fn conversation() -> Vec<Message> {
 
 #[test]
 fn capture_request_bodies() {
+    // Start clean, so a scenario removed here is not checked from a stale file.
+    let _ = std::fs::remove_dir_all(out_dir().join("requests"));
     let registry = kesoku::default_registry();
     let tools = ToolDeclaration::all(registry);
     assert_eq!(tools.len(), 2);

@@ -169,8 +169,12 @@ impl ClaudeLlm {
             body.insert("system".into(), system.join("\n\n").into());
         }
         body.insert("messages".into(), Value::Array(messages));
-        if let Some(t) = options.temperature {
-            body.insert("temperature".into(), json!(t));
+        if options.temperature.is_some() {
+            // The current Messages API (anthropic SDK 2.15) has no sampling
+            // parameters; only older models honour them.
+            tracing::warn!(
+                "Claude: `temperature` is not part of the current Messages API and is not sent"
+            );
         }
         if !tools.is_empty() {
             let decls: Vec<Value> = tools

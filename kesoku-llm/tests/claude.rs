@@ -99,8 +99,7 @@ async fn text_only_sends_the_documented_request() {
             "model": "claude-test",
             "max_tokens": 4096,
             "system": "Be brief.\n\nAnswer in English.",
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
-            "temperature": 0.5
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
         })
     );
 }
