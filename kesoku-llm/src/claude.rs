@@ -2,15 +2,15 @@
 //! history becomes Claude's wire format and back.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use kesoku_core::lowering::{Dialect, ToolNames, lower};
 use kesoku_core::{Message, MessageType, Role, ToolRequest, keys};
 use serde_json::{Map, Value, json};
 
 use crate::content::{ContentBlock, ContentFallback};
+use crate::endpoint::Endpoint;
 use crate::error::LlmError;
-use crate::http::{Http, HttpOptions};
+use crate::http::HttpOptions;
 use crate::key::ApiKey;
 use crate::llm::{
     AssistantTurn, Llm, LlmFuture, LlmOptions, StopReason, ToolChoice, ToolDeclaration, Usage,
@@ -28,13 +28,9 @@ const PROVIDER: &str = "Claude";
 /// let claude = kesoku_llm::ClaudeLlm::new("sk-ant-test").with_base_url("http://127.0.0.1:9");
 /// assert!(!format!("{claude:?}").contains("sk-ant-test"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ClaudeLlm {
-    api_key: ApiKey,
-    base_url: String,
-    http_options: HttpOptions,
-    /// Built on first use and reused, so connections are pooled.
-    http: OnceLock<Result<Http, LlmError>>,
+    endpoint: Endpoint,
 }
 
 /// A request body ready to send, with what the conversion had to change.
@@ -56,51 +52,35 @@ impl ClaudeLlm {
 
     /// A backend with this key and the default address.
     pub fn new(api_key: impl Into<String>) -> Self {
+        let key = Some(ApiKey::new(api_key));
         ClaudeLlm {
-            api_key: ApiKey::new(api_key),
-            base_url: Self::DEFAULT_BASE_URL.to_owned(),
-            http_options: HttpOptions::default(),
-            http: OnceLock::new(),
+            endpoint: Endpoint::new(PROVIDER, key, Self::DEFAULT_BASE_URL),
         }
     }
 
     /// A backend configured from `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`.
     pub fn from_env() -> Result<Self, LlmError> {
-        let key = ApiKey::from_env(&["ANTHROPIC_API_KEY"]).ok_or(LlmError::Config {
-            provider: PROVIDER,
-            message: "set ANTHROPIC_API_KEY (or build with ClaudeLlm::new(key))".into(),
-        })?;
-        let mut llm = ClaudeLlm::new(key.expose());
-        if let Ok(url) = std::env::var("ANTHROPIC_BASE_URL")
-            && !url.trim().is_empty()
-        {
-            llm = llm.with_base_url(url);
-        }
-        Ok(llm)
+        let endpoint = Endpoint::from_env(
+            PROVIDER,
+            &["ANTHROPIC_API_KEY"],
+            "ANTHROPIC_BASE_URL",
+            Self::DEFAULT_BASE_URL,
+        )?;
+        Ok(ClaudeLlm { endpoint })
     }
 
     /// Sets the base address (for proxies and compatible servers).
     #[must_use]
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        url.into()
-            .trim_end_matches('/')
-            .clone_into(&mut self.base_url);
+        self.endpoint.set_base_url(&url.into());
         self
     }
 
     /// Sets timeouts and the retry policy.
     #[must_use]
     pub fn with_http_options(mut self, options: HttpOptions) -> Self {
-        self.http_options = options;
-        self.http = OnceLock::new();
+        self.endpoint.set_http_options(options);
         self
-    }
-
-    fn http(&self) -> Result<&Http, LlmError> {
-        self.http
-            .get_or_init(|| Http::new(PROVIDER, self.http_options))
-            .as_ref()
-            .map_err(Clone::clone)
     }
 
     /// Converts history, tools and options into Claude's request body.
@@ -278,13 +258,15 @@ impl Llm for ClaudeLlm {
         Box::pin(async move {
             let request = self.request(messages, tools, options);
             let headers = [
-                ("x-api-key", self.api_key.expose().to_owned()),
+                (
+                    "x-api-key",
+                    self.endpoint.key().unwrap_or_default().to_owned(),
+                ),
                 ("anthropic-version", Self::API_VERSION.to_owned()),
             ];
-            let url = format!("{}/v1/messages", self.base_url);
             let body = self
-                .http()?
-                .post_json(&url, &headers, &request.body)
+                .endpoint
+                .post("/v1/messages", &headers, &request.body)
                 .await?;
             let mut turn = Self::parse_response(session_id, &body, &request.names)?;
             turn.fallbacks = request.fallbacks;

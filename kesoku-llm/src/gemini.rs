@@ -2,15 +2,14 @@
 //! becomes Gemini's wire format and back, replaying each part's
 //! `thoughtSignature` with the part it came on.
 
-use std::sync::OnceLock;
-
 use kesoku_core::lowering::{Dialect, ToolNames, lower};
 use kesoku_core::{Message, MessageType, Role, ToolRequest, keys};
 use serde_json::{Map, Value, json};
 
 use crate::content::{ContentBlock, ContentFallback};
+use crate::endpoint::Endpoint;
 use crate::error::LlmError;
-use crate::http::{Http, HttpOptions};
+use crate::http::HttpOptions;
 use crate::key::ApiKey;
 use crate::llm::{
     AssistantTurn, Llm, LlmFuture, LlmOptions, PROVIDER_KEY, StopReason, ToolChoice,
@@ -32,11 +31,8 @@ const THOUGHT_SIGNATURE: &str = "thoughtSignature";
 /// OpenAPI-subset `parameters`.
 #[derive(Debug)]
 pub struct GeminiLlm {
-    api_key: ApiKey,
-    base_url: String,
+    endpoint: Endpoint,
     legacy_parameters: bool,
-    http_options: HttpOptions,
-    http: OnceLock<Result<Http, LlmError>>,
 }
 
 /// A request body ready to send, with what the conversion had to change.
@@ -56,38 +52,31 @@ impl GeminiLlm {
 
     /// Gemini with this key.
     pub fn new(api_key: impl Into<String>) -> Self {
+        let key = Some(ApiKey::new(api_key));
         GeminiLlm {
-            api_key: ApiKey::new(api_key),
-            base_url: Self::DEFAULT_BASE_URL.to_owned(),
+            endpoint: Endpoint::new(PROVIDER, key, Self::DEFAULT_BASE_URL),
             legacy_parameters: false,
-            http_options: HttpOptions::default(),
-            http: OnceLock::new(),
         }
     }
 
     /// Gemini configured from the environment, as the official SDK is.
     pub fn from_env() -> Result<Self, LlmError> {
-        let key =
-            ApiKey::from_env(&["GEMINI_API_KEY", "GOOGLE_API_KEY"]).ok_or(LlmError::Config {
-                provider: PROVIDER,
-                message: "set GEMINI_API_KEY or GOOGLE_API_KEY (or build with GeminiLlm::new(key))"
-                    .into(),
-            })?;
-        let mut llm = GeminiLlm::new(key.expose());
-        if let Ok(url) = std::env::var("GOOGLE_GEMINI_BASE_URL")
-            && !url.trim().is_empty()
-        {
-            llm = llm.with_base_url(url);
-        }
-        Ok(llm)
+        let endpoint = Endpoint::from_env(
+            PROVIDER,
+            &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+            "GOOGLE_GEMINI_BASE_URL",
+            Self::DEFAULT_BASE_URL,
+        )?;
+        Ok(GeminiLlm {
+            endpoint,
+            legacy_parameters: false,
+        })
     }
 
     /// Sets the base address.
     #[must_use]
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        url.into()
-            .trim_end_matches('/')
-            .clone_into(&mut self.base_url);
+        self.endpoint.set_base_url(&url.into());
         self
     }
 
@@ -102,16 +91,8 @@ impl GeminiLlm {
     /// Sets timeouts and the retry policy.
     #[must_use]
     pub fn with_http_options(mut self, options: HttpOptions) -> Self {
-        self.http_options = options;
-        self.http = OnceLock::new();
+        self.endpoint.set_http_options(options);
         self
-    }
-
-    fn http(&self) -> Result<&Http, LlmError> {
-        self.http
-            .get_or_init(|| Http::new(PROVIDER, self.http_options))
-            .as_ref()
-            .map_err(Clone::clone)
     }
 
     /// Converts history, tools and options into a request body.
@@ -324,15 +305,12 @@ impl Llm for GeminiLlm {
     ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
         Box::pin(async move {
             let request = self.request(messages, tools, options);
-            let headers = [("x-goog-api-key", self.api_key.expose().to_owned())];
-            let url = format!(
-                "{}/v1beta/models/{}:generateContent",
-                self.base_url, options.model
-            );
-            let body = self
-                .http()?
-                .post_json(&url, &headers, &request.body)
-                .await?;
+            let headers = [(
+                "x-goog-api-key",
+                self.endpoint.key().unwrap_or_default().to_owned(),
+            )];
+            let path = format!("/v1beta/models/{}:generateContent", options.model);
+            let body = self.endpoint.post(&path, &headers, &request.body).await?;
             let mut turn = Self::parse_response(session_id, &body, &request.names)?;
             turn.fallbacks = request.fallbacks;
             Ok(turn)

@@ -9,6 +9,7 @@
 
 mod claude;
 mod content;
+mod endpoint;
 mod error;
 mod gemini;
 mod http;

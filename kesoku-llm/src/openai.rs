@@ -2,15 +2,14 @@
 //! its protocol (Ollama, vLLM, llama.cpp server), and the one place where
 //! kesoku history becomes its wire format and back.
 
-use std::sync::OnceLock;
-
 use kesoku_core::lowering::{Dialect, ToolNames, lower};
 use kesoku_core::{Message, MessageType, Role, ToolRequest, keys};
 use serde_json::{Map, Value, json};
 
 use crate::content::{ContentBlock, ContentFallback};
+use crate::endpoint::Endpoint;
 use crate::error::LlmError;
-use crate::http::{Http, HttpOptions};
+use crate::http::HttpOptions;
 use crate::key::ApiKey;
 use crate::llm::{
     AssistantTurn, Llm, LlmFuture, LlmOptions, StopReason, ToolChoice, ToolDeclaration, Usage,
@@ -37,13 +36,10 @@ const PROVIDER: &str = "OpenAI";
 /// ```
 #[derive(Debug)]
 pub struct OpenAiLlm {
-    api_key: Option<ApiKey>,
-    base_url: String,
+    endpoint: Endpoint,
     strict: bool,
     send_tool_choice: bool,
     legacy_max_tokens: bool,
-    http_options: HttpOptions,
-    http: OnceLock<Result<Http, LlmError>>,
 }
 
 /// A request body ready to send, with what the conversion had to change.
@@ -63,48 +59,50 @@ impl OpenAiLlm {
 
     /// OpenAI with this key.
     pub fn new(api_key: impl Into<String>) -> Self {
+        let key = Some(ApiKey::new(api_key));
+        OpenAiLlm::with_endpoint(Endpoint::new(PROVIDER, key, Self::DEFAULT_BASE_URL))
+    }
+
+    fn with_endpoint(endpoint: Endpoint) -> Self {
         OpenAiLlm {
-            api_key: Some(ApiKey::new(api_key)),
-            base_url: Self::DEFAULT_BASE_URL.to_owned(),
+            endpoint,
             strict: false,
             send_tool_choice: true,
             legacy_max_tokens: false,
-            http_options: HttpOptions::default(),
-            http: OnceLock::new(),
         }
     }
 
     /// A compatible server at `base_url` (ending in `/v1`): no key, no
     /// `tool_choice`, and `max_tokens` rather than `max_completion_tokens`.
     pub fn compatible(base_url: impl Into<String>) -> Self {
-        let mut llm = OpenAiLlm::new("");
-        llm.api_key = None;
+        let mut llm = OpenAiLlm::with_endpoint(Endpoint::new(PROVIDER, None, &base_url.into()));
         llm.send_tool_choice = false;
         llm.legacy_max_tokens = true;
-        llm.with_base_url(base_url)
+        llm
     }
 
     /// OpenAI configured from `OPENAI_API_KEY` and `OPENAI_BASE_URL`.
     pub fn from_env() -> Result<Self, LlmError> {
-        let key = ApiKey::from_env(&["OPENAI_API_KEY"]).ok_or(LlmError::Config {
-            provider: PROVIDER,
-            message: "set OPENAI_API_KEY (or build with OpenAiLlm::new(key))".into(),
-        })?;
-        let mut llm = OpenAiLlm::new(key.expose());
-        if let Ok(url) = std::env::var("OPENAI_BASE_URL")
-            && !url.trim().is_empty()
-        {
-            llm = llm.with_base_url(url);
-        }
-        Ok(llm)
+        let endpoint = Endpoint::from_env(
+            PROVIDER,
+            &["OPENAI_API_KEY"],
+            "OPENAI_BASE_URL",
+            Self::DEFAULT_BASE_URL,
+        )?;
+        Ok(OpenAiLlm::with_endpoint(endpoint))
     }
 
     /// Sets the base address.
     #[must_use]
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        url.into()
-            .trim_end_matches('/')
-            .clone_into(&mut self.base_url);
+        self.endpoint.set_base_url(&url.into());
+        self
+    }
+
+    /// Sends no `Authorization` header (local servers).
+    #[must_use]
+    pub fn without_key(mut self) -> Self {
+        self.endpoint.clear_key();
         self
     }
 
@@ -133,16 +131,8 @@ impl OpenAiLlm {
     /// Sets timeouts and the retry policy.
     #[must_use]
     pub fn with_http_options(mut self, options: HttpOptions) -> Self {
-        self.http_options = options;
-        self.http = OnceLock::new();
+        self.endpoint.set_http_options(options);
         self
-    }
-
-    fn http(&self) -> Result<&Http, LlmError> {
-        self.http
-            .get_or_init(|| Http::new(PROVIDER, self.http_options))
-            .as_ref()
-            .map_err(Clone::clone)
     }
 
     /// Converts history, tools and options into a request body.
@@ -310,14 +300,15 @@ impl Llm for OpenAiLlm {
     ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
         Box::pin(async move {
             let request = self.request(messages, tools, options);
-            let mut headers = Vec::new();
-            if let Some(key) = self.api_key.as_ref().filter(|k| !k.expose().is_empty()) {
-                headers.push(("authorization", format!("Bearer {}", key.expose())));
-            }
-            let url = format!("{}/chat/completions", self.base_url);
+            let headers: Vec<_> = self
+                .endpoint
+                .key()
+                .map(|key| ("authorization", format!("Bearer {key}")))
+                .into_iter()
+                .collect();
             let body = self
-                .http()?
-                .post_json(&url, &headers, &request.body)
+                .endpoint
+                .post("/chat/completions", &headers, &request.body)
                 .await?;
             let mut turn = Self::parse_response(session_id, &body, &request.names)?;
             turn.fallbacks = request.fallbacks;
