@@ -339,3 +339,132 @@ async fn null_for_a_defaulted_field_means_absent() {
         .unwrap();
     assert_eq!(out.text(), "false 3");
 }
+
+/// An arithmetic expression, internally tagged and recursive.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Expr {
+    /// A number.
+    Num {
+        /// Its value.
+        value: f64,
+    },
+    /// A sum.
+    Add {
+        /// Left side.
+        left: Box<Expr>,
+        /// Right side.
+        right: Box<Expr>,
+    },
+    /// A difference.
+    Sub {
+        /// Left side.
+        left: Box<Expr>,
+        /// Right side.
+        right: Box<Expr>,
+    },
+}
+
+fn eval(e: &Expr) -> f64 {
+    match e {
+        Expr::Num { value } => *value,
+        Expr::Add { left, right } => eval(left) + eval(right),
+        Expr::Sub { left, right } => eval(left) - eval(right),
+    }
+}
+
+/// Evaluates an expression.
+///
+/// # Arguments
+/// * `expr` - The expression.
+#[tool]
+fn evaluate(expr: Expr) -> f64 {
+    eval(&expr)
+}
+
+/// An id, untagged.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(untagged)]
+enum AnyId {
+    Num(u64),
+    Name(String),
+}
+
+/// Echoes an id's kind.
+///
+/// # Arguments
+/// * `id` - The id.
+#[tool]
+fn id_kind(id: AnyId) -> String {
+    format!("{id:?}")
+}
+
+/// Measures a shape.
+///
+/// # Arguments
+/// * `shape` - The shape.
+#[tool]
+fn measure(shape: Shape) -> String {
+    format!("{shape:?}")
+}
+
+#[tokio::test]
+async fn nested_tagged_enums_validate_in_linear_time() {
+    // 40 levels of Add/Sub: exponential if every variant were tried at every level.
+    let mut expr = json!({"op": "num", "value": 1});
+    for i in 0..40 {
+        let op = if i % 2 == 0 { "add" } else { "sub" };
+        expr = json!({"op": op, "left": expr, "right": {"op": "num", "value": "2"}});
+    }
+    let started = std::time::Instant::now();
+    let tool = kesoku::default_registry().get("evaluate").unwrap();
+    let out = tool
+        .call(json!({"expr": expr}), &ToolContext::new("s"))
+        .await
+        .unwrap();
+    assert_eq!(out.value, json!(1.0));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // A wrong tag deep inside is named precisely.
+    let bad = json!({"expr": {"op": "add", "left": {"op": "num", "value": 1}, "right": {"op": "mul", "value": 2}}});
+    let e = tool
+        .call(bad, &ToolContext::new("s"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("expr.right"), "{e}");
+}
+
+#[tokio::test]
+async fn a_quoted_value_keeps_its_string_variant() {
+    let tool = kesoku::default_registry().get("id_kind").unwrap();
+    let ctx = ToolContext::new("s");
+    assert_eq!(
+        tool.call(json!({"id": "007"}), &ctx).await.unwrap().text(),
+        "Name(\"007\")"
+    );
+    assert_eq!(
+        tool.call(json!({"id": 7}), &ctx).await.unwrap().text(),
+        "Num(7)"
+    );
+}
+
+#[tokio::test]
+async fn the_variant_whose_shape_matched_gives_the_error() {
+    let tool = kesoku::default_registry().get("measure").unwrap();
+    let e = tool
+        .call(
+            json!({"shape": {"Circle": {"r": "big"}}}),
+            &ToolContext::new("s"),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "invalid arguments for tool `measure`: argument `shape.Circle.r`: expected a number, got string \"big\""
+    );
+}

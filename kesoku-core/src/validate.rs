@@ -45,14 +45,20 @@ pub(crate) struct Validator {
     pub(crate) coerce: bool,
     pub(crate) path: Vec<Seg>,
     pub(crate) errors: Vec<ArgError>,
+    /// Values left to visit: bounds the work a hostile input can cause.
+    pub(crate) budget: u32,
 }
 
 impl Validator {
+    /// Far above any real tool call, far below a pathological one.
+    const BUDGET: u32 = 1_000_000;
+
     pub(crate) fn new(coerce: bool) -> Self {
         Validator {
             coerce,
             path: Vec::new(),
             errors: Vec::new(),
+            budget: Self::BUDGET,
         }
     }
 
@@ -126,6 +132,7 @@ impl Validator {
     }
 
     pub(crate) fn value(&mut self, schema: &Schema, v: &mut Value) {
+        self.budget = self.budget.saturating_sub(1);
         match schema {
             Schema::Any => {}
             Schema::Boolean => match v {
@@ -280,42 +287,118 @@ impl Validator {
         }
     }
 
-    /// `oneOf`: the value must match one alternative. When none does, the
-    /// errors of the closest alternative are reported, since that is the
-    /// one the model most likely meant.
+    /// `oneOf`: the value must match one alternative.
+    ///
+    /// Tagged alternatives (a `const` tag field, or externally tagged
+    /// single-key objects) are chosen by their tag before anything is
+    /// recursed into, so nested tagged enums validate in linear time.
+    /// Untagged ones are tried in order, first without coercion (a quoted
+    /// `"007"` is the model saying "string"), then with it. When none
+    /// matches, the errors of the closest alternative are reported.
     fn one_of(&mut self, schema: &Schema, alts: &[Schema], v: &mut Value) {
-        let mut best: Option<(Vec<ArgError>, Value)> = None;
-        for alt in alts {
-            let mut trial = v.clone();
-            let mut sub = Validator {
-                coerce: self.coerce,
-                path: self.path.clone(),
-                errors: Vec::new(),
-            };
-            sub.value(alt, &mut trial);
-            if sub.errors.is_empty() {
-                *v = trial;
-                return;
-            }
-            if best
-                .as_ref()
-                .is_none_or(|(e, _)| sub.errors.len() < e.len())
-            {
-                best = Some((sub.errors, trial));
+        let candidates: Vec<&Schema> = match select_by_tag(alts, v) {
+            Some(chosen) => chosen,
+            None => alts.iter().collect(),
+        };
+        let passes: &[bool] = if self.coerce {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        let mut best: Option<(bool, Vec<ArgError>)> = None;
+        for &coerce in passes {
+            for alt in &candidates {
+                if self.budget == 0 {
+                    return self.error(ArgErrorKind::Invalid {
+                        message: "the arguments are too deeply nested to check".into(),
+                    });
+                }
+                let mut trial = v.clone();
+                let mut sub = Validator {
+                    coerce,
+                    path: self.path.clone(),
+                    errors: Vec::new(),
+                    budget: self.budget,
+                };
+                sub.value(alt, &mut trial);
+                self.budget = sub.budget;
+                if sub.errors.is_empty() {
+                    *v = trial;
+                    return;
+                }
+                // An alternative whose outer shape matched beats one that
+                // did not, whatever the counts.
+                let here = format_path(&self.path);
+                let shape_miss = sub.errors.iter().any(|e| e.path == here && e.is_type());
+                let better = best.as_ref().is_none_or(|(miss, errs)| {
+                    (shape_miss, sub.errors.len()) < (*miss, errs.len())
+                });
+                if better {
+                    best = Some((shape_miss, sub.errors));
+                }
             }
         }
         match best {
-            // A type mismatch at this very level means no variant came close.
-            Some((errors, _))
-                if errors
-                    .iter()
-                    .all(|e| e.path != format_path(&self.path) || !e.is_type()) =>
-            {
-                self.errors.extend(errors);
-            }
+            Some((false, errors)) => self.errors.extend(errors),
             _ => self.type_error(schema, v),
         }
     }
+}
+
+/// The alternatives a tagged value can be: those whose `const` tag field
+/// equals the value's, or the externally tagged one named by the value's
+/// only key. `None` when the alternatives are not tagged that way.
+fn select_by_tag<'a>(alts: &'a [Schema], v: &Value) -> Option<Vec<&'a Schema>> {
+    let Value::Object(map) = v else {
+        // A string can only be a unit variant: compare, do not recurse.
+        let Value::String(s) = v else { return None };
+        let consts: Vec<&Schema> = alts
+            .iter()
+            .filter(|a| matches!(a, Schema::Const { value, .. } if value == s))
+            .collect();
+        return (!consts.is_empty()).then_some(consts);
+    };
+    let objects: Vec<&ObjectSchema> = alts.iter().filter_map(Schema::as_object).collect();
+    // Internally or adjacently tagged: a field every alternative has, as a const.
+    let tag_of = |o: &ObjectSchema| {
+        o.fields.iter().find_map(|f| match f.schema {
+            Schema::Const { value, .. } => Some((f.name, *value)),
+            _ => None,
+        })
+    };
+    if objects.len() == alts.len()
+        && let Some((tag, _)) = objects.first().and_then(|o| tag_of(o))
+        && objects
+            .iter()
+            .all(|o| tag_of(o).is_some_and(|(t, _)| t == tag))
+    {
+        let sent = map.get(tag).and_then(Value::as_str)?;
+        let chosen: Vec<&Schema> = alts
+            .iter()
+            .filter(|a| {
+                a.as_object()
+                    .and_then(tag_of)
+                    .is_some_and(|(_, val)| val == sent)
+            })
+            .collect();
+        return (!chosen.is_empty()).then_some(chosen);
+    }
+    // Externally tagged: `{"Variant": payload}` against single-field objects.
+    if map.len() == 1 {
+        let key = map.keys().next()?;
+        let chosen: Vec<&Schema> = alts
+            .iter()
+            .filter(|a| {
+                a.as_object().is_some_and(|o| {
+                    o.fields.len() == 1 && o.flatten.is_empty() && o.fields[0].name == key
+                })
+            })
+            .collect();
+        if !chosen.is_empty() {
+            return Some(chosen);
+        }
+    }
+    None
 }
 
 /// `5.0` is an integer to a model; `5.5` is not.
