@@ -391,3 +391,41 @@ fn the_function_stays_callable_as_written() {
         3
     );
 }
+
+mod user_state {
+    use kesoku::{ToolArg, tool};
+    use serde::Deserialize;
+
+    /// A door state: the user's own type named `State`.
+    #[derive(Debug, Deserialize, ToolArg)]
+    #[serde(rename_all = "lowercase")]
+    pub(crate) enum State {
+        /// Open.
+        Open,
+        /// Closed.
+        Closed,
+    }
+
+    /// Sets a door.
+    ///
+    /// # Arguments
+    /// * `state` - The new state.
+    #[tool]
+    pub(crate) fn set_door(state: State) -> String {
+        format!("{state:?}")
+    }
+}
+
+#[tokio::test]
+async fn a_user_type_named_state_is_a_model_argument() {
+    let tool = kesoku::default_registry().get("set_door").unwrap();
+    assert_eq!(tool.parameters()["required"], json!(["state"]));
+    assert_eq!(
+        call("set_door", json!({"state": "open"}))
+            .await
+            .unwrap()
+            .text(),
+        "Open"
+    );
+    let _ = user_state::set_door(user_state::State::Closed);
+}

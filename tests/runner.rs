@@ -421,3 +421,67 @@ async fn tools_post_progress_through_the_gateway() {
     assert_eq!(posted[1].session_id, "s-5");
     assert_eq!(posted[1].parent_id.as_deref(), Some("u-1"));
 }
+
+static SYNC_RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// A slow sync tool that outlives its timeout.
+#[tool(timeout = "20ms")]
+fn slow_sync() {
+    SYNC_RUNNING.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(150));
+    SYNC_RUNNING.store(false, Ordering::SeqCst);
+}
+
+/// Reports whether the slow sync tool was still running when it started.
+#[tool(sequential)]
+async fn check_alone() -> bool {
+    SYNC_RUNNING.load(Ordering::SeqCst)
+}
+
+#[tokio::test]
+async fn a_timed_out_sync_tool_still_keeps_sequential_tools_waiting() {
+    let runner = runner().with_max_concurrency(2);
+    let calls = vec![
+        call("c1", "slow_sync", json!({})),
+        call("c2", "check_alone", json!({})),
+    ];
+    let started = Instant::now();
+    let results = runner.execute_all(&calls, None).await;
+    assert_eq!(error_of(&results[0]).0, "timeout");
+    assert_eq!(
+        results[1].content, "false",
+        "the sequential tool overlapped a running one"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(140),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_panic_while_decoding_arguments_becomes_a_result() {
+    let mut registry = kesoku::ToolRegistry::new();
+    let fragile = kesoku::DynamicTool::new(
+        "fragile",
+        "Reads n before it runs.",
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        |args, _| {
+            let n = args["n"].as_i64().expect("n is an integer");
+            async move { Ok(kesoku::ToolOutput::new(json!(n))) }
+        },
+    )
+    .unwrap();
+    registry.register(fragile).unwrap();
+    let runner = ToolRunner::new(registry, ToolContext::new("s"));
+    let calls = vec![
+        call("c1", "fragile", json!({})),
+        call("c2", "fragile", json!({"n": 4})),
+    ];
+    let results = runner.execute_all(&calls, None).await;
+    assert_eq!(
+        error_of(&results[0]),
+        ("panic", "tool `fragile` panicked: n is an integer")
+    );
+    assert_eq!(results[1].content, "4");
+}

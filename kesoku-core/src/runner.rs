@@ -4,13 +4,14 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
-use tokio::sync::RwLock;
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tracing::Instrument;
 
 use crate::context::ToolContext;
@@ -19,7 +20,7 @@ use crate::message::{Message, MessageType, Role, Status, keys};
 use crate::registry::ToolRegistry;
 use crate::request::{ArgumentsParseError, ToolRequest};
 use crate::schema::quote_list;
-use crate::tool::Tool;
+use crate::tool::{Invocation, Tool};
 
 /// The interruption check: `true` once a newer user message arrived.
 pub type IsInterrupted<'a> = Option<&'a (dyn Fn() -> bool + Send + Sync)>;
@@ -145,7 +146,7 @@ pub struct ToolRunner {
     default_timeout: Duration,
     max_concurrency: usize,
     /// Sequential tools take it exclusively; every other call shares it.
-    exclusive: RwLock<()>,
+    exclusive: Arc<RwLock<()>>,
 }
 
 impl fmt::Debug for ToolRunner {
@@ -173,7 +174,7 @@ impl ToolRunner {
             context,
             default_timeout: Self::DEFAULT_TIMEOUT,
             max_concurrency: Self::DEFAULT_MAX_CONCURRENCY,
-            exclusive: RwLock::new(()),
+            exclusive: Arc::new(RwLock::new(())),
         }
     }
 
@@ -265,33 +266,44 @@ impl ToolRunner {
         })?;
         // 2. Interruption, checked now that this call is about to start.
         if is_interrupted.is_some_and(|f| f()) {
-            return Err((
-                ErrorKind::Interrupted,
-                format!(
-                    "the call to `{}` was aborted because a newer user message arrived; it did not run",
-                    request.name
-                ),
-            ));
+            return Err(interrupted(&request.name));
         }
         // 3. Validate: the tool, then its arguments (in `prepare`).
         let tool = self.lookup(&request.name)?;
-        let fail = |e: ToolError| (ErrorKind::of(&e), e.to_string());
-        // 4. Inject: `prepare` decodes the arguments and the injected parameters.
-        let invocation = tool
-            .prepare(args.into_owned(), &self.context)
-            .map_err(fail)?;
-        // 5. Run, alone if the tool is sequential, under its timeout.
-        let _guard = if tool.is_sequential() {
-            Guard::Write(self.exclusive.write().await)
-        } else {
-            Guard::Read(self.exclusive.read().await)
-        };
-        let limit = tool.timeout().unwrap_or(self.default_timeout);
         let name = tool.name();
+        let fail = |e: ToolError| (ErrorKind::of(&e), e.to_string());
+        // 4. Inject: `prepare` decodes the arguments and the injected
+        // parameters. It runs user code (`Deserialize` impls, extractors,
+        // defaults), so a panic there is caught like one in the tool.
+        let prepared = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            tool.prepare(args.into_owned(), &self.context)
+        }))
+        .unwrap_or_else(|payload| Err(ToolError::panicked(name, &*payload)));
+        let invocation = prepared.map_err(fail)?;
+        // 5. Run, alone if the tool is sequential, under its timeout.
         let cancel = self.context.cancellation();
-        if cancel.is_cancelled() {
-            return Err(fail(ToolError::Cancelled { tool: name.into() }));
+        let guard = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(fail(ToolError::Cancelled { tool: name.into() })),
+            guard = self.lock(tool.is_sequential()) => guard,
+        };
+        // A call that waited for a sequential tool starts only now.
+        if is_interrupted.is_some_and(|f| f()) {
+            return Err(interrupted(name));
         }
+        let limit = tool.timeout().unwrap_or(self.default_timeout);
+        // A sync tool keeps its thread after a timeout, so it keeps the
+        // guard too: nothing sequential starts until it really ended.
+        let (invocation, _guard) = match invocation {
+            Invocation::Blocking(call) => (
+                Invocation::Blocking(Box::new(move || {
+                    let _held = guard;
+                    call()
+                })),
+                None,
+            ),
+            other => (other, Some(guard)),
+        };
         let mut run = std::pin::pin!(invocation.run(name));
         // Most tools finish on their first poll: they need no timer and no
         // cancellation waiter, which are most of the cost of a fast call.
@@ -306,6 +318,23 @@ impl ToolRunner {
             },
         };
         result.map(|output| output.value).map_err(fail)
+    }
+
+    /// Shared for ordinary calls, exclusive for sequential ones. The
+    /// uncontended case takes no await.
+    async fn lock(&self, exclusive: bool) -> Guard {
+        let lock = Arc::clone(&self.exclusive);
+        if exclusive {
+            match Arc::clone(&lock).try_write_owned() {
+                Ok(g) => Guard::Write(g),
+                Err(_) => Guard::Write(lock.write_owned().await),
+            }
+        } else {
+            match Arc::clone(&lock).try_read_owned() {
+                Ok(g) => Guard::Read(g),
+                Err(_) => Guard::Read(lock.read_owned().await),
+            }
+        }
     }
 
     fn lookup(&self, name: &str) -> Result<&Tool, (ErrorKind, String)> {
@@ -328,9 +357,18 @@ impl ToolRunner {
 }
 
 /// Holds the sequential lock for the length of a call.
-enum Guard<'a> {
-    Read(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
-    Write(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
+enum Guard {
+    Read(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
+    Write(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
+}
+
+fn interrupted(tool: &str) -> (ErrorKind, String) {
+    (
+        ErrorKind::Interrupted,
+        format!(
+            "the call to `{tool}` was aborted because a newer user message arrived; it did not run"
+        ),
+    )
 }
 
 /// Step 6: the `tool_result` message.

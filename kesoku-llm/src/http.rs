@@ -23,7 +23,8 @@ pub struct HttpOptions {
     pub max_retries: u32,
     /// The first backoff; it doubles each retry.
     pub initial_backoff: Duration,
-    /// The longest wait between attempts, `retry-after` included.
+    /// The longest wait between attempts. A `retry-after` longer than this
+    /// is not waited for: the error is returned.
     pub max_backoff: Duration,
 }
 
@@ -117,8 +118,12 @@ impl Http {
                 }
             };
             let status = response.status().as_u16();
-            if RETRYABLE.contains(&status) && !last {
-                let wait = self.backoff(attempt, retry_after(response.headers()));
+            let asked = retry_after(response.headers());
+            // A server that asks for longer than we may wait gets its error
+            // back now, rather than a retry before it is ready.
+            let too_long = asked.is_some_and(|d| d > self.options.max_backoff);
+            if RETRYABLE.contains(&status) && !last && !too_long {
+                let wait = self.backoff(attempt, asked);
                 tracing::warn!(
                     provider = self.provider,
                     attempt,
@@ -169,7 +174,8 @@ impl Http {
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(secs) = text.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        // try_: a huge value from a broken proxy must not panic.
+        return Duration::try_from_secs_f64(secs).ok();
     }
     let when = httpdate::parse_http_date(text).ok()?;
     Some(when.duration_since(SystemTime::now()).unwrap_or_default())
@@ -236,6 +242,17 @@ mod tests {
             "{d:?}"
         );
         h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("99999999999999999999"),
+        );
+        assert_eq!(
+            retry_after(&h),
+            None,
+            "too large to be a duration, and no panic"
+        );
+        h.insert(RETRY_AFTER, HeaderValue::from_static("-1"));
         assert_eq!(retry_after(&h), None);
     }
 

@@ -416,3 +416,34 @@ async fn an_unreachable_server_is_a_transport_error_without_the_key() {
     );
     assert!(!format!("{err} {err:?} {llm:?}").contains("sk-ant-secret"));
 }
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_cap_returns_the_error_at_once() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after", "3600")
+                .set_body_json(fixture("anthropic/error_rate_limit.json")),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let started = std::time::Instant::now();
+    let err = claude(&server)
+        .complete("s", &[user("Hi")], &[], &LlmOptions::new("m"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LlmError::Api {
+                status: 429,
+                attempts: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+}

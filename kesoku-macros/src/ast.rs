@@ -222,7 +222,8 @@ fn classify(cx: &Ctxt, ty: &Type, inject: bool) -> Source {
         }
         _ if inject => Source::Inject,
         _ if last_segment_is(ty, "ToolContext") => Source::Context { by_ref: false },
-        _ if last_segment_is(ty, "State") => Source::Inject,
+        // `State<T>`, not any type that happens to be called `State`.
+        _ if last_segment_is(ty, "State") && generic_args(ty) == 1 => Source::Inject,
         _ => Source::Model,
     }
 }
@@ -235,6 +236,17 @@ fn last_segment_is(ty: &Type, name: &str) -> bool {
         Type::Group(g) => last_segment_is(&g.elem, name),
         Type::Paren(p) => last_segment_is(&p.elem, name),
         _ => false,
+    }
+}
+
+/// How many generic arguments the type's last path segment has.
+fn generic_args(ty: &Type) -> usize {
+    match ty {
+        Type::Path(p) => p.path.segments.last().map_or(0, |s| match &s.arguments {
+            syn::PathArguments::AngleBracketed(a) => a.args.len(),
+            _ => 0,
+        }),
+        _ => 0,
     }
 }
 

@@ -190,8 +190,8 @@ fn match_args(
 /// Reads `timeout = "30s"`; zero and unreadable durations are errors at the literal.
 fn timeout_ms(cx: &Ctxt, lit: &syn::LitStr) -> Option<u64> {
     match humantime::parse_duration(&lit.value()) {
-        Ok(d) if d.is_zero() => {
-            cx.error_spanned_by(lit, "`timeout` must be longer than zero");
+        Ok(d) if d.as_millis() == 0 => {
+            cx.error_spanned_by(lit, "`timeout` must be at least 1ms");
             None
         }
         Ok(d) => Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
