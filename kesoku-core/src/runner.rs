@@ -302,7 +302,7 @@ impl ToolRunner {
                 })),
                 None,
             ),
-            other => (other, Some(guard)),
+            other @ Invocation::Async(_) => (other, Some(guard)),
         };
         let mut run = std::pin::pin!(invocation.run(name));
         // Most tools finish on their first poll: they need no timer and no
