@@ -468,3 +468,55 @@ async fn the_variant_whose_shape_matched_gives_the_error() {
         "invalid arguments for tool `measure`: argument `shape.Circle.r`: expected a number, got string \"big\""
     );
 }
+
+mod graph_a {
+    /// A list node, recursive.
+    #[derive(Debug, serde::Deserialize, kesoku::ToolArg)]
+    pub(crate) struct Node {
+        /// The value.
+        pub(crate) value: i32,
+        /// The next node.
+        pub(crate) next: Option<Box<Node>>,
+    }
+}
+
+mod graph_b {
+    /// A plain node of the same name.
+    #[derive(Debug, serde::Deserialize, kesoku::ToolArg)]
+    pub(crate) struct Node {
+        /// A label.
+        pub(crate) label: String,
+    }
+}
+
+/// Takes two different types that share a name.
+///
+/// # Arguments
+/// * `plain` - A plain node.
+/// * `list` - A linked list.
+#[tool]
+fn two_nodes(plain: graph_b::Node, list: graph_a::Node) -> String {
+    format!(
+        "{} {}",
+        plain.label,
+        list.value + list.next.map_or(0, |n| n.value)
+    )
+}
+
+#[tokio::test]
+async fn same_named_types_are_told_apart() {
+    let p = two_nodes::SCHEMA.parameters_json();
+    // The plain node is inlined; the recursive one is referenced.
+    assert_eq!(
+        p["properties"]["plain"]["properties"]["label"]["type"],
+        "string"
+    );
+    assert_eq!(p["properties"]["list"]["$ref"], "#/$defs/Node");
+    assert_eq!(p["$defs"]["Node"]["properties"]["value"]["type"], "integer");
+    let tool = kesoku::default_registry().get("two_nodes").unwrap();
+    let out = tool
+        .call(json!({"plain": {"label": "x"}, "list": {"value": 1, "next": {"value": 2, "next": null}}}), &ToolContext::new("s"))
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "x 3");
+}

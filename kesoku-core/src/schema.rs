@@ -129,6 +129,9 @@ pub struct Field {
 pub struct NamedSchema {
     /// The Rust type's name, used as the `$defs` key when it recurses.
     pub name: &'static str,
+    /// The type's full path (`module::Name`): tells apart two types of the
+    /// same name.
+    pub id: &'static str,
     /// The type's doc comment.
     pub description: Option<&'static str>,
     /// Returns the type's schema.
@@ -310,8 +313,12 @@ impl std::fmt::Display for Location {
 
 /// Renders schemas, sending recursive named types to `$defs`.
 struct Renderer {
+    /// Ids of the recursive named types.
     recursive: BTreeSet<&'static str>,
-    defs: BTreeMap<&'static str, Value>,
+    /// `$defs` entries by key.
+    defs: BTreeMap<String, Value>,
+    /// The `$defs` key of each recursive type's id.
+    keys: BTreeMap<&'static str, String>,
 }
 
 impl Renderer {
@@ -331,6 +338,7 @@ impl Renderer {
         Renderer {
             recursive,
             defs: BTreeMap::new(),
+            keys: BTreeMap::new(),
         }
     }
 
@@ -340,7 +348,7 @@ impl Renderer {
         {
             map.insert(
                 "$defs".into(),
-                Value::Object(self.defs.into_iter().map(|(k, v)| (k.into(), v)).collect()),
+                Value::Object(self.defs.into_iter().collect()),
             );
         }
     }
@@ -416,14 +424,25 @@ impl Renderer {
                 json!({ "oneOf": alts })
             }
             Schema::Named(n) => {
-                if self.recursive.contains(n.name) {
-                    if !self.defs.contains_key(n.name) {
-                        // Placeholder first, so the body's own references stop here.
-                        self.defs.insert(n.name, Value::Null);
-                        let body = self.render_named_body(n);
-                        self.defs.insert(n.name, body);
-                    }
-                    json!({ "$ref": format!("#/$defs/{}", n.name) })
+                if self.recursive.contains(n.id) {
+                    let key = match self.keys.get(n.id) {
+                        Some(key) => key.clone(),
+                        None => {
+                            // The bare name, unless another type took it.
+                            let key = if self.defs.contains_key(n.name) {
+                                n.id.replace("::", ".")
+                            } else {
+                                n.name.to_owned()
+                            };
+                            self.keys.insert(n.id, key.clone());
+                            // Placeholder first, so the body's own references stop here.
+                            self.defs.insert(key.clone(), Value::Null);
+                            let body = self.render_named_body(n);
+                            self.defs.insert(key.clone(), body);
+                            key
+                        }
+                    };
+                    json!({ "$ref": format!("#/$defs/{key}") })
                 } else {
                     self.render_named_body(n)
                 }
@@ -528,10 +547,10 @@ impl RecursionFinder {
             Schema::Tuple(items) | Schema::OneOf(items) => items.iter().for_each(|s| self.visit(s)),
             Schema::Object(o) => self.visit_object(o),
             Schema::Named(n) => {
-                if self.stack.contains(&n.name) {
-                    self.recursive.insert(n.name);
-                } else if self.done.insert(n.name) {
-                    self.stack.push(n.name);
+                if self.stack.contains(&n.id) {
+                    self.recursive.insert(n.id);
+                } else if self.done.insert(n.id) {
+                    self.stack.push(n.id);
                     self.visit((n.body)());
                     self.stack.pop();
                 }

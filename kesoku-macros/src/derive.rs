@@ -29,6 +29,7 @@ pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
                 impl #krate::ToolArg for #ident {
                     const SCHEMA: #krate::Schema = #krate::Schema::Named(&#krate::NamedSchema {
                         name: #name,
+                        id: ::core::concat!(::core::module_path!(), "::", #name),
                         description: #description,
                         body: {
                             fn __kesoku_body() -> &'static #krate::Schema {
