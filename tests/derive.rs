@@ -520,3 +520,72 @@ async fn same_named_types_are_told_apart() {
         .unwrap();
     assert_eq!(out.text(), "x 3");
 }
+
+/// An email address, read from a string.
+#[derive(Debug, Deserialize, ToolArg)]
+#[serde(try_from = "String")]
+struct Email {
+    user: String,
+    domain: String,
+}
+
+impl TryFrom<String> for Email {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let (user, domain) = s.split_once('@').ok_or_else(|| format!("`{s}` has no @"))?;
+        Ok(Email {
+            user: user.into(),
+            domain: domain.into(),
+        })
+    }
+}
+
+fn hex<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let s = String::deserialize(d)?;
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(s.get(i..i + 2).unwrap_or("?"), 16).map_err(serde::de::Error::custom)
+        })
+        .collect()
+}
+
+/// A blob with a custom reader.
+#[derive(Debug, Deserialize, ToolArg)]
+struct Blob {
+    /// Hex-encoded bytes.
+    #[serde(deserialize_with = "hex")]
+    bytes: Vec<u8>,
+}
+
+/// Sends a blob.
+///
+/// # Arguments
+/// * `to` - The recipient.
+/// * `blob` - The data.
+#[tool]
+fn send_blob(to: Email, blob: Blob) -> String {
+    format!("{}@{} {:?}", to.user, to.domain, blob.bytes)
+}
+
+#[tokio::test]
+async fn from_and_deserialize_with_follow_the_wire_format() {
+    let p = send_blob::SCHEMA.parameters_json();
+    assert_eq!(p["properties"]["to"]["type"], "string");
+    assert_eq!(
+        p["properties"]["blob"]["properties"]["bytes"],
+        json!({"description": "Hex-encoded bytes."})
+    );
+    let tool = kesoku::default_registry().get("send_blob").unwrap();
+    let ctx = ToolContext::new("s");
+    let out = tool
+        .call(json!({"to": "a@b.c", "blob": {"bytes": "0aff"}}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "a@b.c [10, 255]");
+    let e = tool
+        .call(json!({"to": "nobody", "blob": {"bytes": "00"}}), &ctx)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("`nobody` has no @"), "{e}");
+}

@@ -425,22 +425,21 @@ impl Renderer {
             }
             Schema::Named(n) => {
                 if self.recursive.contains(n.id) {
-                    let key = match self.keys.get(n.id) {
-                        Some(key) => key.clone(),
-                        None => {
-                            // The bare name, unless another type took it.
-                            let key = if self.defs.contains_key(n.name) {
-                                n.id.replace("::", ".")
-                            } else {
-                                n.name.to_owned()
-                            };
-                            self.keys.insert(n.id, key.clone());
-                            // Placeholder first, so the body's own references stop here.
-                            self.defs.insert(key.clone(), Value::Null);
-                            let body = self.render_named_body(n);
-                            self.defs.insert(key.clone(), body);
-                            key
-                        }
+                    let key = if let Some(key) = self.keys.get(n.id) {
+                        key.clone()
+                    } else {
+                        // The bare name, unless another type took it.
+                        let key = if self.defs.contains_key(n.name) {
+                            n.id.replace("::", ".")
+                        } else {
+                            n.name.to_owned()
+                        };
+                        self.keys.insert(n.id, key.clone());
+                        // Placeholder first, so the body's own references stop here.
+                        self.defs.insert(key.clone(), Value::Null);
+                        let body = self.render_named_body(n);
+                        self.defs.insert(key.clone(), body);
+                        key
                     };
                     json!({ "$ref": format!("#/$defs/{key}") })
                 } else {

@@ -84,6 +84,14 @@ fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
         return quote!(#krate::Schema::Any);
     };
     let container_default = !container.attrs.default().is_none();
+    // `#[serde(from = "T")]` / `try_from`: the wire format is T's.
+    if let Some(from) = container
+        .attrs
+        .type_from()
+        .or(container.attrs.type_try_from())
+    {
+        return type_schema(from, krate);
+    }
     match &container.data {
         Data::Struct(_, fields) if container.attrs.transparent() => fields
             .iter()
@@ -113,6 +121,16 @@ fn enumeration(
         .iter()
         .filter(|v| !v.attrs.skip_deserializing())
         .collect();
+    if let Some(v) = variants
+        .iter()
+        .find(|v| v.attrs.other() || v.attrs.untagged())
+    {
+        cx.error_spanned_by(
+            &v.ident,
+            "#[derive(ToolArg)] does not support `#[serde(other)]` or per-variant `#[serde(untagged)]` yet: their accepted values cannot be listed in a schema",
+        );
+        return quote!(#krate::Schema::Any);
+    }
     let all_unit = variants.iter().all(|v| matches!(v.style, Style::Unit));
     if all_unit && matches!(tag, TagType::External) {
         let names = variants.iter().map(|v| v.attrs.name().deserialize_name());
@@ -195,7 +213,7 @@ fn object(
     let mut own = Vec::new();
     let mut flatten = Vec::new();
     for f in fields.iter().filter(|f| !f.attrs.skip_deserializing()) {
-        let schema = type_schema(f.ty, krate);
+        let schema = field_schema(f, krate);
         if f.attrs.flatten() {
             flatten.push(schema);
             continue;
@@ -224,7 +242,10 @@ fn object(
 }
 
 fn tuple(fields: &[Field<'_>], krate: &syn::Path) -> TokenStream {
-    let items = fields.iter().map(|f| type_schema(f.ty, krate));
+    let items = fields
+        .iter()
+        .filter(|f| !f.attrs.skip_deserializing())
+        .map(|f| field_schema(f, krate));
     quote!(#krate::Schema::Tuple(&[#(#items),*]))
 }
 
@@ -243,6 +264,17 @@ fn field_tokens(
         required: #required,
         default: ::core::option::Option::None,
     })
+}
+
+/// A field's schema: its type's, unless a `deserialize_with` function
+/// reads it, whose format the type does not tell; then any value, and
+/// serde has the last word.
+fn field_schema(f: &Field<'_>, krate: &syn::Path) -> TokenStream {
+    if f.attrs.deserialize_with().is_some() {
+        quote!(#krate::Schema::Any)
+    } else {
+        type_schema(f.ty, krate)
+    }
 }
 
 fn type_schema(ty: &syn::Type, krate: &syn::Path) -> TokenStream {
