@@ -589,3 +589,50 @@ async fn from_and_deserialize_with_follow_the_wire_format() {
         .unwrap_err();
     assert!(e.to_string().contains("`nobody` has no @"), "{e}");
 }
+
+/// A record with a catch-all for extra keys.
+#[derive(Debug, Deserialize, ToolArg)]
+struct Record {
+    /// Its id.
+    id: u32,
+    /// Everything else, as numbers.
+    #[serde(flatten)]
+    extra: BTreeMap<String, f64>,
+}
+
+/// Stores a record.
+///
+/// # Arguments
+/// * `record` - The record.
+#[tool]
+fn store(record: Record) -> String {
+    format!("{} {:?}", record.id, record.extra)
+}
+
+#[tokio::test]
+async fn a_flattened_map_takes_the_other_keys() {
+    let p = store::SCHEMA.parameters_json();
+    assert_eq!(
+        p["properties"]["record"]["additionalProperties"],
+        json!({"type": "number"})
+    );
+    let tool = kesoku::default_registry().get("store").unwrap();
+    let ctx = ToolContext::new("s");
+    let out = tool
+        .call(
+            json!({"record": {"id": 1, "height": 2.5, "width": "3"}}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "1 {\"height\": 2.5, \"width\": 3.0}");
+    let e = tool
+        .call(json!({"record": {"id": 1, "height": "tall"}}), &ctx)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("argument `record.height`: expected a number"),
+        "{e}"
+    );
+}

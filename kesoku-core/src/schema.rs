@@ -157,6 +157,19 @@ impl ObjectSchema {
         }
     }
 
+    /// The schema of keys no property names, when a flattened member takes
+    /// them: a map's value schema, or any value for flattened members whose
+    /// keys cannot be listed (an `Option` of a struct, an enum). `None`
+    /// means unknown keys are errors.
+    pub fn extra(&self) -> Option<&'static Schema> {
+        static ANY: Schema = Schema::Any;
+        self.flatten.iter().find_map(|flat| match flat.resolve() {
+            Schema::Object(o) => o.extra(),
+            Schema::Map(values) => Some(*values),
+            _ => Some(&ANY),
+        })
+    }
+
     /// Looks a property up by JSON name, own or flattened.
     pub fn field(&self, name: &str) -> Option<&'static Field> {
         let fields: &'static [Field] = self.fields;
@@ -170,6 +183,14 @@ impl ObjectSchema {
 }
 
 impl Schema {
+    /// This schema, looking through named types.
+    pub fn resolve(&self) -> &Schema {
+        match self {
+            Schema::Named(n) => (n.body)().resolve(),
+            other => other,
+        }
+    }
+
     /// The object this schema describes, looking through named types.
     pub fn as_object(&self) -> Option<&'static ObjectSchema> {
         match self {
@@ -486,7 +507,11 @@ impl Renderer {
         }
         m.insert("properties".into(), Value::Object(props));
         m.insert("required".into(), Value::Array(required));
-        m.insert("additionalProperties".into(), false.into());
+        let extra = o.extra().map_or(Value::Bool(false), |x| match x {
+            Schema::Any => Value::Bool(true),
+            x => self.render(x),
+        });
+        m.insert("additionalProperties".into(), extra);
         Value::Object(m)
     }
 }

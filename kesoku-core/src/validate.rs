@@ -81,13 +81,13 @@ impl Validator {
         // Flattened fields need collecting; the usual object does not.
         if o.flatten.is_empty() {
             let fields: &'static [Field] = o.fields;
-            self.fields(fields.iter(), map);
+            self.fields(fields.iter(), None, map);
         } else {
-            self.fields(o.all_fields().into_iter(), map);
+            self.fields(o.all_fields().into_iter(), o.extra(), map);
         }
     }
 
-    fn fields<I>(&mut self, fields: I, map: &mut Map<String, Value>)
+    fn fields<I>(&mut self, fields: I, extra: Option<&Schema>, map: &mut Map<String, Value>)
     where
         I: Iterator<Item = &'static Field> + Clone,
     {
@@ -97,9 +97,16 @@ impl Validator {
             .cloned()
             .collect();
         for key in unknown {
-            let valid: Vec<&'static str> = fields.clone().map(|f| f.name).collect();
-            self.path.push(Seg::Key(key.into()));
-            self.error(ArgErrorKind::Unknown { valid });
+            self.path.push(Seg::Key(key.clone().into()));
+            if let Some(extra) = extra {
+                // A flattened map (or enum) takes the keys no field names.
+                if let Some(v) = map.get_mut(&key) {
+                    self.value(extra, v);
+                }
+            } else {
+                let valid: Vec<&'static str> = fields.clone().map(|f| f.name).collect();
+                self.error(ArgErrorKind::Unknown { valid });
+            }
             self.path.pop();
         }
         for f in fields.clone() {
