@@ -21,6 +21,10 @@ const PROVIDER: &str = "Gemini";
 /// made one up for pairing: it is never sent back.
 const SYNTHETIC_ID: &str = "syntheticId";
 const THOUGHT_SIGNATURE: &str = "thoughtSignature";
+/// The model's parts as they came, replayed unchanged.
+const RAW_PARTS: &str = "parts";
+/// Which model turn a message came from.
+const TURN: &str = "turn";
 
 /// Gemini's `generateContent`.
 ///
@@ -109,7 +113,28 @@ impl GeminiLlm {
         let mut fallbacks = Vec::new();
         let mut system: Vec<String> = options.system.iter().cloned().collect();
         let mut contents: Vec<(&'static str, Vec<Value>)> = Vec::new();
+        // The turn whose parts were replayed verbatim: its other messages are
+        // already in them.
+        let mut replayed: Option<&str> = None;
         for m in messages {
+            let fields = provider_fields(m);
+            let turn = fields.and_then(|f| f.get(TURN)).and_then(Value::as_str);
+            if turn.is_some() && turn == replayed {
+                continue;
+            }
+            if let Some(raw) = fields
+                .and_then(|f| f.get(RAW_PARTS))
+                .and_then(Value::as_array)
+            {
+                // Gemini wants its parts back unchanged: order, text split
+                // and every signature as they came.
+                replayed = turn;
+                match contents.last_mut() {
+                    Some((last, p)) if *last == "model" => p.extend(raw.iter().cloned()),
+                    _ => contents.push(("model", raw.clone())),
+                }
+                continue;
+            }
             let (role, parts) = match (m.role, m.kind) {
                 (Role::System, _) => {
                     system.push(m.content.clone());
@@ -152,27 +177,7 @@ impl GeminiLlm {
             );
         }
         if !tools.is_empty() {
-            let (dialect, key) = if self.legacy_parameters {
-                (Dialect::GeminiOpenApi, "parameters")
-            } else {
-                (Dialect::GeminiJsonSchema, "parametersJsonSchema")
-            };
-            let decls: Vec<Value> = tools
-                .iter()
-                .map(|t| {
-                    let mut d =
-                        json!({"name": names.to_wire(&t.name), "description": t.description});
-                    // Gemini rejects an OBJECT without properties: a tool
-                    // without arguments is declared without a schema.
-                    let has_args = t.parameters["properties"]
-                        .as_object()
-                        .is_some_and(|p| !p.is_empty());
-                    if has_args {
-                        d[key] = lower(dialect, &t.name, &t.parameters).schema;
-                    }
-                    d
-                })
-                .collect();
+            let decls = self.declarations(tools, &names);
             body.insert("tools".into(), json!([{"functionDeclarations": decls}]));
             let config = match &options.tool_choice {
                 ToolChoice::Auto => json!({"mode": "AUTO"}),
@@ -197,6 +202,30 @@ impl GeminiLlm {
             fallbacks,
             names,
         }
+    }
+
+    /// The function declarations, lowered to the chosen dialect.
+    fn declarations(&self, tools: &[ToolDeclaration], names: &ToolNames) -> Vec<Value> {
+        let (dialect, key) = if self.legacy_parameters {
+            (Dialect::GeminiOpenApi, "parameters")
+        } else {
+            (Dialect::GeminiJsonSchema, "parametersJsonSchema")
+        };
+        tools
+            .iter()
+            .map(|t| {
+                let mut d = json!({"name": names.to_wire(&t.name), "description": t.description});
+                // Gemini rejects an OBJECT without properties: a tool
+                // without arguments is declared without a schema.
+                let has_args = t.parameters["properties"]
+                    .as_object()
+                    .is_some_and(|p| !p.is_empty());
+                if has_args {
+                    d[key] = lower(dialect, &t.name, &t.parameters).schema;
+                }
+                d
+            })
+            .collect()
     }
 
     /// Reads a `generateContent` response into an assistant turn, keeping
@@ -279,7 +308,22 @@ impl GeminiLlm {
                 .as_u64()
                 .unwrap_or(0),
         };
-        let messages = turn_messages(session_id, PROVIDER, &text, &calls, text_fields);
+        let mut messages = turn_messages(session_id, PROVIDER, &text, &calls, text_fields);
+        // Keep the parts exactly as they came, for replay, on the turn's
+        // first message; mark every message of the turn.
+        let turn_id = messages.first().map(|m| m.id.clone()).unwrap_or_default();
+        for (i, m) in messages.iter_mut().enumerate() {
+            let entry = m
+                .metadata
+                .entry(PROVIDER_KEY)
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(fields) = entry {
+                fields.insert(TURN.into(), turn_id.clone().into());
+                if i == 0 {
+                    fields.insert(RAW_PARTS.into(), Value::Array(parts.clone()));
+                }
+            }
+        }
         Ok(AssistantTurn {
             text,
             tool_calls: calls.into_iter().map(|(r, _)| r).collect(),

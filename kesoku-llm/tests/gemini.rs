@@ -278,3 +278,25 @@ async fn one_tool_call() {
     let args = turn.tool_calls[0].parse_arguments().unwrap().into_owned();
     assert_eq!(args, json!({"city": "Oslo"}));
 }
+
+#[test]
+fn the_model_parts_are_replayed_unchanged() {
+    let parts = json!([
+        {"text": "Let me look.", "thoughtSignature": "c2lnMQ=="},
+        {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}, "thoughtSignature": "c2lnMg=="},
+        {"text": " One moment.", "thoughtSignature": "c2lnMw=="}
+    ]);
+    let body = json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]});
+    let llm = GeminiLlm::new("k");
+    let tools = ToolDeclaration::all(&registry());
+    let names = llm.request(&[], &tools, &LlmOptions::new("m")).names;
+    let turn = GeminiLlm::parse_response("s", &body, &names).unwrap();
+    assert_eq!(turn.text, "Let me look. One moment.");
+    assert_eq!(turn.tool_calls.len(), 1);
+    let mut history = vec![user("Weather?")];
+    history.extend(turn.messages.iter().cloned());
+    let replay = llm.request(&history, &tools, &LlmOptions::new("m")).body;
+    assert_eq!(replay["contents"][1]["role"], "model");
+    assert_eq!(replay["contents"][1]["parts"], parts);
+    assert_eq!(replay["contents"].as_array().unwrap().len(), 2);
+}
