@@ -282,10 +282,16 @@ impl ToolRunner {
         let invocation = prepared.map_err(fail)?;
         // 5. Run, alone if the tool is sequential, under its timeout.
         let cancel = self.context.cancellation();
-        let guard = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(fail(ToolError::Cancelled { tool: name.into() })),
-            guard = self.lock(tool.is_sequential()) => guard,
+        let exclusive = tool.is_sequential();
+        // Uncontended, the lock is one atomic step; only a wait needs to
+        // race cancellation (whose waiter costs a mutex).
+        let guard = match self.try_lock(exclusive) {
+            Some(guard) => guard,
+            None => tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(fail(ToolError::Cancelled { tool: name.into() })),
+                guard = self.lock(exclusive) => guard,
+            },
         };
         // A call that waited for a sequential tool starts only now.
         if is_interrupted.is_some_and(|f| f()) {
@@ -320,20 +326,23 @@ impl ToolRunner {
         result.map(|output| output.value).map_err(fail)
     }
 
-    /// Shared for ordinary calls, exclusive for sequential ones. The
-    /// uncontended case takes no await.
+    /// Shared for ordinary calls, exclusive for sequential ones, if free now.
+    fn try_lock(&self, exclusive: bool) -> Option<Guard> {
+        let lock = Arc::clone(&self.exclusive);
+        if exclusive {
+            lock.try_write_owned().ok().map(Guard::Write)
+        } else {
+            lock.try_read_owned().ok().map(Guard::Read)
+        }
+    }
+
+    /// Waits for the lock.
     async fn lock(&self, exclusive: bool) -> Guard {
         let lock = Arc::clone(&self.exclusive);
         if exclusive {
-            match Arc::clone(&lock).try_write_owned() {
-                Ok(g) => Guard::Write(g),
-                Err(_) => Guard::Write(lock.write_owned().await),
-            }
+            Guard::Write(lock.write_owned().await)
         } else {
-            match Arc::clone(&lock).try_read_owned() {
-                Ok(g) => Guard::Read(g),
-                Err(_) => Guard::Read(lock.read_owned().await),
-            }
+            Guard::Read(lock.read_owned().await)
         }
     }
 
