@@ -285,13 +285,14 @@ impl ToolRunner {
         let exclusive = tool.is_sequential();
         // Uncontended, the lock is one atomic step; only a wait needs to
         // race cancellation (whose waiter costs a mutex).
-        let guard = match self.try_lock(exclusive) {
-            Some(guard) => guard,
-            None => tokio::select! {
+        let guard = if let Some(guard) = self.try_lock(exclusive) {
+            guard
+        } else {
+            tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(fail(ToolError::Cancelled { tool: name.into() })),
                 guard = self.lock(exclusive) => guard,
-            },
+            }
         };
         // A call that waited for a sequential tool starts only now.
         if is_interrupted.is_some_and(|f| f()) {
