@@ -429,3 +429,32 @@ async fn a_user_type_named_state_is_a_model_argument() {
     );
     let _ = user_state::set_door(user_state::State::Closed);
 }
+
+/// An alias that hides `Result`.
+type Outcome = Result<u32, String>;
+
+/// Checks a code.
+///
+/// # Arguments
+/// * `code` - The code.
+#[tool]
+fn check_code(code: u32) -> Outcome {
+    if code == 42 {
+        Ok(code)
+    } else {
+        Err(format!("code {code} is wrong"))
+    }
+}
+
+#[tokio::test]
+async fn a_result_alias_still_reports_errors() {
+    assert_eq!(
+        call("check_code", json!({"code": 42})).await.unwrap().value,
+        json!(42)
+    );
+    let e = call("check_code", json!({"code": 7})).await.unwrap_err();
+    assert!(
+        matches!(&e, ToolError::Failed(m) if m == "code 7 is wrong"),
+        "{e:?}"
+    );
+}

@@ -79,6 +79,33 @@ pub mod __private {
         }
     }
 
+    /// A tool's return value, on its way to a [`ToolResult`](crate::ToolResult).
+    /// Method resolution picks [`ReturnsResult`] when it is a `Result`
+    /// (also through an alias), else [`ReturnsValue`] (autoref specialization).
+    pub struct Returned<T>(pub T);
+
+    /// `Result` returns: `Err` becomes an error result.
+    pub trait ReturnsResult {
+        /// Converts the return value.
+        fn kesoku_output(self, tool: &str) -> crate::ToolResult;
+    }
+    impl<T: serde::Serialize, E: std::fmt::Display> ReturnsResult for Returned<Result<T, E>> {
+        fn kesoku_output(self, tool: &str) -> crate::ToolResult {
+            crate::IntoToolResult::into_tool_result(self.0, tool)
+        }
+    }
+
+    /// Any other `Serialize` return is encoded as it is.
+    pub trait ReturnsValue {
+        /// Converts the return value.
+        fn kesoku_output(self, tool: &str) -> crate::ToolResult;
+    }
+    impl<T: serde::Serialize> ReturnsValue for &Returned<T> {
+        fn kesoku_output(self, tool: &str) -> crate::ToolResult {
+            crate::encode(tool, &self.0)
+        }
+    }
+
     /// The fallback for defaults that are not `Serialize`: not shown.
     pub trait NoDefaultJson {
         /// Always `None`.

@@ -288,7 +288,15 @@ fn invoke_tokens(
         Output::Result(ty) => quote_spanned! {ty.span()=>
             <#ty as #krate::IntoToolResult>::into_tool_result(#out, #name)
         },
-        Output::Value(ty) => quote_spanned!(ty.span()=> #krate::encode::<#ty>(#name, &#out)),
+        // Not spelled `Result`, but it may be an alias of one: let the type
+        // decide (a `Result` is an error on `Err`, anything else is encoded).
+        Output::Value(ty) => quote_spanned! {ty.span()=>
+            {
+                #[allow(unused_imports)]
+                use #krate::__private::{ReturnsResult as _, ReturnsValue as _};
+                #krate::__private::Returned::<#ty>(#out).kesoku_output(#name)
+            }
+        },
     };
     let run = if f.is_async {
         quote! {
