@@ -144,8 +144,8 @@ impl Validator {
             Schema::Any => {}
             Schema::Boolean => match v {
                 Value::Bool(_) => {}
-                Value::String(s) if self.coerce && (s == "true" || s == "false") => {
-                    *v = Value::Bool(s == "true");
+                Value::String(s) if self.coerce && matches!(s.trim(), "true" | "false") => {
+                    *v = Value::Bool(s.trim() == "true");
                 }
                 _ => self.type_error(schema, v),
             },
