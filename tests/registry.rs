@@ -39,7 +39,7 @@ fn default_registry_has_tools_from_everywhere_in_name_order() {
         ],
         "tools from this test crate, its module and kesoku-test-lib"
     );
-    assert_eq!(registry.len(), kesoku_test_lib::TOOL_NAMES.len() + 2);
+    assert_eq!(registry.len(), kesoku_test_lib::TOOL_NAMES.len() + 3);
     // The same &'static registry every time.
     assert!(std::ptr::eq(registry, kesoku::default_registry()));
 }
@@ -187,4 +187,25 @@ fn dynamic_tools_are_checked() {
             .contains("must be a JSON object, got an array"),
         "{err}"
     );
+}
+
+/// Never compiled: its generated items go with it.
+#[cfg(any())]
+#[tool]
+fn switched_off(x: NoSuchType) -> u8 {
+    x.0
+}
+
+/// Compiled in tests.
+#[cfg(test)]
+#[tool]
+fn switched_on() -> u8 {
+    1
+}
+
+#[test]
+fn cfg_attributes_apply_to_the_whole_tool() {
+    let registry = kesoku::default_registry();
+    assert!(registry.get("switched_off").is_none());
+    assert_eq!(switched_on::SCHEMA.name, "switched_on");
 }

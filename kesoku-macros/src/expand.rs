@@ -100,19 +100,29 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
     let name = &checked.name;
     let is_async = f.is_async;
 
+    // A tool behind `#[cfg(...)]` takes its generated items along.
+    let cfgs: Vec<&syn::Attribute> = f
+        .item
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg"))
+        .collect();
     let schema = schema_tokens(f, opts, checked, &krate);
     let invoke = invoke_tokens(f, checked, &krate, &schema_const);
     let module_doc = format!(
         "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
     );
     quote! {
+        #(#cfgs)*
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
         const #schema_const: #krate::ToolSchema = #schema;
 
+        #(#cfgs)*
         #[doc(hidden)]
         #invoke
 
+        #(#cfgs)*
         #[doc(hidden)]
         fn #cache_fn() -> &'static #krate::__private::OnceLock<#krate::__private::Value> {
             static CACHE: #krate::__private::OnceLock<#krate::__private::Value> =
@@ -123,10 +133,12 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
         // An empty enum lives in the type namespace only, so it can share the
         // function's name and give `calculate_sum::SCHEMA` paths, also for
         // tools defined inside a function body.
+        #(#cfgs)*
         #[doc = #module_doc]
         #[allow(non_camel_case_types)]
         #vis enum #fn_ident {}
 
+        #(#cfgs)*
         #[automatically_derived]
         impl #fn_ident {
             #[doc = concat!("The schema of the `", #name, "` tool, built at compile time.")]
@@ -136,6 +148,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
                 &#krate::ToolDef::new(Self::SCHEMA, #invoke_fn, #is_async, #cache_fn);
         }
 
+        #(#cfgs)*
         #krate::__private::inventory::submit! {
             #krate::__private::ToolEntry(#fn_ident::TOOL)
         }
