@@ -35,7 +35,8 @@ fn default_registry_has_tools_from_everywhere_in_name_order() {
             "echo",
             "inner-tool",
             "private_ping",
-            "shout"
+            "shout",
+            "switched_on"
         ],
         "tools from this test crate, its module and kesoku-test-lib"
     );
