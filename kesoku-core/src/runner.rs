@@ -208,7 +208,7 @@ impl ToolRunner {
         &self,
         request: &ToolRequest,
         tool_call: &Message,
-        is_interrupted: IsInterrupted<'_>,
+        is_interrupted: Option<&(dyn Fn() -> bool + Send + Sync)>,
     ) -> Message {
         let span = tracing::info_span!(
             "tool_call",
@@ -241,7 +241,7 @@ impl ToolRunner {
     pub async fn execute_all(
         &self,
         calls: &[(ToolRequest, Message)],
-        is_interrupted: IsInterrupted<'_>,
+        is_interrupted: Option<&(dyn Fn() -> bool + Send + Sync)>,
     ) -> Vec<Message> {
         futures_util::stream::iter(calls)
             .map(|(request, call)| self.execute(request, call, is_interrupted))
