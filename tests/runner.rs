@@ -485,3 +485,42 @@ async fn a_panic_while_decoding_arguments_becomes_a_result() {
     );
     assert_eq!(results[1].content, "4");
 }
+
+/// Draws a tiny picture.
+///
+/// # Arguments
+/// * `label` - What to call it.
+#[tool]
+fn draw(label: String) -> Result<kesoku::ToolOutput, String> {
+    if label.is_empty() {
+        return Err("nothing to draw".into());
+    }
+    let png = kesoku::ContentBlock::image("image/png", vec![137, 80, 78, 71]);
+    Ok(kesoku::ToolOutput::new(json!({"label": label})).with_block(png))
+}
+
+/// Returns a document.
+#[tool]
+fn paper() -> kesoku::ToolOutput {
+    let pdf = kesoku::ContentBlock::document("application/pdf", b"%PDF".to_vec());
+    kesoku::ToolOutput::new("a page".into()).with_block(pdf)
+}
+
+#[tokio::test]
+async fn content_blocks_travel_with_the_result() {
+    let m = run_one(&runner(), "draw", json!({"label": "square"})).await;
+    assert_eq!(m.metadata["tool_result"], json!({"label": "square"}));
+    assert_eq!(m.content, r#"{"label":"square"}"#);
+    assert_eq!(
+        m.metadata["content_blocks"],
+        json!([{"type": "image", "mime_type": "image/png", "data": "iVBORw=="}])
+    );
+    let e = run_one(&runner(), "draw", json!({"label": ""})).await;
+    assert_eq!(error_of(&e), ("failed", "nothing to draw"));
+    let m = run_one(&runner(), "paper", json!({})).await;
+    assert_eq!(m.content, "a page");
+    assert_eq!(
+        m.metadata["content_blocks"][0]["mime_type"],
+        "application/pdf"
+    );
+}

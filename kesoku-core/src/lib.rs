@@ -5,6 +5,7 @@
 //! this next to the `#[tool]` macro.
 
 mod args;
+mod content;
 mod context;
 mod error;
 mod gateway;
@@ -20,11 +21,12 @@ mod tool_arg;
 mod validate;
 
 pub use args::{ArgError, ArgErrorKind, Args, ArgsError};
+pub use content::ContentBlock;
 pub use context::{FromToolContext, InjectError, State, ToolContext};
 pub use error::ToolError;
 pub use gateway::{Gateway, GatewayError, InMemoryGateway};
 pub use message::{Message, MessageType, Role, Status, keys};
-pub use output::{IntoToolResult, ToolOutput, ToolResult, encode};
+pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult, encode};
 pub use registry::{RegistryError, ToolRegistry, default_registry, try_default_registry};
 pub use request::{ArgumentsParseError, ToolRequest};
 pub use runner::{ErrorKind, IsInterrupted, RegistryRef, ToolRunner};
@@ -89,9 +91,20 @@ pub mod __private {
         /// Converts the return value.
         fn kesoku_output(self, tool: &str) -> crate::ToolResult;
     }
-    impl<T: serde::Serialize, E: std::fmt::Display> ReturnsResult for Returned<Result<T, E>> {
+    impl<T: crate::IntoToolOutput, E: std::fmt::Display> ReturnsResult for Returned<Result<T, E>> {
         fn kesoku_output(self, tool: &str) -> crate::ToolResult {
             crate::IntoToolResult::into_tool_result(self.0, tool)
+        }
+    }
+
+    /// A [`ToolOutput`](crate::ToolOutput) return (with content blocks) is taken as it is.
+    pub trait ReturnsOutput {
+        /// Converts the return value.
+        fn kesoku_output(self, tool: &str) -> crate::ToolResult;
+    }
+    impl ReturnsOutput for Returned<crate::ToolOutput> {
+        fn kesoku_output(self, _tool: &str) -> crate::ToolResult {
+            Ok(self.0)
         }
     }
 

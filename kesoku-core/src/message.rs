@@ -129,6 +129,8 @@ pub mod keys {
     pub const ARGUMENTS: &str = "arguments";
     /// A tool's structured result.
     pub const TOOL_RESULT: &str = "tool_result";
+    /// Content blocks (images, documents, media) of a message.
+    pub const CONTENT_BLOCKS: &str = "content_blocks";
     /// A tool's error message.
     pub const TOOL_ERROR: &str = "tool_error";
     /// What kind of error (`invalid_arguments`, `timeout`, `interrupted`, ...).

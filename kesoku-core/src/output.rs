@@ -6,20 +6,44 @@ use std::fmt::Display;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::content::ContentBlock;
 use crate::error::ToolError;
 
-/// The successful output of a tool call: structured JSON, plus the text the
+/// The successful output of a tool call: structured JSON, content blocks
+/// (images, documents, media) for the model to look at, and the text the
 /// model reads.
+///
+/// A `#[tool]` may return it (or `Result<ToolOutput, E>`) to attach blocks:
+///
+/// ```
+/// use kesoku_core::{ContentBlock, ToolOutput};
+///
+/// let out = ToolOutput::new("a red square".into())
+///     .with_block(ContentBlock::image("image/png", vec![0x89, b'P', b'N', b'G']));
+/// assert_eq!(out.blocks.len(), 1);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     /// The tool's return value, encoded as JSON (`null` for `()`).
     pub value: Value,
+    /// Content blocks for the model, sent with the result.
+    pub blocks: Vec<ContentBlock>,
 }
 
 impl ToolOutput {
     /// Wraps a JSON value.
     pub fn new(value: Value) -> Self {
-        ToolOutput { value }
+        ToolOutput {
+            value,
+            blocks: Vec::new(),
+        }
+    }
+
+    /// Adds a content block.
+    #[must_use]
+    pub fn with_block(mut self, block: ContentBlock) -> Self {
+        self.blocks.push(block);
+        self
     }
 
     /// The text the model reads: a string as is, `()` as nothing, and any
@@ -63,11 +87,34 @@ pub trait IntoToolResult {
     fn into_tool_result(self, tool: &str) -> ToolResult;
 }
 
-impl<T: Serialize, E: Display> IntoToolResult for Result<T, E> {
+impl<T: IntoToolOutput, E: Display> IntoToolResult for Result<T, E> {
     fn into_tool_result(self, tool: &str) -> ToolResult {
         match self {
-            Ok(v) => encode(tool, &v),
+            Ok(v) => v.into_tool_output(tool),
             Err(e) => Err(ToolError::Failed(e.to_string())),
         }
+    }
+}
+
+/// A successful value: any `T: Serialize` is encoded; a [`ToolOutput`] is
+/// taken as it is.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tool's output",
+    label = "a tool returns `T: serde::Serialize` or `kesoku::ToolOutput`"
+)]
+pub trait IntoToolOutput {
+    /// Converts the value.
+    fn into_tool_output(self, tool: &str) -> ToolResult;
+}
+
+impl<T: Serialize> IntoToolOutput for T {
+    fn into_tool_output(self, tool: &str) -> ToolResult {
+        encode(tool, &self)
+    }
+}
+
+impl IntoToolOutput for ToolOutput {
+    fn into_tool_output(self, _tool: &str) -> ToolResult {
+        Ok(self)
     }
 }

@@ -10,13 +10,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use serde_json::{Map, Value};
+use serde_json::Map;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tracing::Instrument;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::message::{Message, MessageType, Role, Status, keys};
+use crate::output::ToolOutput;
 use crate::registry::ToolRegistry;
 use crate::request::{ArgumentsParseError, ToolRequest};
 use crate::schema::quote_list;
@@ -255,7 +256,7 @@ impl ToolRunner {
         &self,
         request: &ToolRequest,
         is_interrupted: IsInterrupted<'_>,
-    ) -> Result<Value, (ErrorKind, String)> {
+    ) -> Result<ToolOutput, (ErrorKind, String)> {
         // 1. Parse.
         let args = request.parse_arguments().map_err(|e| {
             let kind = match e {
@@ -324,7 +325,7 @@ impl ToolRunner {
                     .unwrap_or_else(|_| Err(ToolError::Timeout { tool: name.into(), limit })),
             },
         };
-        result.map(|output| output.value).map_err(fail)
+        result.map_err(fail)
     }
 
     /// Shared for ordinary calls, exclusive for sequential ones, if free now.
@@ -385,20 +386,21 @@ fn interrupted(tool: &str) -> (ErrorKind, String) {
 fn package(
     request: &ToolRequest,
     tool_call: &Message,
-    outcome: Result<Value, (ErrorKind, String)>,
+    outcome: Result<ToolOutput, (ErrorKind, String)>,
     elapsed: Duration,
 ) -> Message {
     let mut metadata = Map::with_capacity(5);
     metadata.insert(keys::TOOL_NAME.into(), request.name.clone().into());
     metadata.insert(keys::CALL_ID.into(), request.id.clone().into());
     let content = match outcome {
-        Ok(value) => {
-            let text = match &value {
-                Value::String(s) => s.clone(),
-                Value::Null => String::new(),
-                other => other.to_string(),
-            };
-            metadata.insert(keys::TOOL_RESULT.into(), value);
+        Ok(output) => {
+            let text = output.text();
+            if !output.blocks.is_empty() {
+                // Blocks serialize infallibly (strings and base64).
+                let blocks = serde_json::to_value(&output.blocks).unwrap_or_default();
+                metadata.insert(keys::CONTENT_BLOCKS.into(), blocks);
+            }
+            metadata.insert(keys::TOOL_RESULT.into(), output.value);
             text
         }
         Err((kind, message)) => {

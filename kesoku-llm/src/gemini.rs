@@ -6,7 +6,9 @@ use kesoku_core::lowering::{Dialect, ToolNames, lower};
 use kesoku_core::{Message, MessageType, Role, ToolRequest, keys};
 use serde_json::{Map, Value, json};
 
-use crate::content::{ContentBlock, ContentFallback};
+use kesoku_core::ContentBlock;
+
+use crate::content::ContentFallback;
 use crate::endpoint::Endpoint;
 use crate::error::LlmError;
 use crate::http::HttpOptions;

@@ -18,10 +18,11 @@ mod llm;
 mod openai;
 
 pub use claude::{ClaudeLlm, ClaudeRequest};
-pub use content::{ContentBlock, ContentFallback};
+pub use content::ContentFallback;
 pub use error::LlmError;
 pub use gemini::{GeminiLlm, GeminiRequest};
 pub use http::HttpOptions;
+pub use kesoku_core::ContentBlock;
 pub use key::ApiKey;
 pub use llm::{
     AssistantTurn, CONTENT_BLOCKS_KEY, Llm, LlmFuture, LlmOptions, PROVIDER_KEY, StopReason,

@@ -7,7 +7,9 @@ use std::pin::Pin;
 use kesoku_core::{Message, MessageType, Role, Status, Tool, ToolRegistry, ToolRequest};
 use serde_json::{Map, Value};
 
-use crate::content::{ContentBlock, ContentFallback};
+use kesoku_core::ContentBlock;
+
+use crate::content::ContentFallback;
 use crate::error::LlmError;
 
 /// A boxed future borrowing its inputs, so [`Llm`] stays object-safe.
@@ -137,7 +139,7 @@ pub struct AssistantTurn {
 /// Metadata key holding provider fields to replay exactly.
 pub const PROVIDER_KEY: &str = "provider";
 /// Metadata key holding a message's [`ContentBlock`]s.
-pub const CONTENT_BLOCKS_KEY: &str = "content_blocks";
+pub const CONTENT_BLOCKS_KEY: &str = kesoku_core::keys::CONTENT_BLOCKS;
 
 /// An LLM backend: one call, one assistant turn.
 pub trait Llm: Send + Sync {

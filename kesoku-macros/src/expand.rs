@@ -306,7 +306,7 @@ fn invoke_tokens(
         Output::Value(ty) => quote_spanned! {ty.span()=>
             {
                 #[allow(unused_imports)]
-                use #krate::__private::{ReturnsResult as _, ReturnsValue as _};
+                use #krate::__private::{ReturnsOutput as _, ReturnsResult as _, ReturnsValue as _};
                 #krate::__private::Returned::<#ty>(#out).kesoku_output(#name)
             }
         },
