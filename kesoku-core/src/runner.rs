@@ -148,6 +148,8 @@ pub struct ToolRunner {
     max_concurrency: usize,
     /// Sequential tools take it exclusively; every other call shares it.
     exclusive: Arc<RwLock<()>>,
+    /// Whether any tool is sequential: without one the lock is never needed.
+    has_sequential: bool,
 }
 
 impl fmt::Debug for ToolRunner {
@@ -170,8 +172,11 @@ impl ToolRunner {
     /// A runner over `registry` (`kesoku::default_registry()`, a
     /// `ToolRegistry`, or an `Arc` of one), calling tools with `context`.
     pub fn new(registry: impl Into<RegistryRef>, context: ToolContext) -> Self {
+        let registry: RegistryRef = registry.into();
+        let has_sequential = registry.iter().any(Tool::is_sequential);
         ToolRunner {
-            registry: registry.into(),
+            has_sequential,
+            registry,
             context,
             default_timeout: Self::DEFAULT_TIMEOUT,
             max_concurrency: Self::DEFAULT_MAX_CONCURRENCY,
@@ -286,7 +291,9 @@ impl ToolRunner {
         let exclusive = tool.is_sequential();
         // Uncontended, the lock is one atomic step; only a wait needs to
         // race cancellation (whose waiter costs a mutex).
-        let guard = if let Some(guard) = self.try_lock(exclusive) {
+        let guard = if !self.has_sequential {
+            Guard::None
+        } else if let Some(guard) = self.try_lock(exclusive) {
             guard
         } else {
             tokio::select! {
@@ -369,6 +376,8 @@ impl ToolRunner {
 
 /// Holds the sequential lock for the length of a call.
 enum Guard {
+    /// No tool is sequential, so nothing needs excluding.
+    None,
     Read(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
     Write(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
 }
