@@ -524,3 +524,18 @@ async fn content_blocks_travel_with_the_result() {
         "application/pdf"
     );
 }
+
+#[tokio::test]
+async fn the_interruption_check_runs_once_for_a_call_that_does_not_wait() {
+    let asked = AtomicUsize::new(0);
+    let is_interrupted = || {
+        asked.fetch_add(1, Ordering::SeqCst);
+        false
+    };
+    let (request, message) = call("c1", "add", json!({"a": 1, "b": 2}));
+    let m = runner()
+        .execute(&request, &message, Some(&is_interrupted))
+        .await;
+    assert_eq!(m.content, "3");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+}

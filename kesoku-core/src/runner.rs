@@ -296,16 +296,17 @@ impl ToolRunner {
         } else if let Some(guard) = self.try_lock(exclusive) {
             guard
         } else {
-            tokio::select! {
+            let guard = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(fail(ToolError::Cancelled { tool: name.into() })),
                 guard = self.lock(exclusive) => guard,
+            };
+            // A call that waited for a sequential tool starts only now.
+            if is_interrupted.is_some_and(|f| f()) {
+                return Err(interrupted(name));
             }
+            guard
         };
-        // A call that waited for a sequential tool starts only now.
-        if is_interrupted.is_some_and(|f| f()) {
-            return Err(interrupted(name));
-        }
         let limit = tool.timeout().unwrap_or(self.default_timeout);
         // A sync tool keeps its thread after a timeout, so it keeps the
         // guard too: nothing sequential starts until it really ended.
