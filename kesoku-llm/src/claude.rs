@@ -16,7 +16,7 @@ use crate::http::HttpOptions;
 use crate::key::ApiKey;
 use crate::llm::{
     AssistantTurn, Llm, LlmFuture, LlmOptions, StopReason, ToolChoice, ToolDeclaration, Usage,
-    content_blocks, turn_messages,
+    WireRequest, content_blocks, turn_messages,
 };
 
 const PROVIDER: &str = "Claude";
@@ -33,17 +33,6 @@ const PROVIDER: &str = "Claude";
 #[derive(Debug)]
 pub struct ClaudeLlm {
     endpoint: Endpoint,
-}
-
-/// A request body ready to send, with what the conversion had to change.
-#[derive(Debug, Clone)]
-pub struct ClaudeRequest {
-    /// The JSON body of `POST /v1/messages`.
-    pub body: Value,
-    /// Blocks Claude cannot take (audio, video), sent as text notes.
-    pub fallbacks: Vec<ContentFallback>,
-    /// How tool names were mapped for Claude.
-    pub names: ToolNames,
 }
 
 impl ClaudeLlm {
@@ -91,7 +80,7 @@ impl ClaudeLlm {
         messages: &[Message],
         tools: &[ToolDeclaration],
         options: &LlmOptions,
-    ) -> ClaudeRequest {
+    ) -> WireRequest {
         let names = ToolNames::new(Dialect::Anthropic, tools.iter().map(|t| t.name.as_str()));
         let mut fallbacks = Vec::new();
         let mut system: Vec<String> = options.system.iter().cloned().collect();
@@ -179,7 +168,7 @@ impl ClaudeLlm {
             };
             body.insert("tool_choice".into(), choice);
         }
-        ClaudeRequest {
+        WireRequest {
             body: Value::Object(body),
             fallbacks,
             names,
@@ -192,11 +181,7 @@ impl ClaudeLlm {
         body: &Value,
         names: &ToolNames,
     ) -> Result<AssistantTurn, LlmError> {
-        let malformed = |message: String| LlmError::Malformed {
-            provider: PROVIDER,
-            status: 200,
-            message,
-        };
+        let malformed = |message: String| LlmError::malformed(PROVIDER, message);
         let content = body
             .get("content")
             .and_then(Value::as_array)

@@ -51,6 +51,17 @@ pub enum LlmError {
     },
 }
 
+impl LlmError {
+    /// A 200 response whose JSON is not in the documented shape.
+    pub(crate) fn malformed(provider: &'static str, message: String) -> Self {
+        LlmError::Malformed {
+            provider,
+            status: 200,
+            message,
+        }
+    }
+}
+
 fn attempts_note(attempts: u32) -> String {
     if attempts > 1 {
         format!(" (after {attempts} attempts)")

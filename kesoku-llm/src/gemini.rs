@@ -15,7 +15,7 @@ use crate::http::HttpOptions;
 use crate::key::ApiKey;
 use crate::llm::{
     AssistantTurn, Llm, LlmFuture, LlmOptions, PROVIDER_KEY, StopReason, ToolChoice,
-    ToolDeclaration, Usage, content_blocks, turn_messages,
+    ToolDeclaration, Usage, WireRequest, content_blocks, turn_messages,
 };
 
 const PROVIDER: &str = "Gemini";
@@ -39,17 +39,6 @@ const TURN: &str = "turn";
 pub struct GeminiLlm {
     endpoint: Endpoint,
     legacy_parameters: bool,
-}
-
-/// A request body ready to send, with what the conversion had to change.
-#[derive(Debug, Clone)]
-pub struct GeminiRequest {
-    /// The JSON body of `POST .../models/{model}:generateContent`.
-    pub body: Value,
-    /// Blocks that could not go where they were, sent as text notes.
-    pub fallbacks: Vec<ContentFallback>,
-    /// How tool names were mapped.
-    pub names: ToolNames,
 }
 
 impl GeminiLlm {
@@ -107,7 +96,7 @@ impl GeminiLlm {
         messages: &[Message],
         tools: &[ToolDeclaration],
         options: &LlmOptions,
-    ) -> GeminiRequest {
+    ) -> WireRequest {
         let names = ToolNames::new(
             Dialect::GeminiJsonSchema,
             tools.iter().map(|t| t.name.as_str()),
@@ -199,7 +188,7 @@ impl GeminiLlm {
             generation["temperature"] = json!(t);
         }
         body.insert("generationConfig".into(), generation);
-        GeminiRequest {
+        WireRequest {
             body: Value::Object(body),
             fallbacks,
             names,
@@ -237,11 +226,7 @@ impl GeminiLlm {
         body: &Value,
         names: &ToolNames,
     ) -> Result<AssistantTurn, LlmError> {
-        let malformed = |message: String| LlmError::Malformed {
-            provider: PROVIDER,
-            status: 200,
-            message,
-        };
+        let malformed = |message: String| LlmError::malformed(PROVIDER, message);
         let candidate = body
             .get("candidates")
             .and_then(Value::as_array)

@@ -17,15 +17,15 @@ mod key;
 mod llm;
 mod openai;
 
-pub use claude::{ClaudeLlm, ClaudeRequest};
+pub use claude::ClaudeLlm;
 pub use content::ContentFallback;
 pub use error::LlmError;
-pub use gemini::{GeminiLlm, GeminiRequest};
+pub use gemini::GeminiLlm;
 pub use http::HttpOptions;
 pub use kesoku_core::ContentBlock;
 pub use key::ApiKey;
 pub use llm::{
     AssistantTurn, CONTENT_BLOCKS_KEY, Llm, LlmFuture, LlmOptions, PROVIDER_KEY, StopReason,
-    ToolChoice, ToolDeclaration, Usage, content_blocks,
+    ToolChoice, ToolDeclaration, Usage, WireRequest, content_blocks,
 };
-pub use openai::{OpenAiLlm, OpenAiRequest};
+pub use openai::OpenAiLlm;

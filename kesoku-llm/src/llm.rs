@@ -136,6 +136,18 @@ pub struct AssistantTurn {
     pub fallbacks: Vec<ContentFallback>,
 }
 
+/// A provider request body ready to send, with what the conversion had to
+/// change: every backend's `request` returns one.
+#[derive(Debug, Clone)]
+pub struct WireRequest {
+    /// The JSON body to POST.
+    pub body: Value,
+    /// Blocks the provider cannot take where they were, sent as text notes.
+    pub fallbacks: Vec<ContentFallback>,
+    /// How tool names were mapped for the provider.
+    pub names: kesoku_core::lowering::ToolNames,
+}
+
 /// Metadata key holding provider fields to replay exactly.
 pub const PROVIDER_KEY: &str = "provider";
 /// Metadata key holding a message's [`ContentBlock`]s.

@@ -15,7 +15,7 @@ use crate::http::HttpOptions;
 use crate::key::ApiKey;
 use crate::llm::{
     AssistantTurn, Llm, LlmFuture, LlmOptions, StopReason, ToolChoice, ToolDeclaration, Usage,
-    content_blocks, turn_messages,
+    WireRequest, content_blocks, turn_messages,
 };
 
 const PROVIDER: &str = "OpenAI";
@@ -42,17 +42,6 @@ pub struct OpenAiLlm {
     strict: bool,
     send_tool_choice: bool,
     legacy_max_tokens: bool,
-}
-
-/// A request body ready to send, with what the conversion had to change.
-#[derive(Debug, Clone)]
-pub struct OpenAiRequest {
-    /// The JSON body of `POST /chat/completions`.
-    pub body: Value,
-    /// Blocks the API cannot take where they were, sent as text notes.
-    pub fallbacks: Vec<ContentFallback>,
-    /// How tool names were mapped.
-    pub names: ToolNames,
 }
 
 impl OpenAiLlm {
@@ -143,7 +132,7 @@ impl OpenAiLlm {
         messages: &[Message],
         tools: &[ToolDeclaration],
         options: &LlmOptions,
-    ) -> OpenAiRequest {
+    ) -> WireRequest {
         let names = ToolNames::new(Dialect::OpenAi, tools.iter().map(|t| t.name.as_str()));
         let mut fallbacks = Vec::new();
         let mut wire: Vec<Value> = Vec::new();
@@ -218,7 +207,7 @@ impl OpenAiLlm {
                 body.insert("tool_choice".into(), choice);
             }
         }
-        OpenAiRequest {
+        WireRequest {
             body: Value::Object(body),
             fallbacks,
             names,
@@ -233,11 +222,7 @@ impl OpenAiLlm {
         body: &Value,
         names: &ToolNames,
     ) -> Result<AssistantTurn, LlmError> {
-        let malformed = |message: String| LlmError::Malformed {
-            provider: PROVIDER,
-            status: 200,
-            message,
-        };
+        let malformed = |message: String| LlmError::malformed(PROVIDER, message);
         let choice = body
             .get("choices")
             .and_then(Value::as_array)
