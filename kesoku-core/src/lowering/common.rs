@@ -328,6 +328,33 @@ pub(crate) fn strip_root_dialect(schema: &Value) -> Value {
     }
 }
 
+/// Helpers shared by the dialects' rule-by-rule tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use serde_json::Value;
+
+    use crate::lowering::{LoweringReport, Severity};
+
+    /// Runs one dialect's `lower` as `lowering::lower` does: inlining can
+    /// repeat an original location, so entries are deduplicated.
+    pub(crate) fn run(
+        lower: fn(&str, &Value, &mut LoweringReport) -> Value,
+        schema: &Value,
+    ) -> (Value, LoweringReport) {
+        let mut report = LoweringReport::default();
+        let out = lower("t", schema, &mut report);
+        report.dedup();
+        (out, report)
+    }
+
+    /// `(path, keyword, severity)` of every entry.
+    pub(crate) fn keys(r: &LoweringReport) -> Vec<(&str, &str, Severity)> {
+        r.iter()
+            .map(|e| (e.path.as_str(), e.keyword.as_str(), e.severity))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

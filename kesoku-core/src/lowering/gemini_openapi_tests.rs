@@ -3,21 +3,11 @@
 use serde_json::{Value, json};
 
 use super::lower;
+use crate::lowering::common::test_support::keys;
 use crate::lowering::{LoweringReport, Severity};
 
 fn run(schema: &Value) -> (Value, LoweringReport) {
-    let mut report = LoweringReport::default();
-    let out = lower("t", schema, &mut report);
-    // As `lowering::lower` does: inlining can repeat an original location.
-    report.dedup();
-    (out, report)
-}
-
-/// `(path, keyword, severity)` of every entry.
-fn keys(r: &LoweringReport) -> Vec<(&str, &str, Severity)> {
-    r.iter()
-        .map(|e| (e.path.as_str(), e.keyword.as_str(), e.severity))
-        .collect()
+    crate::lowering::common::test_support::run(lower, schema)
 }
 
 #[test]
