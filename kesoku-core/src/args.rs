@@ -7,7 +7,8 @@
 
 use std::fmt;
 
-use serde::de::DeserializeOwned;
+use serde::Deserializer as _;
+use serde::de::{DeserializeOwned, Visitor};
 use serde_json::{Map, Value};
 
 use crate::schema::{ToolSchema, quote_list};
@@ -135,7 +136,7 @@ impl fmt::Display for ArgsError {
 /// # const S: ToolSchema = ToolSchema { name: "t", description: "d", returns: None,
 /// #   arguments: ObjectSchema { fields: &[Field { name: "n", description: Some("A count."),
 /// #   schema: &<u8 as ToolArg>::SCHEMA, required: true, default: None }], flatten: &[], description: None },
-/// #   coerce: true, timeout: None, sequential: false, location: Location { file: "", line: 0, module_path: "" } };
+/// #   coerce: true, timeout: None, sequential: false, exact: true, location: Location { file: "", line: 0, module_path: "" } };
 /// let mut args = Args::new(&S, serde_json::json!({"n": "7"})).unwrap();
 /// assert_eq!(args.take::<u8>("n").unwrap(), 7);
 ///
@@ -145,7 +146,8 @@ impl fmt::Display for ArgsError {
 #[derive(Debug)]
 pub struct Args {
     tool: &'static str,
-    map: Map<String, Value>,
+    /// The validated arguments: always an object.
+    value: Value,
 }
 
 impl Args {
@@ -173,7 +175,7 @@ impl Args {
         if v.errors.is_empty() {
             Ok(Args {
                 tool: schema.name,
-                map,
+                value: Value::Object(map),
             })
         } else {
             Err(ArgsError {
@@ -183,9 +185,13 @@ impl Args {
         }
     }
 
+    fn field(&mut self, name: &str) -> Option<Value> {
+        self.value.as_object_mut()?.remove(name)
+    }
+
     /// Takes argument `name`; absent is `null` (so `Option` parameters are `None`).
     pub fn take<T: DeserializeOwned>(&mut self, name: &'static str) -> Result<T, ArgsError> {
-        let v = self.map.remove(name).unwrap_or(Value::Null);
+        let v = self.field(name).unwrap_or(Value::Null);
         self.decode(name, v)
     }
 
@@ -195,36 +201,54 @@ impl Args {
         name: &'static str,
         default: impl FnOnce() -> T,
     ) -> Result<T, ArgsError> {
-        match self.map.remove(name) {
+        match self.field(name) {
             None | Some(Value::Null) => Ok(default()),
             Some(v) => self.decode(name, v),
         }
     }
 
+    /// Decodes the validated object with a tool's generated visitor (see
+    /// the `decode` module): what `#[tool]`'s slow path does once
+    /// [`Args::new`] accepted the arguments.
+    pub fn visit<'a, V: Visitor<'a>>(&'a self, visitor: V) -> Result<V::Value, ArgsError> {
+        let mut track = serde_path_to_error::Track::new();
+        let de = serde_path_to_error::Deserializer::new(&self.value, &mut track);
+        de.deserialize_map(visitor)
+            .map_err(|e| self.serde_error(&[], &track.path(), &e))
+    }
+
     /// Serde is the last word: the schema may not capture everything a
     /// hand-written `Deserialize` checks. Its errors keep their path.
     fn decode<T: DeserializeOwned>(&self, name: &'static str, v: Value) -> Result<T, ArgsError> {
-        serde_path_to_error::deserialize(v).map_err(|e| {
-            let mut path = vec![Seg::Key(name.into())];
-            for seg in e.path() {
-                match seg {
-                    serde_path_to_error::Segment::Seq { index } => path.push(Seg::Index(*index)),
-                    serde_path_to_error::Segment::Map { key }
-                    | serde_path_to_error::Segment::Enum { variant: key } => {
-                        path.push(Seg::Key(key.clone().into()));
-                    }
-                    serde_path_to_error::Segment::Unknown => {}
+        serde_path_to_error::deserialize(v)
+            .map_err(|e| self.serde_error(&[Seg::Key(name.into())], e.path(), e.inner()))
+    }
+
+    fn serde_error(
+        &self,
+        prefix: &[Seg],
+        at: &serde_path_to_error::Path,
+        e: &serde_json::Error,
+    ) -> ArgsError {
+        let mut path = prefix.to_vec();
+        for seg in at {
+            match seg {
+                serde_path_to_error::Segment::Seq { index } => path.push(Seg::Index(*index)),
+                serde_path_to_error::Segment::Map { key }
+                | serde_path_to_error::Segment::Enum { variant: key } => {
+                    path.push(Seg::Key(key.clone().into()));
                 }
+                serde_path_to_error::Segment::Unknown => {}
             }
-            ArgsError {
-                tool: self.tool.into(),
-                errors: vec![ArgError {
-                    path: format_path(&path),
-                    kind: ArgErrorKind::Invalid {
-                        message: e.into_inner().to_string(),
-                    },
-                }],
-            }
-        })
+        }
+        ArgsError {
+            tool: self.tool.into(),
+            errors: vec![ArgError {
+                path: format_path(&path),
+                kind: ArgErrorKind::Invalid {
+                    message: e.to_string(),
+                },
+            }],
+        }
     }
 }

@@ -7,6 +7,7 @@
 mod args;
 mod content;
 mod context;
+mod decode;
 mod error;
 mod gateway;
 pub mod lowering;
@@ -43,8 +44,10 @@ pub use tool_arg::ToolArg;
 /// What the macros' expansions use. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::decode::{Fast, FastFn, Key, NoArgs, RawArgs, absent, all_exact, fill};
     pub use crate::registry::ToolEntry;
     pub use inventory;
+    pub use serde;
 
     use crate::{FromToolContext, ToolContext, ToolError};
 

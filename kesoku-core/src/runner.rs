@@ -15,6 +15,7 @@ use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tracing::Instrument;
 
 use crate::context::ToolContext;
+use crate::decode::{Fast, RawArgs};
 use crate::error::ToolError;
 use crate::message::{Message, MessageType, Role, Status, keys};
 use crate::output::ToolOutput;
@@ -262,30 +263,13 @@ impl ToolRunner {
         request: &ToolRequest,
         is_interrupted: IsInterrupted<'_>,
     ) -> Result<ToolOutput, (ErrorKind, String)> {
-        // 1. Parse.
-        let args = request.parse_arguments().map_err(|e| {
-            let kind = match e {
-                ArgumentsParseError::Truncated { .. } => ErrorKind::TruncatedJson,
-                _ => ErrorKind::InvalidJson,
-            };
-            (kind, e.to_string())
-        })?;
-        // 2. Interruption, checked now that this call is about to start.
-        if is_interrupted.is_some_and(|f| f()) {
-            return Err(interrupted(&request.name));
-        }
-        // 3. Validate: the tool, then its arguments (in `prepare`).
-        let tool = self.lookup(&request.name)?;
+        let interrupted = || is_interrupted.is_some_and(|f| f());
+        let (tool, invocation) = match self.prepare_fast(request, &interrupted) {
+            Some(prepared) => prepared?,
+            None => self.prepare(request, &interrupted)?,
+        };
         let name = tool.name();
         let fail = |e: ToolError| (ErrorKind::of(&e), e.to_string());
-        // 4. Inject: `prepare` decodes the arguments and the injected
-        // parameters. It runs user code (`Deserialize` impls, extractors,
-        // defaults), so a panic there is caught like one in the tool.
-        let prepared = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            tool.prepare(args.into_owned(), &self.context)
-        }))
-        .unwrap_or_else(|payload| Err(ToolError::panicked(name, &*payload)));
-        let invocation = prepared.map_err(fail)?;
         // 5. Run, alone if the tool is sequential, under its timeout.
         let cancel = self.context.cancellation();
         let exclusive = tool.is_sequential();
@@ -302,8 +286,8 @@ impl ToolRunner {
                 guard = self.lock(exclusive) => guard,
             };
             // A call that waited for a sequential tool starts only now.
-            if is_interrupted.is_some_and(|f| f()) {
-                return Err(interrupted(name));
+            if interrupted() {
+                return Err(interrupted_error(name));
             }
             guard
         };
@@ -334,6 +318,57 @@ impl ToolRunner {
             },
         };
         result.map_err(fail)
+    }
+
+    /// Steps 1 to 4 at once, for a known tool whose arguments decode
+    /// strictly into its parameters (see `decode.rs`). `None` when they do
+    /// not: [`prepare`](Self::prepare) then reports why, step by step.
+    fn prepare_fast(
+        &self,
+        request: &ToolRequest,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Option<Prepared<'_>> {
+        let tool = self.registry.get(&request.name)?;
+        let args = RawArgs::of(&request.arguments);
+        // Decoding runs user code (`Deserialize` impls, extractors).
+        let fast = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            tool.prepare_fast(args, &self.context, interrupted)
+        }))
+        .unwrap_or_else(|payload| Fast::Failed(ToolError::panicked(tool.name(), &*payload)));
+        match fast {
+            Fast::Ready(invocation) => Some(Ok((tool, invocation))),
+            Fast::Interrupted => Some(Err(interrupted_error(tool.name()))),
+            Fast::Failed(e) => Some(Err((ErrorKind::of(&e), e.to_string()))),
+            Fast::Fallback => None,
+        }
+    }
+
+    /// Steps 1 to 4, one after the other, each with its own error.
+    fn prepare(&self, request: &ToolRequest, interrupted: &dyn Fn() -> bool) -> Prepared<'_> {
+        // 1. Parse.
+        let args = request.parse_arguments().map_err(|e| {
+            let kind = match e {
+                ArgumentsParseError::Truncated { .. } => ErrorKind::TruncatedJson,
+                _ => ErrorKind::InvalidJson,
+            };
+            (kind, e.to_string())
+        })?;
+        // 2. Interruption, checked now that this call is about to start.
+        if interrupted() {
+            return Err(interrupted_error(&request.name));
+        }
+        // 3. Validate: the tool, then its arguments (in `prepare`).
+        let tool = self.lookup(&request.name)?;
+        let name = tool.name();
+        // 4. Inject: `prepare` decodes the arguments and the injected
+        // parameters. It runs user code (`Deserialize` impls, extractors,
+        // defaults), so a panic there is caught like one in the tool.
+        let prepared = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            tool.prepare(args.into_owned(), &self.context)
+        }))
+        .unwrap_or_else(|payload| Err(ToolError::panicked(name, &*payload)));
+        let invocation = prepared.map_err(|e| (ErrorKind::of(&e), e.to_string()))?;
+        Ok((tool, invocation))
     }
 
     /// Shared for ordinary calls, exclusive for sequential ones, if free now.
@@ -375,6 +410,9 @@ impl ToolRunner {
     }
 }
 
+/// A call ready to run, or the error result to answer with.
+type Prepared<'a> = Result<(&'a Tool, Invocation), (ErrorKind, String)>;
+
 /// Holds the sequential lock for the length of a call.
 enum Guard {
     /// No tool is sequential, so nothing needs excluding.
@@ -383,7 +421,7 @@ enum Guard {
     Write(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
 }
 
-fn interrupted(tool: &str) -> (ErrorKind, String) {
+fn interrupted_error(tool: &str) -> (ErrorKind, String) {
     (
         ErrorKind::Interrupted,
         format!(

@@ -271,6 +271,7 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
 ///     coerce: true,
 ///     timeout: None,
 ///     sequential: false,
+///     exact: true,
 ///     location: Location { file: file!(), line: line!(), module_path: module_path!() },
 /// };
 /// let json = SUM.parameters_json();
@@ -293,6 +294,9 @@ pub struct ToolSchema {
     pub timeout: Option<std::time::Duration>,
     /// `#[tool(sequential)]`: the tool runs alone, never beside another call.
     pub sequential: bool,
+    /// Whether every argument type is [`ToolArg::EXACT`](crate::ToolArg::EXACT):
+    /// then arguments that decode strictly skip the validator.
+    pub exact: bool,
     /// Where the tool is defined.
     pub location: Location,
 }

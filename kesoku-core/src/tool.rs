@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::args::{ArgError, ArgErrorKind, ArgsError};
 use crate::context::ToolContext;
+use crate::decode::{Fast, FastFn, RawArgs};
 use crate::error::ToolError;
 use crate::output::{ToolOutput, ToolResult};
 use crate::schema::{JSON_SCHEMA_DIALECT, Location, ToolSchema};
@@ -69,6 +70,7 @@ pub type CacheFn = fn() -> &'static OnceLock<Value>;
 pub struct ToolDef {
     schema: &'static ToolSchema,
     invoke: InvokeFn,
+    fast: FastFn,
     is_async: bool,
     cache: CacheFn,
 }
@@ -79,12 +81,14 @@ impl ToolDef {
     pub const fn new(
         schema: &'static ToolSchema,
         invoke: InvokeFn,
+        fast: FastFn,
         is_async: bool,
         cache: CacheFn,
     ) -> Self {
         ToolDef {
             schema,
             invoke,
+            fast,
             is_async,
             cache,
         }
@@ -379,6 +383,22 @@ impl Tool {
         match &self.kind {
             Kind::Static(d) => (d.invoke)(args, ctx),
             Kind::Dynamic(t) => t.prepare(args, ctx),
+        }
+    }
+
+    /// The fast path: decodes `args` strictly, straight into the tool's
+    /// parameters, asks `interrupted` once that succeeded, and injects.
+    /// [`Fast::Fallback`] when the arguments need the validator (or the
+    /// tool is dynamic); [`prepare`](Self::prepare) then gives the answer.
+    pub(crate) fn prepare_fast(
+        &self,
+        args: RawArgs<'_>,
+        ctx: &ToolContext,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Fast {
+        match &self.kind {
+            Kind::Static(d) => (d.fast)(args, ctx, interrupted),
+            Kind::Dynamic(_) => Fast::Fallback,
         }
     }
 

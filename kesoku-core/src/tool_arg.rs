@@ -29,6 +29,17 @@ use crate::schema::{ArraySchema, Schema, StringSchema};
 pub trait ToolArg {
     /// The schema of this type, built at compile time.
     const SCHEMA: Schema;
+
+    /// Whether `SCHEMA` describes exactly what the type's `Deserialize`
+    /// accepts: every JSON value it decodes is valid against the schema.
+    ///
+    /// When all of a tool's parameters are exact, the runner decodes the
+    /// arguments strictly first and skips the validator when that succeeds;
+    /// otherwise it always validates first. The default, `false`, is always
+    /// correct: set it only when a lenient `Deserialize` (one that accepts
+    /// unknown fields, aliases, other types) cannot let through a value the
+    /// schema rejects.
+    const EXACT: bool = false;
 }
 
 macro_rules! signed_args {
@@ -36,6 +47,7 @@ macro_rules! signed_args {
         impl ToolArg for $t {
             #[allow(clippy::cast_sign_loss, clippy::cast_lossless)]
             const SCHEMA: Schema = Schema::Integer { minimum: <$t>::MIN as i128, maximum: <$t>::MAX as u128 };
+            const EXACT: bool = true;
         }
     )*};
 }
@@ -44,6 +56,7 @@ macro_rules! unsigned_args {
         impl ToolArg for $t {
             #[allow(clippy::cast_lossless)]
             const SCHEMA: Schema = Schema::Integer { minimum: 0, maximum: <$t>::MAX as u128 };
+            const EXACT: bool = true;
         }
     )*};
 }
@@ -56,16 +69,20 @@ impl ToolArg for i128 {
         minimum: i128::MIN,
         maximum: i128::MAX as u128,
     };
+    const EXACT: bool = true;
 }
 
 impl ToolArg for bool {
     const SCHEMA: Schema = Schema::Boolean;
+    const EXACT: bool = true;
 }
 impl ToolArg for f32 {
     const SCHEMA: Schema = Schema::Number;
+    const EXACT: bool = true;
 }
 impl ToolArg for f64 {
     const SCHEMA: Schema = Schema::Number;
+    const EXACT: bool = true;
 }
 
 const STRING: Schema = Schema::String(StringSchema {
@@ -76,12 +93,15 @@ const STRING: Schema = Schema::String(StringSchema {
 
 impl ToolArg for String {
     const SCHEMA: Schema = STRING;
+    const EXACT: bool = true;
 }
 impl ToolArg for PathBuf {
     const SCHEMA: Schema = STRING;
+    const EXACT: bool = true;
 }
 impl ToolArg for Box<str> {
     const SCHEMA: Schema = STRING;
+    const EXACT: bool = true;
 }
 impl ToolArg for char {
     const SCHEMA: Schema = Schema::String(StringSchema {
@@ -89,16 +109,21 @@ impl ToolArg for char {
         max_length: Some(1),
         format: None,
     });
+    // serde's `char` takes exactly one character, as the schema says.
+    const EXACT: bool = true;
 }
 impl ToolArg for serde_json::Value {
     const SCHEMA: Schema = Schema::Any;
+    const EXACT: bool = true;
 }
 
 impl<T: ToolArg> ToolArg for Option<T> {
     const SCHEMA: Schema = Schema::Nullable(&T::SCHEMA);
+    const EXACT: bool = T::EXACT;
 }
 impl<T: ToolArg + ?Sized> ToolArg for Box<T> {
     const SCHEMA: Schema = T::SCHEMA;
+    const EXACT: bool = T::EXACT;
 }
 
 const fn array(items: &'static Schema, len: Option<u64>, unique_items: bool) -> Schema {
@@ -112,16 +137,21 @@ const fn array(items: &'static Schema, len: Option<u64>, unique_items: bool) -> 
 
 impl<T: ToolArg> ToolArg for Vec<T> {
     const SCHEMA: Schema = array(&T::SCHEMA, None, false);
+    const EXACT: bool = T::EXACT;
 }
 impl<T: ToolArg> ToolArg for VecDeque<T> {
     const SCHEMA: Schema = array(&T::SCHEMA, None, false);
+    const EXACT: bool = T::EXACT;
 }
 impl<T: ToolArg> ToolArg for [T] {
     const SCHEMA: Schema = array(&T::SCHEMA, None, false);
+    const EXACT: bool = T::EXACT;
 }
 impl<T: ToolArg, const N: usize> ToolArg for [T; N] {
     const SCHEMA: Schema = array(&T::SCHEMA, Some(N as u64), false);
+    const EXACT: bool = T::EXACT;
 }
+// Sets are not `EXACT`: serde drops the duplicates that `uniqueItems` rejects.
 impl<T: ToolArg, S> ToolArg for HashSet<T, S> {
     const SCHEMA: Schema = array(&T::SCHEMA, None, true);
 }
@@ -130,15 +160,18 @@ impl<T: ToolArg> ToolArg for BTreeSet<T> {
 }
 impl<T: ToolArg, S> ToolArg for HashMap<String, T, S> {
     const SCHEMA: Schema = Schema::Map(&T::SCHEMA);
+    const EXACT: bool = T::EXACT;
 }
 impl<T: ToolArg> ToolArg for BTreeMap<String, T> {
     const SCHEMA: Schema = Schema::Map(&T::SCHEMA);
+    const EXACT: bool = T::EXACT;
 }
 
 macro_rules! tuple_args {
     ($($t:ident),+) => {
         impl<$($t: ToolArg),+> ToolArg for ($($t,)+) {
             const SCHEMA: Schema = Schema::Tuple(&[$($t::SCHEMA),+]);
+            const EXACT: bool = crate::decode::all_exact(&[$($t::EXACT),+]);
         }
     };
 }

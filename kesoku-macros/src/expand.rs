@@ -14,7 +14,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ItemFn, LitStr};
 
-use crate::ast::{Output, Source, ToolFn};
+use crate::ast::{Output, Param, Source, ToolFn};
 use crate::attr::{ArgOptions, ToolOptions};
 use crate::ctxt::Ctxt;
 use crate::valid::{self, Checked, unraw};
@@ -95,6 +95,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
     let base = unraw(fn_ident);
     let schema_const = format_ident!("__kesoku_schema_{}", base);
     let invoke_fn = format_ident!("__kesoku_invoke_{}", base);
+    let fast_fn = format_ident!("__kesoku_fast_{}", base);
     let cache_fn = format_ident!("__kesoku_cache_{}", base);
     let vis = &f.item.vis;
     let name = &checked.name;
@@ -145,7 +146,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
             #vis const SCHEMA: &'static #krate::ToolSchema = &#schema_const;
             #[doc = concat!("The `", #name, "` tool, for `ToolRegistry::register(", stringify!(#fn_ident), "::TOOL)`.")]
             #vis const TOOL: &'static #krate::ToolDef =
-                &#krate::ToolDef::new(Self::SCHEMA, #invoke_fn, #is_async, #cache_fn);
+                &#krate::ToolDef::new(Self::SCHEMA, #invoke_fn, #fast_fn, #is_async, #cache_fn);
         }
 
         #(#cfgs)*
@@ -220,6 +221,16 @@ fn schema_tokens(
         |ms| quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms))),
     );
     let line = quote_spanned!(f.ident.span()=> ::core::line!());
+    // In this constant, next to `SCHEMA`, so an unmet `ToolArg` bound is
+    // reported once.
+    let exact = f
+        .params
+        .iter()
+        .filter(|p| p.source == Source::Model)
+        .map(|p| {
+            let ty = p.ty;
+            quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::EXACT)
+        });
     quote! {
         #krate::ToolSchema {
             name: #name,
@@ -233,6 +244,7 @@ fn schema_tokens(
             coerce: #coerce,
             timeout: #timeout,
             sequential: #sequential,
+            exact: #krate::__private::all_exact(&[#(#exact),*]),
             location: #krate::Location {
                 file: ::core::file!(),
                 line: #line,
@@ -248,30 +260,105 @@ fn invoke_tokens(
     krate: &syn::Path,
     schema_const: &syn::Ident,
 ) -> TokenStream {
-    let invoke_fn = format_ident!("__kesoku_invoke_{}", unraw(f.ident));
+    let base = unraw(f.ident);
+    let invoke_fn = format_ident!("__kesoku_invoke_{}", base);
+    let fast_fn = format_ident!("__kesoku_fast_{}", base);
+    let start_fn = format_ident!("__kesoku_start_{}", base);
+    let ctx = format_ident!("__kesoku_ctx");
+    let private = quote!(#krate::__private);
+    let p = &private;
+
+    // The model's parameters, decoded by one generated visitor that both
+    // paths share (see kesoku-core's `decode.rs`).
+    let model: Vec<(syn::Ident, &Param<'_>)> = f
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.source == Source::Model)
+        .map(|(i, p)| (format_ident!("__kesoku_p{}", i), p))
+        .collect();
+    let vars: Vec<&syn::Ident> = model.iter().map(|(v, _)| v).collect();
+
+    let start = start_tokens(f, checked, krate, &start_fn, &model);
+    let (visitor, visitor_item) = visitor_tokens(&base, &model, p, schema_const);
+    let decode_fast = if model.is_empty() {
+        quote! {
+            if #p::RawArgs::decode(__kesoku_raw, #visitor).is_none() {
+                return #p::Fast::Fallback;
+            }
+        }
+    } else {
+        quote! {
+            // Types whose `Deserialize` may accept what their schema rejects
+            // always go through the validator.
+            if !#schema_const.exact {
+                return #p::Fast::Fallback;
+            }
+            let ::core::option::Option::Some((#(#vars,)*)) =
+                #p::RawArgs::decode(__kesoku_raw, #visitor)
+            else {
+                return #p::Fast::Fallback;
+            };
+        }
+    };
+    let decode_slow = if model.is_empty() {
+        quote!(#krate::Args::new(&#schema_const, __kesoku_args)?;)
+    } else {
+        quote! {
+            let __kesoku_args = #krate::Args::new(&#schema_const, __kesoku_args)?;
+            let (#(#vars,)*) = __kesoku_args.visit(#visitor)?;
+        }
+    };
+    quote! {
+        #visitor_item
+
+        #start
+
+        fn #fast_fn(
+            __kesoku_raw: #p::RawArgs<'_>,
+            #ctx: &#krate::ToolContext,
+            __kesoku_interrupted: &dyn ::core::ops::Fn() -> bool,
+        ) -> #p::Fast {
+            #decode_fast
+            if __kesoku_interrupted() {
+                return #p::Fast::Interrupted;
+            }
+            #p::Fast::from(#start_fn(#(#vars,)* #ctx))
+        }
+
+        fn #invoke_fn(
+            __kesoku_args: #p::Value,
+            #ctx: &#krate::ToolContext,
+        ) -> ::core::result::Result<#krate::Invocation, #krate::ToolError> {
+            #decode_slow
+            #start_fn(#(#vars,)* #ctx)
+        }
+    }
+}
+
+/// `__kesoku_start_x`: given the decoded model parameters, produces the
+/// context and injected ones and returns the call, ready to run. The fast
+/// and the slow paths both end here.
+fn start_tokens(
+    f: &ToolFn<'_>,
+    checked: &Checked,
+    krate: &syn::Path,
+    start_fn: &syn::Ident,
+    model: &[(syn::Ident, &Param<'_>)],
+) -> TokenStream {
     let fn_ident = f.ident;
     let name = &checked.name;
-    let has_args = f.model_params().next().is_some();
-    let args = format_ident!("__kesoku_args");
     let ctx = format_ident!("__kesoku_ctx");
-
+    let vars = model.iter().map(|(v, _)| v);
+    let tys = model.iter().map(|(_, p)| p.ty);
+    // Everything but the model's parameters is produced in `start`.
     let mut lets = Vec::new();
     let mut call_args = Vec::new();
-    for (i, p) in f.params.iter().enumerate() {
+    for (i, param) in f.params.iter().enumerate() {
         let var = format_ident!("__kesoku_p{}", i);
-        let ty = p.ty;
-        let key = LitStr::new(&unraw(p.ident), p.ident.span());
-        match p.source {
-            Source::Model => {
-                // Spanned at the type: a missing `Deserialize` is reported there.
-                let take = if let Some(expr) = &p.default {
-                    quote_spanned!(ty.span()=> #args.take_or_else::<#ty>(#key, || -> #ty { #expr })?)
-                } else {
-                    quote_spanned!(ty.span()=> #args.take::<#ty>(#key)?)
-                };
-                lets.push(quote!(let #var: #ty = #take;));
-                call_args.push(quote!(#var));
-            }
+        let ty = param.ty;
+        match param.source {
+            Source::Model => call_args.push(quote!(#var)),
             Source::Context { by_ref } => {
                 lets.push(
                     quote!(let #var: #krate::ToolContext = ::core::clone::Clone::clone(#ctx);),
@@ -286,11 +373,6 @@ fn invoke_tokens(
             }
         }
     }
-    let decode = if has_args {
-        quote!(let mut #args = #krate::Args::new(&#schema_const, #args)?;)
-    } else {
-        quote!(#krate::Args::new(&#schema_const, #args)?;)
-    };
     let out = format_ident!("__kesoku_out");
     let convert = match &f.output {
         Output::Unit => quote! {
@@ -327,13 +409,98 @@ fn invoke_tokens(
         }
     };
     quote! {
-        fn #invoke_fn(
-            #args: #krate::__private::Value,
+        #[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
+        #[inline]
+        fn #start_fn(
+            #(#vars: #tys,)*
             #ctx: &#krate::ToolContext,
         ) -> ::core::result::Result<#krate::Invocation, #krate::ToolError> {
-            #decode
             #(#lets)*
             ::core::result::Result::Ok(#run)
         }
     }
+}
+
+/// The serde visitor that reads a tool's arguments object into its model
+/// parameters: each known key once, absent ones from their default or as
+/// `None`. Returns the expression naming it and its item.
+fn visitor_tokens(
+    base: &str,
+    model: &[(syn::Ident, &Param<'_>)],
+    p: &TokenStream,
+    schema_const: &syn::Ident,
+) -> (TokenStream, TokenStream) {
+    if model.is_empty() {
+        return (quote!(#p::NoArgs), TokenStream::new());
+    }
+    let visitor = format_ident!("__kesoku_args_{}", base);
+    let keys: Vec<LitStr> = model
+        .iter()
+        .map(|(_, p)| LitStr::new(&unraw(p.ident), p.ident.span()))
+        .collect();
+    let tys: Vec<&syn::Type> = model.iter().map(|(_, p)| p.ty).collect();
+    let vars: Vec<&syn::Ident> = model.iter().map(|(v, _)| v).collect();
+    let mut slots = Vec::new();
+    let mut arms = Vec::new();
+    let mut finish = Vec::new();
+    for (i, ((var, param), key)) in model.iter().zip(&keys).enumerate() {
+        let ty = param.ty;
+        // A default also covers an explicit `null`, so its slot is one
+        // `Option` deeper.
+        let slot_ty = if param.default.is_some() {
+            quote_spanned!(ty.span()=> ::core::option::Option<#ty>)
+        } else {
+            quote!(#ty)
+        };
+        slots.push(
+            quote!(let mut #var: ::core::option::Option<#slot_ty> = ::core::option::Option::None;),
+        );
+        // Spanned at the type: a missing `Deserialize` is reported there.
+        let fill = quote_spanned!(ty.span()=> #p::fill::<#slot_ty, __A>(&mut #var, &mut __kesoku_map, #key)?);
+        arms.push(quote!(#i => #fill,));
+        finish.push(if let Some(expr) = &param.default {
+            quote! {
+                let #var: #ty = ::core::option::Option::flatten(#var).unwrap_or_else(|| -> #ty { #expr });
+            }
+        } else {
+            let absent = quote_spanned!(ty.span()=> #p::absent::<#ty, __A::Error>(&#schema_const.arguments.fields[#i])?);
+            quote! {
+                let #var: #ty = match #var {
+                    ::core::option::Option::Some(__kesoku_v) => __kesoku_v,
+                    ::core::option::Option::None => #absent,
+                };
+            }
+        });
+    }
+    let item = quote! {
+        #[allow(non_camel_case_types)]
+        struct #visitor;
+
+        impl<'de> #p::serde::de::Visitor<'de> for #visitor {
+            type Value = (#(#tys,)*);
+
+            fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str("the arguments object")
+            }
+
+            fn visit_map<__A: #p::serde::de::MapAccess<'de>>(
+                self,
+                mut __kesoku_map: __A,
+            ) -> ::core::result::Result<Self::Value, __A::Error> {
+                #(#slots)*
+                while let ::core::option::Option::Some(__kesoku_i) =
+                    #p::serde::de::MapAccess::next_key_seed(&mut __kesoku_map, #p::Key(&[#(#keys),*]))?
+                {
+                    match __kesoku_i {
+                        #(#arms)*
+                        // `Key` yields only the indices above.
+                        _ => {}
+                    }
+                }
+                #(#finish)*
+                ::core::result::Result::Ok((#(#vars,)*))
+            }
+        }
+    };
+    (quote!(#visitor), item)
 }
