@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use kesoku::{Message, ToolContext, ToolRequest, ToolRunner, tool};
+use kesoku::{Message, MessageType, Role, Status, ToolContext, ToolRequest, ToolRunner, keys, tool};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -54,6 +54,31 @@ fn add_direct(a: i64, b: i64) -> i64 {
 
 const RAW: &str = r#"{"a": 20, "b": 22}"#;
 
+/// The `tool_result` message `execute` returns, built field by field.
+fn hand_built_result(
+    request: &ToolRequest,
+    call: &Message,
+    out: serde_json::Value,
+    elapsed: Duration,
+) -> Message {
+    let mut m = Message::new(
+        call.session_id.clone(),
+        Role::Tool,
+        MessageType::ToolResult,
+        out.to_string(),
+    )
+    .with_sender(request.name.clone())
+    .with_status(Status::Responded)
+    .with_parent(call.id.clone());
+    let meta = &mut m.metadata;
+    meta.insert(keys::TOOL_NAME.into(), request.name.clone().into());
+    meta.insert(keys::CALL_ID.into(), request.id.clone().into());
+    meta.insert(keys::TOOL_RESULT.into(), out);
+    #[allow(clippy::cast_possible_truncation)]
+    meta.insert(keys::DURATION_MS.into(), (elapsed.as_millis() as u64).into());
+    m
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -72,11 +97,36 @@ fn per_call(c: &mut Criterion) {
             serde_json::to_value(out).expect("encodes")
         });
     });
+    // The same, plus building by hand the result `Message` that `execute`
+    // must return: a fresh id, timestamps, copied ids and the metadata map.
+    let request = ToolRequest::new("call_1", "add_async", json!(RAW));
+    let call = Message::tool_call("bench", &request);
+    group.bench_function("floor_with_message", |b| {
+        b.iter(|| {
+            let started = Instant::now();
+            let args: AddArgs = serde_json::from_str(black_box(RAW)).expect("valid");
+            let out = serde_json::to_value(add_direct(args.a, args.b)).expect("encodes");
+            hand_built_result(&request, &call, out, started.elapsed())
+        });
+    });
+    // OpenAI-style string arguments: the runner parses them, as the floor does.
     for name in ["add_async", "add_sync"] {
-        // OpenAI-style string arguments: the runner parses them, as the floor does.
         let request = ToolRequest::new("call_1", name, json!(RAW));
         let call = Message::tool_call("bench", &request);
         group.bench_function(format!("execute_{name}"), |b| {
+            b.to_async(&rt)
+                .iter(|| runner.execute(black_box(&request), &call, None));
+        });
+    }
+    // Anthropic/Gemini-style object arguments, and arguments that need the
+    // validating slow path (a quoted number to coerce).
+    for (id, args) in [
+        ("execute_add_async_object_args", json!({"a": 20, "b": 22})),
+        ("execute_add_async_coerced", json!(r#"{"a": "20", "b": 22}"#)),
+    ] {
+        let request = ToolRequest::new("call_1", "add_async", args);
+        let call = Message::tool_call("bench", &request);
+        group.bench_function(id, |b| {
             b.to_async(&rt)
                 .iter(|| runner.execute(black_box(&request), &call, None));
         });
@@ -144,13 +194,25 @@ fn batch(c: &mut Criterion) {
 }
 
 fn report() {
-    let floor = kesoku_bench::median_ns("per_call", "floor");
-    println!("\nper call (median), against the floor of from_str + direct call + encode:");
-    for id in ["execute_add_async", "execute_add_sync"] {
-        if let (Some(f), Some(t)) = (floor, kesoku_bench::median_ns("per_call", id)) {
+    let median = |id| kesoku_bench::median_ns("per_call", id);
+    println!("\nper call (median), against the floor of from_str + direct call + encode,");
+    println!("and against that floor plus building the result Message by hand:");
+    let (Some(floor), Some(with_message)) = (median("floor"), median("floor_with_message")) else {
+        return;
+    };
+    println!("  {:<32} {floor:>9.0} ns", "floor");
+    println!("  {:<32} {with_message:>9.0} ns", "floor_with_message");
+    for id in [
+        "execute_add_async",
+        "execute_add_async_object_args",
+        "execute_add_async_coerced",
+        "execute_add_sync",
+    ] {
+        if let Some(t) = median(id) {
             println!(
-                "  {id:<20} {t:>9.0} ns   floor {f:>6.0} ns   ratio {:.1}x",
-                t / f
+                "  {id:<32} {t:>9.0} ns   {:>6.1}x floor   {:>5.1}x floor_with_message",
+                t / floor,
+                t / with_message
             );
         }
     }
