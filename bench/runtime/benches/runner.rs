@@ -11,7 +11,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use kesoku::{Message, MessageType, Role, Status, ToolContext, ToolRequest, ToolRunner, keys, tool};
+use kesoku::{
+    Message, MessageType, Role, Status, ToolContext, ToolRequest, ToolRunner, keys, tool,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -75,7 +77,10 @@ fn hand_built_result(
     meta.insert(keys::CALL_ID.into(), request.id.clone().into());
     meta.insert(keys::TOOL_RESULT.into(), out);
     #[allow(clippy::cast_possible_truncation)]
-    meta.insert(keys::DURATION_MS.into(), (elapsed.as_millis() as u64).into());
+    meta.insert(
+        keys::DURATION_MS.into(),
+        (elapsed.as_millis() as u64).into(),
+    );
     m
 }
 
@@ -122,7 +127,10 @@ fn per_call(c: &mut Criterion) {
     // validating slow path (a quoted number to coerce).
     for (id, args) in [
         ("execute_add_async_object_args", json!({"a": 20, "b": 22})),
-        ("execute_add_async_coerced", json!(r#"{"a": "20", "b": 22}"#)),
+        (
+            "execute_add_async_coerced",
+            json!(r#"{"a": "20", "b": 22}"#),
+        ),
     ] {
         let request = ToolRequest::new("call_1", "add_async", args);
         let call = Message::tool_call("bench", &request);
