@@ -7,8 +7,9 @@
 
 use std::fmt;
 
-use serde::Deserializer as _;
-use serde::de::{DeserializeOwned, Visitor};
+use serde::de::DeserializeOwned;
+
+use crate::decode::{Failed, Failure};
 use serde_json::{Map, Value};
 
 use crate::schema::{ToolSchema, quote_list};
@@ -207,48 +208,68 @@ impl Args {
         }
     }
 
-    /// Decodes the validated object with a tool's generated visitor (see
-    /// the `decode` module): what `#[tool]`'s slow path does once
-    /// [`Args::new`] accepted the arguments.
-    pub fn visit<'a, V: Visitor<'a>>(&'a self, visitor: V) -> Result<V::Value, ArgsError> {
-        let mut track = serde_path_to_error::Track::new();
-        let de = serde_path_to_error::Deserializer::new(&self.value, &mut track);
-        de.deserialize_map(visitor)
-            .map_err(|e| self.serde_error(&[], &track.path(), &e))
+    /// The validated arguments object.
+    pub(crate) fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// Why a tool's generated decoder rejected the validated object (only
+    /// a hand-written `Deserialize` stricter than its schema can).
+    pub(crate) fn rejected(&self, failed: &Failed) -> ArgsError {
+        let (path, kind) = match failed.take() {
+            Some(Failure::Decode(name, locate)) => {
+                let mut path = vec![Seg::Key(name.into())];
+                let message = match locate(&self.value[name]) {
+                    Some(e) => {
+                        path.extend(e.path().iter().filter_map(seg));
+                        e.into_inner().to_string()
+                    }
+                    None => "the value could not be decoded".to_owned(),
+                };
+                (path, ArgErrorKind::Invalid { message })
+            }
+            Some(Failure::Missing(name)) => (
+                vec![Seg::Key(name.into())],
+                ArgErrorKind::Missing { description: None },
+            ),
+            None => (
+                Vec::new(),
+                ArgErrorKind::Invalid {
+                    message: "the arguments could not be decoded".to_owned(),
+                },
+            ),
+        };
+        self.error(&path, kind)
     }
 
     /// Serde is the last word: the schema may not capture everything a
     /// hand-written `Deserialize` checks. Its errors keep their path.
     fn decode<T: DeserializeOwned>(&self, name: &'static str, v: Value) -> Result<T, ArgsError> {
-        serde_path_to_error::deserialize(v)
-            .map_err(|e| self.serde_error(&[Seg::Key(name.into())], e.path(), e.inner()))
+        serde_path_to_error::deserialize(v).map_err(|e| {
+            let mut path = vec![Seg::Key(name.into())];
+            path.extend(e.path().iter().filter_map(seg));
+            let message = e.into_inner().to_string();
+            self.error(&path, ArgErrorKind::Invalid { message })
+        })
     }
 
-    fn serde_error(
-        &self,
-        prefix: &[Seg],
-        at: &serde_path_to_error::Path,
-        e: &serde_json::Error,
-    ) -> ArgsError {
-        let mut path = prefix.to_vec();
-        for seg in at {
-            match seg {
-                serde_path_to_error::Segment::Seq { index } => path.push(Seg::Index(*index)),
-                serde_path_to_error::Segment::Map { key }
-                | serde_path_to_error::Segment::Enum { variant: key } => {
-                    path.push(Seg::Key(key.clone().into()));
-                }
-                serde_path_to_error::Segment::Unknown => {}
-            }
-        }
+    fn error(&self, path: &[Seg], kind: ArgErrorKind) -> ArgsError {
         ArgsError {
             tool: self.tool.into(),
             errors: vec![ArgError {
-                path: format_path(&path),
-                kind: ArgErrorKind::Invalid {
-                    message: e.to_string(),
-                },
+                path: format_path(path),
+                kind,
             }],
         }
+    }
+}
+
+/// A serde path segment as one of ours.
+fn seg(s: &serde_path_to_error::Segment) -> Option<Seg> {
+    match s {
+        serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
+        serde_path_to_error::Segment::Map { key }
+        | serde_path_to_error::Segment::Enum { variant: key } => Some(Seg::Key(key.clone().into())),
+        serde_path_to_error::Segment::Unknown => None,
     }
 }

@@ -1,8 +1,11 @@
 //! Decoding a call's arguments straight into a tool's parameters.
 //!
-//! `#[tool]` generates one serde [`Visitor`] per tool that reads the
-//! arguments object into the parameters' own types. The runner uses it in
-//! two ways:
+//! `#[tool]` generates, per tool, one plain function that walks the
+//! arguments object ([`each_arg`]) and decodes each value into its
+//! parameter's type ([`put`]). Nothing in it is generic over a serde
+//! deserializer, so a tool costs little compile time: the generic code is
+//! per parameter *type*, shared by every tool that uses it. The runner uses
+//! that function in two ways:
 //!
 //! - **Fast path:** strictly, on the text or JSON as it came. When every
 //!   parameter type is [`ToolArg::EXACT`](crate::ToolArg::EXACT), a strict
@@ -12,12 +15,15 @@
 //!   quoted number to coerce, an unknown key, invalid JSON) goes through
 //!   [`Args`](crate::Args), which validates the whole object and reports
 //!   every problem with its JSON path, then decodes the validated object
-//!   with the same visitor.
+//!   with the same function.
 
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
@@ -41,54 +47,205 @@ impl<'a> RawArgs<'a> {
             other => RawArgs::Json(other),
         }
     }
+}
 
-    /// Decodes strictly with a tool's generated visitor: a JSON object with
-    /// only known keys, each once, and every value of its parameter's type.
-    /// `None` means "not strictly valid": the caller takes the slow path,
-    /// which explains why, so the reason is not kept here.
-    pub fn decode<V: Visitor<'a>>(self, visitor: V) -> Option<V::Value> {
+/// One argument's value, not decoded yet.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    /// Its JSON text, inside the arguments' text.
+    Text(&'a RawValue),
+    /// Its parsed JSON.
+    Json(&'a Value),
+}
+
+impl Arg<'_> {
+    /// Decodes the value strictly into `T`.
+    fn decode<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
         match self {
-            RawArgs::Text(text) => {
-                let mut de = serde_json::Deserializer::from_str(text);
-                let value = de::Deserializer::deserialize_map(&mut de, visitor).ok()?;
-                de.end().ok()?;
-                Some(value)
-            }
-            RawArgs::Json(value @ Value::Object(_)) => {
-                de::Deserializer::deserialize_map(value, visitor).ok()
-            }
-            RawArgs::Json(_) => None,
+            Arg::Text(raw) => serde_json::from_str(raw.get()),
+            Arg::Json(value) => T::deserialize(value),
         }
     }
 }
 
-/// What the fast path made of a call.
-pub enum Fast {
-    /// Decoded and injected: ready to run.
-    Ready(Invocation),
-    /// Decoded, but a newer user message arrived, so it must not start.
+/// A strict decode refused the arguments. Why is in the [`Failed`] record,
+/// when the slow path needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rejected;
+
+/// Calls `f` with each key and value of the arguments object, in order.
+/// `Err` if they are not one JSON object (with nothing after it), or as
+/// soon as `f` fails.
+pub fn each_arg(
+    args: RawArgs<'_>,
+    f: &mut dyn FnMut(&str, Arg<'_>) -> Result<(), Rejected>,
+) -> Result<(), Rejected> {
+    match args {
+        RawArgs::Text(text) => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            de::Deserializer::deserialize_map(&mut de, Entries(f)).map_err(|_| Rejected)?;
+            de.end().map_err(|_| Rejected)
+        }
+        RawArgs::Json(Value::Object(map)) => {
+            for (key, value) in map {
+                f(key, Arg::Json(value))?;
+            }
+            Ok(())
+        }
+        RawArgs::Json(_) => Err(Rejected),
+    }
+}
+
+/// Walks an object's text, handing each value over as raw JSON.
+struct Entries<'f>(&'f mut dyn FnMut(&str, Arg<'_>) -> Result<(), Rejected>);
+
+impl<'de> Visitor<'de> for Entries<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an arguments object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let raw: &'de RawValue = map.next_value()?;
+            (self.0)(&key, Arg::Text(raw)).map_err(|Rejected| de::Error::custom("rejected"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A key, borrowed from the text unless it has escapes.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an argument name")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, key: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(key))
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(key.to_owned()))
+    }
+}
+
+/// Finds where inside one argument's JSON its type's `Deserialize` failed.
+pub type Locate = fn(&Value) -> Option<serde_path_to_error::Error<serde_json::Error>>;
+
+/// Why a decode failed, as far as the slow path needs to report it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Failure {
+    /// The argument's type rejected its value; `Locate` finds where.
+    Decode(&'static str, Locate),
+    /// A required argument is absent.
+    Missing(&'static str),
+}
+
+/// The record of why a decode failed. [`put`] and [`absent`] fill it in;
+/// [`Args::visit`](crate::Args::visit) reports it with its JSON path.
+///
+/// Locating takes a second, tracked decode of that one argument, only on
+/// failure, so the common path pays nothing for it.
+#[derive(Debug, Default)]
+pub struct Failed(Cell<Option<Failure>>);
+
+impl Failed {
+    pub(crate) fn take(&self) -> Option<Failure> {
+        self.0.take()
+    }
+}
+
+fn locate<T: DeserializeOwned>(
+    value: &Value,
+) -> Option<serde_path_to_error::Error<serde_json::Error>> {
+    serde_path_to_error::deserialize::<_, T>(value).err()
+}
+
+/// Decodes one argument into its slot; a key seen twice is an error.
+pub fn put<T: DeserializeOwned>(
+    slot: &mut Option<T>,
+    arg: Arg<'_>,
+    name: &'static str,
+    failed: &Failed,
+) -> Result<(), Rejected> {
+    if slot.is_some() {
+        return Err(Rejected);
+    }
+    if let Ok(value) = arg.decode() {
+        *slot = Some(value);
+        Ok(())
+    } else {
+        failed.0.set(Some(Failure::Decode(name, locate::<T>)));
+        Err(Rejected)
+    }
+}
+
+/// The value of an absent parameter without a default: `None` for an
+/// optional one (an `Option`), otherwise a failure.
+///
+/// It reads `field` from the tool's schema constant rather than asking
+/// `T: ToolArg` again, so an unmet bound is reported once, there.
+pub fn absent<T: DeserializeOwned>(field: &Field, failed: &Failed) -> Result<T, Rejected> {
+    if field.required {
+        failed.0.set(Some(Failure::Missing(field.name)));
+        return Err(Rejected);
+    }
+    T::deserialize(de::value::UnitDeserializer::<serde_json::Error>::new()).map_err(|_| Rejected)
+}
+
+/// The decoding of a tool without arguments: an empty object.
+pub fn no_args(args: RawArgs<'_>) -> Result<(), Rejected> {
+    each_arg(args, &mut |_, _| Err(Rejected))
+}
+
+/// Why a tool's generated `prepare` did not return a call.
+#[derive(Debug)]
+pub enum Step {
+    /// The arguments are not strictly valid; the [`Failed`] record says why.
+    Rejected,
+    /// They decoded, but a newer user message arrived: the call must not start.
     Interrupted,
-    /// Decoded, but an injected parameter could not be produced.
+    /// They decoded, but an injected parameter could not be produced.
     Failed(ToolError),
-    /// Not strictly valid: take the validating slow path.
-    Fallback,
 }
 
-impl From<Result<Invocation, ToolError>> for Fast {
-    fn from(r: Result<Invocation, ToolError>) -> Self {
-        match r {
-            Ok(invocation) => Fast::Ready(invocation),
-            Err(e) => Fast::Failed(e),
-        }
+impl From<Rejected> for Step {
+    fn from(Rejected: Rejected) -> Self {
+        Step::Rejected
     }
 }
 
-/// The generated fast path of a `#[tool]`: decodes strictly, asks whether
-/// the call was interrupted (only once it decoded), then injects.
-pub type FastFn = fn(RawArgs<'_>, &ToolContext, &dyn Fn() -> bool) -> Fast;
+impl From<ToolError> for Step {
+    fn from(e: ToolError) -> Self {
+        Step::Failed(e)
+    }
+}
+
+/// The interruption check between decoding and injecting.
+pub fn gate(interrupted: Option<&dyn Fn() -> bool>) -> Result<(), Step> {
+    match interrupted {
+        Some(f) if f() => Err(Step::Interrupted),
+        _ => Ok(()),
+    }
+}
+
+/// The one function `#[tool]` generates for a tool's calls: decodes the
+/// arguments (recording why in `Failed` when it cannot), asks the
+/// interruption check if there is one, produces the injected parameters,
+/// and returns the call ready to run. kesoku-core calls it on the strict
+/// fast path, and on the validated object on the slow path.
+pub type PrepareFn =
+    fn(RawArgs<'_>, &Failed, &ToolContext, Option<&dyn Fn() -> bool>) -> Result<Invocation, Step>;
 
 /// Whether every one of a tool's parameter types is
-/// [`EXACT`](ToolArg::EXACT), so its fast path may be used.
+/// [`EXACT`](crate::ToolArg::EXACT), so its fast path may be used.
 pub const fn all_exact(exact: &[bool]) -> bool {
     let mut i = 0;
     while i < exact.len() {
@@ -98,75 +255,6 @@ pub const fn all_exact(exact: &[bool]) -> bool {
         i += 1;
     }
     true
-}
-
-/// Reads one key as the index of a parameter name; unknown keys fail.
-#[derive(Clone, Copy)]
-pub struct Key(pub &'static [&'static str]);
-
-impl<'de> DeserializeSeed<'de> for Key {
-    type Value = usize;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for Key {
-    type Value = usize;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an argument name")
-    }
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
-        self.0
-            .iter()
-            .position(|name| *name == key)
-            .ok_or_else(|| E::custom(format_args!("unknown argument `{key}`")))
-    }
-}
-
-/// The visitor of a tool without model parameters: an empty object.
-#[derive(Clone, Copy)]
-pub struct NoArgs;
-
-impl<'de> Visitor<'de> for NoArgs {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an empty arguments object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        match map.next_key_seed(Key(&[]))? {
-            None => Ok(()),
-            Some(_) => Err(de::Error::custom("no arguments are accepted")),
-        }
-    }
-}
-
-/// Reads the next value into `slot`; a key seen twice is an error.
-pub fn fill<'de, T: DeserializeOwned, A: MapAccess<'de>>(
-    slot: &mut Option<T>,
-    map: &mut A,
-    name: &'static str,
-) -> Result<(), A::Error> {
-    if slot.is_some() {
-        return Err(de::Error::custom(format_args!(
-            "argument `{name}` appears twice"
-        )));
-    }
-    *slot = Some(map.next_value()?);
-    Ok(())
-}
-
-/// The value of an absent parameter without a default: `None` for an
-/// optional one (an `Option`), otherwise a missing-argument error.
-///
-/// It reads `field` from the tool's schema constant rather than asking
-/// `T: ToolArg` again, so an unmet bound is reported once, there.
-pub fn absent<T: DeserializeOwned, E: de::Error>(field: &Field) -> Result<T, E> {
-    if field.required {
-        Err(E::missing_field(field.name))
-    } else {
-        T::deserialize(de::value::UnitDeserializer::<E>::new())
-    }
 }
 
 #[cfg(test)]
@@ -191,46 +279,40 @@ mod tests {
     ];
 
     /// A hand-written twin of what `#[tool]` generates for `(a: i64, b: Option<String>)`.
-    struct Ab;
-    impl<'de> Visitor<'de> for Ab {
-        type Value = (i64, Option<String>);
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("arguments")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let (mut a, mut b) = (None, None);
-            while let Some(i) = map.next_key_seed(Key(&["a", "b"]))? {
-                match i {
-                    0 => fill(&mut a, &mut map, "a")?,
-                    _ => fill(&mut b, &mut map, "b")?,
-                }
-            }
-            let a = match a {
-                Some(a) => a,
-                None => absent::<i64, A::Error>(&FIELDS[0])?,
-            };
-            let b = match b {
-                Some(b) => b,
-                None => absent::<Option<String>, A::Error>(&FIELDS[1])?,
-            };
-            Ok((a, b))
-        }
+    fn ab(args: RawArgs<'_>, failed: &Failed) -> Result<(i64, Option<String>), Rejected> {
+        let (mut a, mut b) = (None, None);
+        each_arg(args, &mut |key, arg| match key {
+            "a" => put(&mut a, arg, "a", failed),
+            "b" => put(&mut b, arg, "b", failed),
+            _ => Err(Rejected),
+        })?;
+        let a = match a {
+            Some(a) => a,
+            None => absent(&FIELDS[0], failed)?,
+        };
+        let b = match b {
+            Some(b) => b,
+            None => absent(&FIELDS[1], failed)?,
+        };
+        Ok((a, b))
+    }
+
+    fn text(s: &str) -> Option<(i64, Option<String>)> {
+        ab(RawArgs::Text(s), &Failed::default()).ok()
     }
 
     #[test]
     fn strict_text_and_json() {
-        assert_eq!(
-            RawArgs::Text(r#" {"b": "x", "a": 1} "#).decode(Ab),
-            Some((1, Some("x".into())))
-        );
-        assert_eq!(RawArgs::Text(r#"{"a": 1}"#).decode(Ab), Some((1, None)));
+        assert_eq!(text(r#" {"b": "x", "a": 1} "#), Some((1, Some("x".into()))));
+        assert_eq!(text(r#"{"a": 1}"#), Some((1, None)));
+        assert_eq!(text(r#"{"\u0061": 1}"#), Some((1, None)));
         let v = serde_json::json!({"a": 2, "b": null});
-        assert_eq!(RawArgs::Json(&v).decode(Ab), Some((2, None)));
+        assert_eq!(ab(RawArgs::Json(&v), &Failed::default()), Ok((2, None)));
     }
 
     #[test]
     fn anything_not_strictly_valid_falls_back() {
-        for text in [
+        for s in [
             r#"{"b": "x"}"#,        // missing required
             r#"{"a": "1"}"#,        // needs coercion
             r#"{"a": 1, "c": 2}"#,  // unknown key
@@ -240,8 +322,25 @@ mod tests {
             r"[1]",                 // not an object
             r"null",                // the slow path reads null as {}
         ] {
-            assert_eq!(RawArgs::Text(text).decode(Ab), None, "{text}");
+            assert_eq!(text(s), None, "{s}");
         }
-        assert_eq!(RawArgs::Json(&Value::Null).decode(Ab), None);
+        assert_eq!(
+            ab(RawArgs::Json(&Value::Null), &Failed::default()),
+            Err(Rejected)
+        );
+    }
+
+    #[test]
+    fn failures_say_which_argument() {
+        let failed = Failed::default();
+        assert!(ab(RawArgs::Text(r#"{"a": [1]}"#), &failed).is_err());
+        let Some(Failure::Decode("a", locate)) = failed.take() else {
+            panic!("a decode failure of `a`");
+        };
+        assert!(locate(&serde_json::json!([1])).is_some());
+        assert!(locate(&serde_json::json!(1)).is_none());
+
+        assert!(ab(RawArgs::Text("{}"), &failed).is_err());
+        assert!(matches!(failed.take(), Some(Failure::Missing("a"))));
     }
 }

@@ -36,15 +36,16 @@ pub use schema::{
     StringSchema, ToolSchema,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{
-    BlockingCall, BoxFuture, CacheFn, DynamicTool, Invocation, InvokeFn, Tool, ToolDef,
-};
+pub use tool::{BlockingCall, BoxFuture, CacheFn, DynamicTool, Invocation, Tool, ToolDef};
 pub use tool_arg::ToolArg;
 
 /// What the macros' expansions use. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::decode::{Fast, FastFn, Key, NoArgs, RawArgs, absent, all_exact, fill};
+    pub use crate::decode::{
+        Arg, Failed, Locate, PrepareFn, RawArgs, Rejected, Step, absent, all_exact, each_arg, gate,
+        no_args, put,
+    };
     pub use crate::registry::ToolEntry;
     pub use inventory;
     pub use serde;

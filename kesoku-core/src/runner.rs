@@ -15,14 +15,14 @@ use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tracing::Instrument;
 
 use crate::context::ToolContext;
-use crate::decode::{Fast, RawArgs};
+use crate::decode::RawArgs;
 use crate::error::ToolError;
 use crate::message::{Message, MessageType, Role, Status, keys};
 use crate::output::ToolOutput;
 use crate::registry::ToolRegistry;
 use crate::request::{ArgumentsParseError, ToolRequest};
 use crate::schema::quote_list;
-use crate::tool::{Invocation, Tool};
+use crate::tool::{Fast, Invocation, Tool};
 
 /// The interruption check: `true` once a newer user message arrived.
 pub type IsInterrupted<'a> = Option<&'a (dyn Fn() -> bool + Send + Sync)>;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::args::{ArgError, ArgErrorKind, ArgsError};
 use crate::context::ToolContext;
-use crate::decode::{Fast, FastFn, RawArgs};
+use crate::decode::{Failed, PrepareFn, RawArgs, Step};
 use crate::error::ToolError;
 use crate::output::{ToolOutput, ToolResult};
 use crate::schema::{JSON_SCHEMA_DIALECT, Location, ToolSchema};
@@ -53,10 +53,6 @@ impl Invocation {
     }
 }
 
-/// The generated entry point of a `#[tool]` function: decodes the JSON
-/// arguments and injected parameters, and returns the call ready to run.
-pub type InvokeFn = fn(Value, &ToolContext) -> Result<Invocation, ToolError>;
-
 /// Returns the `static` that caches a tool's rendered parameters.
 pub type CacheFn = fn() -> &'static OnceLock<Value>;
 
@@ -69,8 +65,7 @@ pub type CacheFn = fn() -> &'static OnceLock<Value>;
 /// `static` behind a function pointer), so `foo::TOOL` can be a `const`.
 pub struct ToolDef {
     schema: &'static ToolSchema,
-    invoke: InvokeFn,
-    fast: FastFn,
+    prepare: PrepareFn,
     is_async: bool,
     cache: CacheFn,
 }
@@ -80,15 +75,13 @@ impl ToolDef {
     #[doc(hidden)]
     pub const fn new(
         schema: &'static ToolSchema,
-        invoke: InvokeFn,
-        fast: FastFn,
+        prepare: PrepareFn,
         is_async: bool,
         cache: CacheFn,
     ) -> Self {
         ToolDef {
             schema,
-            invoke,
-            fast,
+            prepare,
             is_async,
             cache,
         }
@@ -103,6 +96,51 @@ impl ToolDef {
     pub fn parameters(&self) -> &Value {
         (self.cache)().get_or_init(|| self.schema.parameters_json())
     }
+
+    /// The slow path: validates the whole object (every problem, with its
+    /// JSON path), then decodes the validated object.
+    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Invocation, ToolError> {
+        let args = crate::Args::new(self.schema, args)?;
+        let failed = Failed::default();
+        match (self.prepare)(RawArgs::Json(args.value()), &failed, ctx, None) {
+            Ok(invocation) => Ok(invocation),
+            Err(Step::Failed(e)) => Err(e),
+            // Without a check there is no interruption; be safe anyway.
+            Err(Step::Rejected | Step::Interrupted) => Err(args.rejected(&failed).into()),
+        }
+    }
+
+    /// The fast path: a strict decode of the arguments as they came, used
+    /// only when every parameter type is exact (see `decode.rs`).
+    fn prepare_fast(
+        &self,
+        args: RawArgs<'_>,
+        ctx: &ToolContext,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Fast {
+        if !self.schema.exact {
+            return Fast::Fallback;
+        }
+        match (self.prepare)(args, &Failed::default(), ctx, Some(interrupted)) {
+            Ok(invocation) => Fast::Ready(invocation),
+            Err(Step::Rejected) => Fast::Fallback,
+            Err(Step::Interrupted) => Fast::Interrupted,
+            Err(Step::Failed(e)) => Fast::Failed(e),
+        }
+    }
+}
+
+/// What the fast path made of a call.
+pub(crate) enum Fast {
+    /// Decoded and injected: ready to run.
+    Ready(Invocation),
+    /// Decoded, but a newer user message arrived, so it must not start.
+    Interrupted,
+    /// Decoded, but an injected parameter could not be produced.
+    Failed(ToolError),
+    /// Not strictly valid (or a dynamic tool): take the validating path,
+    /// which says why.
+    Fallback,
 }
 
 impl fmt::Debug for ToolDef {
@@ -381,14 +419,14 @@ impl Tool {
     /// anything runs.
     pub fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Invocation, ToolError> {
         match &self.kind {
-            Kind::Static(d) => (d.invoke)(args, ctx),
+            Kind::Static(d) => d.prepare(args, ctx),
             Kind::Dynamic(t) => t.prepare(args, ctx),
         }
     }
 
     /// The fast path: decodes `args` strictly, straight into the tool's
     /// parameters, asks `interrupted` once that succeeded, and injects.
-    /// [`Fast::Fallback`] when the arguments need the validator (or the
+    /// `Fast::Fallback` when the arguments need the validator (or the
     /// tool is dynamic); [`prepare`](Self::prepare) then gives the answer.
     pub(crate) fn prepare_fast(
         &self,
@@ -397,7 +435,7 @@ impl Tool {
         interrupted: &dyn Fn() -> bool,
     ) -> Fast {
         match &self.kind {
-            Kind::Static(d) => (d.fast)(args, ctx, interrupted),
+            Kind::Static(d) => d.prepare_fast(args, ctx, interrupted),
             Kind::Dynamic(_) => Fast::Fallback,
         }
     }

@@ -14,7 +14,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ItemFn, LitStr};
 
-use crate::ast::{Output, Param, Source, ToolFn};
+use crate::ast::{Output, Source, ToolFn};
 use crate::attr::{ArgOptions, ToolOptions};
 use crate::ctxt::Ctxt;
 use crate::valid::{self, Checked, unraw};
@@ -94,8 +94,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
     let fn_ident = f.ident;
     let base = unraw(fn_ident);
     let schema_const = format_ident!("__kesoku_schema_{}", base);
-    let invoke_fn = format_ident!("__kesoku_invoke_{}", base);
-    let fast_fn = format_ident!("__kesoku_fast_{}", base);
+    let prepare_fn = format_ident!("__kesoku_prepare_{}", base);
     let cache_fn = format_ident!("__kesoku_cache_{}", base);
     let vis = &f.item.vis;
     let name = &checked.name;
@@ -109,7 +108,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
         .filter(|a| a.path().is_ident("cfg"))
         .collect();
     let schema = schema_tokens(f, opts, checked, &krate);
-    let invoke = invoke_tokens(f, checked, &krate, &schema_const);
+    let prepare = prepare_tokens(f, checked, &krate, &schema_const);
     let module_doc = format!(
         "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
     );
@@ -121,7 +120,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
 
         #(#cfgs)*
         #[doc(hidden)]
-        #invoke
+        #prepare
 
         #(#cfgs)*
         #[doc(hidden)]
@@ -146,7 +145,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
             #vis const SCHEMA: &'static #krate::ToolSchema = &#schema_const;
             #[doc = concat!("The `", #name, "` tool, for `ToolRegistry::register(", stringify!(#fn_ident), "::TOOL)`.")]
             #vis const TOOL: &'static #krate::ToolDef =
-                &#krate::ToolDef::new(Self::SCHEMA, #invoke_fn, #fast_fn, #is_async, #cache_fn);
+                &#krate::ToolDef::new(Self::SCHEMA, #prepare_fn, #is_async, #cache_fn);
         }
 
         #(#cfgs)*
@@ -254,125 +253,116 @@ fn schema_tokens(
     }
 }
 
-fn invoke_tokens(
+/// `__kesoku_prepare_x`: the one function a tool's calls go through. It
+/// decodes the arguments into the model parameters (each known key once,
+/// absent ones from their default or as `None`), asks whether the call was
+/// interrupted, produces the context and injected parameters, and returns
+/// the call ready to run. kesoku-core drives it on both the strict fast
+/// path and, after validation, the slow path (see its `decode.rs`). It is
+/// plain code over `each_arg` and `put`, generic only per parameter type.
+fn prepare_tokens(
     f: &ToolFn<'_>,
     checked: &Checked,
     krate: &syn::Path,
     schema_const: &syn::Ident,
 ) -> TokenStream {
-    let base = unraw(f.ident);
-    let invoke_fn = format_ident!("__kesoku_invoke_{}", base);
-    let fast_fn = format_ident!("__kesoku_fast_{}", base);
-    let start_fn = format_ident!("__kesoku_start_{}", base);
+    let prepare_fn = format_ident!("__kesoku_prepare_{}", unraw(f.ident));
+    let name = &checked.name;
     let ctx = format_ident!("__kesoku_ctx");
+    let failed = format_ident!("__kesoku_failed");
     let private = quote!(#krate::__private);
     let p = &private;
 
-    // The model's parameters, decoded by one generated visitor that both
-    // paths share (see kesoku-core's `decode.rs`).
-    let model: Vec<(syn::Ident, &Param<'_>)> = f
-        .params
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.source == Source::Model)
-        .map(|(i, p)| (format_ident!("__kesoku_p{}", i), p))
-        .collect();
-    let vars: Vec<&syn::Ident> = model.iter().map(|(v, _)| v).collect();
-
-    let start = start_tokens(f, checked, krate, &start_fn, &model);
-    let (visitor, visitor_item) = visitor_tokens(&base, &model, p, schema_const);
-    let decode_fast = if model.is_empty() {
-        quote! {
-            if #p::RawArgs::decode(__kesoku_raw, #visitor).is_none() {
-                return #p::Fast::Fallback;
-            }
-        }
-    } else {
-        quote! {
-            // Types whose `Deserialize` may accept what their schema rejects
-            // always go through the validator.
-            if !#schema_const.exact {
-                return #p::Fast::Fallback;
-            }
-            let ::core::option::Option::Some((#(#vars,)*)) =
-                #p::RawArgs::decode(__kesoku_raw, #visitor)
-            else {
-                return #p::Fast::Fallback;
-            };
-        }
-    };
-    let decode_slow = if model.is_empty() {
-        quote!(#krate::Args::new(&#schema_const, __kesoku_args)?;)
-    } else {
-        quote! {
-            let __kesoku_args = #krate::Args::new(&#schema_const, __kesoku_args)?;
-            let (#(#vars,)*) = __kesoku_args.visit(#visitor)?;
-        }
-    };
-    quote! {
-        #visitor_item
-
-        #start
-
-        fn #fast_fn(
-            __kesoku_raw: #p::RawArgs<'_>,
-            #ctx: &#krate::ToolContext,
-            __kesoku_interrupted: &dyn ::core::ops::Fn() -> bool,
-        ) -> #p::Fast {
-            #decode_fast
-            if __kesoku_interrupted() {
-                return #p::Fast::Interrupted;
-            }
-            #p::Fast::from(#start_fn(#(#vars,)* #ctx))
-        }
-
-        fn #invoke_fn(
-            __kesoku_args: #p::Value,
-            #ctx: &#krate::ToolContext,
-        ) -> ::core::result::Result<#krate::Invocation, #krate::ToolError> {
-            #decode_slow
-            #start_fn(#(#vars,)* #ctx)
-        }
-    }
-}
-
-/// `__kesoku_start_x`: given the decoded model parameters, produces the
-/// context and injected ones and returns the call, ready to run. The fast
-/// and the slow paths both end here.
-fn start_tokens(
-    f: &ToolFn<'_>,
-    checked: &Checked,
-    krate: &syn::Path,
-    start_fn: &syn::Ident,
-    model: &[(syn::Ident, &Param<'_>)],
-) -> TokenStream {
-    let fn_ident = f.ident;
-    let name = &checked.name;
-    let ctx = format_ident!("__kesoku_ctx");
-    let vars = model.iter().map(|(v, _)| v);
-    let tys = model.iter().map(|(_, p)| p.ty);
-    // Everything but the model's parameters is produced in `start`.
-    let mut lets = Vec::new();
+    let mut slots = Vec::new();
+    let mut arms = Vec::new();
+    let mut decoded = Vec::new();
+    let mut produced = Vec::new();
     let mut call_args = Vec::new();
+    let mut field = 0_usize;
     for (i, param) in f.params.iter().enumerate() {
         let var = format_ident!("__kesoku_p{}", i);
         let ty = param.ty;
         match param.source {
-            Source::Model => call_args.push(quote!(#var)),
+            Source::Model => {
+                let key = LitStr::new(&unraw(param.ident), param.ident.span());
+                // A default also covers an explicit `null`, so its slot is
+                // one `Option` deeper.
+                let slot_ty = if param.default.is_some() {
+                    quote_spanned!(ty.span()=> ::core::option::Option<#ty>)
+                } else {
+                    quote!(#ty)
+                };
+                slots.push(quote!(let mut #var: ::core::option::Option<#slot_ty> = ::core::option::Option::None;));
+                // Spanned at the type: a missing `Deserialize` is reported there.
+                let put = quote_spanned!(ty.span()=> #p::put::<#slot_ty>(&mut #var, __kesoku_arg, #key, #failed));
+                arms.push(quote!(#key => #put,));
+                decoded.push(if let Some(expr) = &param.default {
+                    quote! {
+                        let #var: #ty = ::core::option::Option::flatten(#var).unwrap_or_else(|| -> #ty { #expr });
+                    }
+                } else {
+                    let absent = quote_spanned!(ty.span()=> #p::absent::<#ty>(&#schema_const.arguments.fields[#field], #failed)?);
+                    quote! {
+                        let #var: #ty = match #var {
+                            ::core::option::Option::Some(__kesoku_v) => __kesoku_v,
+                            ::core::option::Option::None => #absent,
+                        };
+                    }
+                });
+                field += 1;
+                call_args.push(quote!(#var));
+            }
             Source::Context { by_ref } => {
-                lets.push(
+                produced.push(
                     quote!(let #var: #krate::ToolContext = ::core::clone::Clone::clone(#ctx);),
                 );
                 call_args.push(if by_ref { quote!(&#var) } else { quote!(#var) });
             }
             Source::Inject => {
-                let inject =
-                    quote_spanned!(ty.span()=> #krate::__private::inject::<#ty>(#name, #ctx)?);
-                lets.push(quote!(let #var: #ty = #inject;));
+                let inject = quote_spanned!(ty.span()=> #p::inject::<#ty>(#name, #ctx)?);
+                produced.push(quote!(let #var: #ty = #inject;));
                 call_args.push(quote!(#var));
             }
         }
     }
+    let decode = if slots.is_empty() {
+        quote!(#p::no_args(__kesoku_raw)?;)
+    } else {
+        quote! {
+            #(#slots)*
+            #p::each_arg(__kesoku_raw, &mut |__kesoku_key, __kesoku_arg| match __kesoku_key {
+                #(#arms)*
+                _ => ::core::result::Result::Err(#p::Rejected),
+            })?;
+            #(#decoded)*
+        }
+    };
+    let run = run_tokens(f, checked, krate, &call_args);
+    quote! {
+        fn #prepare_fn(
+            __kesoku_raw: #p::RawArgs<'_>,
+            #failed: &#p::Failed,
+            #ctx: &#krate::ToolContext,
+            __kesoku_interrupted: ::core::option::Option<&dyn ::core::ops::Fn() -> bool>,
+        ) -> ::core::result::Result<#krate::Invocation, #p::Step> {
+            #decode
+            #p::gate(__kesoku_interrupted)?;
+            #(#produced)*
+            ::core::result::Result::Ok(#run)
+        }
+    }
+}
+
+/// The call itself: the user's function, awaited or handed to the
+/// blocking pool, and its return value converted.
+fn run_tokens(
+    f: &ToolFn<'_>,
+    checked: &Checked,
+    krate: &syn::Path,
+    call_args: &[TokenStream],
+) -> TokenStream {
+    let fn_ident = f.ident;
+    let name = &checked.name;
     let out = format_ident!("__kesoku_out");
     let convert = match &f.output {
         Output::Unit => quote! {
@@ -393,7 +383,7 @@ fn start_tokens(
             }
         },
     };
-    let run = if f.is_async {
+    if f.is_async {
         quote! {
             #krate::Invocation::Async(::std::boxed::Box::pin(async move {
                 let #out = #fn_ident(#(#call_args),*).await;
@@ -407,100 +397,5 @@ fn start_tokens(
                 #convert
             }))
         }
-    };
-    quote! {
-        #[allow(clippy::too_many_arguments, clippy::needless_pass_by_value)]
-        #[inline]
-        fn #start_fn(
-            #(#vars: #tys,)*
-            #ctx: &#krate::ToolContext,
-        ) -> ::core::result::Result<#krate::Invocation, #krate::ToolError> {
-            #(#lets)*
-            ::core::result::Result::Ok(#run)
-        }
     }
-}
-
-/// The serde visitor that reads a tool's arguments object into its model
-/// parameters: each known key once, absent ones from their default or as
-/// `None`. Returns the expression naming it and its item.
-fn visitor_tokens(
-    base: &str,
-    model: &[(syn::Ident, &Param<'_>)],
-    p: &TokenStream,
-    schema_const: &syn::Ident,
-) -> (TokenStream, TokenStream) {
-    if model.is_empty() {
-        return (quote!(#p::NoArgs), TokenStream::new());
-    }
-    let visitor = format_ident!("__kesoku_args_{}", base);
-    let keys: Vec<LitStr> = model
-        .iter()
-        .map(|(_, p)| LitStr::new(&unraw(p.ident), p.ident.span()))
-        .collect();
-    let tys: Vec<&syn::Type> = model.iter().map(|(_, p)| p.ty).collect();
-    let vars: Vec<&syn::Ident> = model.iter().map(|(v, _)| v).collect();
-    let mut slots = Vec::new();
-    let mut arms = Vec::new();
-    let mut finish = Vec::new();
-    for (i, ((var, param), key)) in model.iter().zip(&keys).enumerate() {
-        let ty = param.ty;
-        // A default also covers an explicit `null`, so its slot is one
-        // `Option` deeper.
-        let slot_ty = if param.default.is_some() {
-            quote_spanned!(ty.span()=> ::core::option::Option<#ty>)
-        } else {
-            quote!(#ty)
-        };
-        slots.push(
-            quote!(let mut #var: ::core::option::Option<#slot_ty> = ::core::option::Option::None;),
-        );
-        // Spanned at the type: a missing `Deserialize` is reported there.
-        let fill = quote_spanned!(ty.span()=> #p::fill::<#slot_ty, __A>(&mut #var, &mut __kesoku_map, #key)?);
-        arms.push(quote!(#i => #fill,));
-        finish.push(if let Some(expr) = &param.default {
-            quote! {
-                let #var: #ty = ::core::option::Option::flatten(#var).unwrap_or_else(|| -> #ty { #expr });
-            }
-        } else {
-            let absent = quote_spanned!(ty.span()=> #p::absent::<#ty, __A::Error>(&#schema_const.arguments.fields[#i])?);
-            quote! {
-                let #var: #ty = match #var {
-                    ::core::option::Option::Some(__kesoku_v) => __kesoku_v,
-                    ::core::option::Option::None => #absent,
-                };
-            }
-        });
-    }
-    let item = quote! {
-        #[allow(non_camel_case_types)]
-        struct #visitor;
-
-        impl<'de> #p::serde::de::Visitor<'de> for #visitor {
-            type Value = (#(#tys,)*);
-
-            fn expecting(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                f.write_str("the arguments object")
-            }
-
-            fn visit_map<__A: #p::serde::de::MapAccess<'de>>(
-                self,
-                mut __kesoku_map: __A,
-            ) -> ::core::result::Result<Self::Value, __A::Error> {
-                #(#slots)*
-                while let ::core::option::Option::Some(__kesoku_i) =
-                    #p::serde::de::MapAccess::next_key_seed(&mut __kesoku_map, #p::Key(&[#(#keys),*]))?
-                {
-                    match __kesoku_i {
-                        #(#arms)*
-                        // `Key` yields only the indices above.
-                        _ => {}
-                    }
-                }
-                #(#finish)*
-                ::core::result::Result::Ok((#(#vars,)*))
-            }
-        }
-    };
-    (quote!(#visitor), item)
 }
