@@ -73,41 +73,92 @@ impl Arg<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rejected;
 
-/// Calls `f` with each key and value of the arguments object, in order.
-/// `Err` if they are not one JSON object (with nothing after it), or as
-/// soon as `f` fails.
-pub fn each_arg(
-    args: RawArgs<'_>,
-    f: &mut dyn FnMut(&str, Arg<'_>) -> Result<(), Rejected>,
-) -> Result<(), Rejected> {
-    match args {
-        RawArgs::Text(text) => {
-            let mut de = serde_json::Deserializer::from_str(text);
-            de::Deserializer::deserialize_map(&mut de, Entries(f)).map_err(|_| Rejected)?;
-            de.end().map_err(|_| Rejected)
-        }
-        RawArgs::Json(Value::Object(map)) => {
-            for (key, value) in map {
-                f(key, Arg::Json(value))?;
+/// The arguments object, split into one raw value per parameter, checked
+/// to have only known keys, each once. Not generic: every tool shares it.
+pub struct Parsed<'a> {
+    fields: &'static [Field],
+    values: Values<'a>,
+}
+
+/// Most tools have a few parameters: no allocation for up to 16. It lives
+/// on the stack for one call, so the inline variant's size is the point.
+#[allow(clippy::large_enum_variant)]
+enum Values<'a> {
+    Inline([Option<Arg<'a>>; 16]),
+    Heap(Vec<Option<Arg<'a>>>),
+}
+
+impl<'a> Parsed<'a> {
+    /// Splits `args` by `fields` (a tool's schema fields, in order).
+    /// `Err` if they are not one JSON object with nothing after it, or
+    /// have an unknown or repeated key.
+    pub fn new(args: RawArgs<'a>, fields: &'static [Field]) -> Result<Self, Rejected> {
+        let values = if fields.len() <= 16 {
+            Values::Inline([None; 16])
+        } else {
+            Values::Heap(vec![None; fields.len()])
+        };
+        let mut parsed = Parsed { fields, values };
+        match args {
+            RawArgs::Text(text) => {
+                let mut de = serde_json::Deserializer::from_str(text);
+                de::Deserializer::deserialize_map(&mut de, Entries(&mut parsed))
+                    .map_err(|_| Rejected)?;
+                de.end().map_err(|_| Rejected)?;
             }
-            Ok(())
+            RawArgs::Json(Value::Object(map)) => {
+                for (key, value) in map {
+                    parsed.set(key, Arg::Json(value))?;
+                }
+            }
+            RawArgs::Json(_) => return Err(Rejected),
         }
-        RawArgs::Json(_) => Err(Rejected),
+        Ok(parsed)
+    }
+
+    fn slots(&mut self) -> &mut [Option<Arg<'a>>] {
+        match &mut self.values {
+            Values::Inline(a) => a,
+            Values::Heap(v) => v,
+        }
+    }
+
+    fn set(&mut self, key: &str, arg: Arg<'a>) -> Result<(), Rejected> {
+        let i = self
+            .fields
+            .iter()
+            .position(|f| f.name == key)
+            .ok_or(Rejected)?;
+        let slot = &mut self.slots()[i];
+        if slot.is_some() {
+            return Err(Rejected);
+        }
+        *slot = Some(arg);
+        Ok(())
+    }
+
+    fn get(&self, i: usize) -> Option<Arg<'a>> {
+        match &self.values {
+            Values::Inline(a) => a.get(i).copied().flatten(),
+            Values::Heap(v) => v.get(i).copied().flatten(),
+        }
     }
 }
 
 /// Walks an object's text, handing each value over as raw JSON.
-struct Entries<'f>(&'f mut dyn FnMut(&str, Arg<'_>) -> Result<(), Rejected>);
+struct Entries<'p, 'a>(&'p mut Parsed<'a>);
 
-impl<'de> Visitor<'de> for Entries<'_> {
+impl<'a> Visitor<'a> for Entries<'_, 'a> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an arguments object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            let raw: &'de RawValue = map.next_value()?;
-            (self.0)(&key, Arg::Text(raw)).map_err(|Rejected| de::Error::custom("rejected"))?;
+            let raw: &'a RawValue = map.next_value()?;
+            self.0
+                .set(&key, Arg::Text(raw))
+                .map_err(|Rejected| de::Error::custom("unknown or repeated key"))?;
         }
         Ok(())
     }
@@ -148,7 +199,7 @@ pub(crate) enum Failure {
     Missing(&'static str),
 }
 
-/// The record of why a decode failed. [`put`] and [`absent`] fill it in;
+/// The record of why a decode failed. [`field`] fills it in;
 /// [`Args::visit`](crate::Args::visit) reports it with its JSON path.
 ///
 /// Locating takes a second, tracked decode of that one argument, only on
@@ -168,41 +219,50 @@ fn locate<T: DeserializeOwned>(
     serde_path_to_error::deserialize::<_, T>(value).err()
 }
 
-/// Decodes one argument into its slot; a key seen twice is an error.
-pub fn put<T: DeserializeOwned>(
-    slot: &mut Option<T>,
+/// Parameter `i`: its value decoded into `T`, or, when absent, `None` for
+/// an optional parameter (an `Option`) and a failure for a required one.
+///
+/// Whether it is required comes from the schema's field, not from asking
+/// `T: ToolArg` again, so an unmet bound is reported once, on the schema.
+pub fn field<T: DeserializeOwned>(
+    args: &Parsed<'_>,
+    i: usize,
+    failed: &Failed,
+) -> Result<T, Rejected> {
+    let f = &args.fields[i];
+    match args.get(i) {
+        Some(arg) => decode(arg, f.name, failed),
+        None if f.required => {
+            failed.0.set(Some(Failure::Missing(f.name)));
+            Err(Rejected)
+        }
+        None => T::deserialize(de::value::UnitDeserializer::<serde_json::Error>::new())
+            .map_err(|_| Rejected),
+    }
+}
+
+/// Parameter `i` of a parameter with a default: `None` when absent or
+/// `null`, for the caller to fill in the default.
+pub fn field_or_default<T: DeserializeOwned>(
+    args: &Parsed<'_>,
+    i: usize,
+    failed: &Failed,
+) -> Result<Option<T>, Rejected> {
+    match args.get(i) {
+        Some(arg) => decode::<Option<T>>(arg, args.fields[i].name, failed),
+        None => Ok(None),
+    }
+}
+
+fn decode<T: DeserializeOwned>(
     arg: Arg<'_>,
     name: &'static str,
     failed: &Failed,
-) -> Result<(), Rejected> {
-    if slot.is_some() {
-        return Err(Rejected);
-    }
-    if let Ok(value) = arg.decode() {
-        *slot = Some(value);
-        Ok(())
-    } else {
+) -> Result<T, Rejected> {
+    arg.decode().map_err(|_| {
         failed.0.set(Some(Failure::Decode(name, locate::<T>)));
-        Err(Rejected)
-    }
-}
-
-/// The value of an absent parameter without a default: `None` for an
-/// optional one (an `Option`), otherwise a failure.
-///
-/// It reads `field` from the tool's schema constant rather than asking
-/// `T: ToolArg` again, so an unmet bound is reported once, there.
-pub fn absent<T: DeserializeOwned>(field: &Field, failed: &Failed) -> Result<T, Rejected> {
-    if field.required {
-        failed.0.set(Some(Failure::Missing(field.name)));
-        return Err(Rejected);
-    }
-    T::deserialize(de::value::UnitDeserializer::<serde_json::Error>::new()).map_err(|_| Rejected)
-}
-
-/// The decoding of a tool without arguments: an empty object.
-pub fn no_args(args: RawArgs<'_>) -> Result<(), Rejected> {
-    each_arg(args, &mut |_, _| Err(Rejected))
+        Rejected
+    })
 }
 
 /// Why a tool's generated `prepare` did not return a call.
@@ -280,21 +340,8 @@ mod tests {
 
     /// A hand-written twin of what `#[tool]` generates for `(a: i64, b: Option<String>)`.
     fn ab(args: RawArgs<'_>, failed: &Failed) -> Result<(i64, Option<String>), Rejected> {
-        let (mut a, mut b) = (None, None);
-        each_arg(args, &mut |key, arg| match key {
-            "a" => put(&mut a, arg, "a", failed),
-            "b" => put(&mut b, arg, "b", failed),
-            _ => Err(Rejected),
-        })?;
-        let a = match a {
-            Some(a) => a,
-            None => absent(&FIELDS[0], failed)?,
-        };
-        let b = match b {
-            Some(b) => b,
-            None => absent(&FIELDS[1], failed)?,
-        };
-        Ok((a, b))
+        let args = Parsed::new(args, &FIELDS)?;
+        Ok((field(&args, 0, failed)?, field(&args, 1, failed)?))
     }
 
     fn text(s: &str) -> Option<(i64, Option<String>)> {

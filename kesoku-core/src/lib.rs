@@ -43,8 +43,8 @@ pub use tool_arg::ToolArg;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::decode::{
-        Arg, Failed, Locate, PrepareFn, RawArgs, Rejected, Step, absent, all_exact, each_arg, gate,
-        no_args, put,
+        Arg, Failed, Locate, Parsed, PrepareFn, RawArgs, Rejected, Step, all_exact, field,
+        field_or_default, gate,
     };
     pub use crate::registry::ToolEntry;
     pub use inventory;

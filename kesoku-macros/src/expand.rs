@@ -12,7 +12,7 @@
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{ItemFn, LitStr};
+use syn::ItemFn;
 
 use crate::ast::{Output, Source, ToolFn};
 use crate::attr::{ArgOptions, ToolOptions};
@@ -273,8 +273,7 @@ fn prepare_tokens(
     let private = quote!(#krate::__private);
     let p = &private;
 
-    let mut slots = Vec::new();
-    let mut arms = Vec::new();
+    let args = format_ident!("__kesoku_args");
     let mut decoded = Vec::new();
     let mut produced = Vec::new();
     let mut call_args = Vec::new();
@@ -283,31 +282,14 @@ fn prepare_tokens(
         let var = format_ident!("__kesoku_p{}", i);
         let ty = param.ty;
         match param.source {
+            // Spanned at the type: a missing `Deserialize` is reported there.
             Source::Model => {
-                let key = LitStr::new(&unraw(param.ident), param.ident.span());
-                // A default also covers an explicit `null`, so its slot is
-                // one `Option` deeper.
-                let slot_ty = if param.default.is_some() {
-                    quote_spanned!(ty.span()=> ::core::option::Option<#ty>)
-                } else {
-                    quote!(#ty)
-                };
-                slots.push(quote!(let mut #var: ::core::option::Option<#slot_ty> = ::core::option::Option::None;));
-                // Spanned at the type: a missing `Deserialize` is reported there.
-                let put = quote_spanned!(ty.span()=> #p::put::<#slot_ty>(&mut #var, __kesoku_arg, #key, #failed));
-                arms.push(quote!(#key => #put,));
                 decoded.push(if let Some(expr) = &param.default {
-                    quote! {
-                        let #var: #ty = ::core::option::Option::flatten(#var).unwrap_or_else(|| -> #ty { #expr });
-                    }
+                    let get = quote_spanned!(ty.span()=> #p::field_or_default::<#ty>(&#args, #field, #failed)?);
+                    quote!(let #var: #ty = #get.unwrap_or_else(|| -> #ty { #expr });)
                 } else {
-                    let absent = quote_spanned!(ty.span()=> #p::absent::<#ty>(&#schema_const.arguments.fields[#field], #failed)?);
-                    quote! {
-                        let #var: #ty = match #var {
-                            ::core::option::Option::Some(__kesoku_v) => __kesoku_v,
-                            ::core::option::Option::None => #absent,
-                        };
-                    }
+                    let get = quote_spanned!(ty.span()=> #p::field::<#ty>(&#args, #field, #failed)?);
+                    quote!(let #var: #ty = #get;)
                 });
                 field += 1;
                 call_args.push(quote!(#var));
@@ -325,17 +307,9 @@ fn prepare_tokens(
             }
         }
     }
-    let decode = if slots.is_empty() {
-        quote!(#p::no_args(__kesoku_raw)?;)
-    } else {
-        quote! {
-            #(#slots)*
-            #p::each_arg(__kesoku_raw, &mut |__kesoku_key, __kesoku_arg| match __kesoku_key {
-                #(#arms)*
-                _ => ::core::result::Result::Err(#p::Rejected),
-            })?;
-            #(#decoded)*
-        }
+    let decode = quote! {
+        let #args = #p::Parsed::new(__kesoku_raw, #schema_const.arguments.fields)?;
+        #(#decoded)*
     };
     let run = run_tokens(f, checked, krate, &call_args);
     quote! {
