@@ -1,5 +1,6 @@
 //! The runner's per-call cost against the floor of doing the same work by
-//! hand, and a batch of 1,000 concurrent calls.
+//! hand (with and without building the result `Message` that `execute`
+//! returns), and a batch of 1,000 concurrent calls.
 //!
 //! Run with `cargo bench -p kesoku-bench --bench runner`; it prints the
 //! ratios the README quotes after criterion's own report.
@@ -139,31 +140,6 @@ fn per_call(c: &mut Criterion) {
                 .iter(|| runner.execute(black_box(&request), &call, None));
         });
     }
-    // Where the time goes: the steps of one call, alone.
-    let tool = kesoku::default_registry()
-        .get("add_async")
-        .expect("registered");
-    let ctx = ToolContext::new("bench");
-    let request = ToolRequest::new("call_1", "add_async", json!(RAW));
-    group.bench_function("step_parse", |b| {
-        b.iter(|| {
-            black_box(&request)
-                .parse_arguments()
-                .expect("valid")
-                .into_owned()
-        });
-    });
-    let parsed = request.parse_arguments().expect("valid").into_owned();
-    group.bench_function("step_prepare", |b| {
-        b.iter(|| tool.prepare(black_box(parsed.clone()), &ctx).is_ok());
-    });
-    group.bench_function("step_call", |b| {
-        b.to_async(&rt)
-            .iter(|| tool.call(black_box(parsed.clone()), &ctx));
-    });
-    group.bench_function("step_message", |b| {
-        b.iter(|| Message::tool_call("bench", black_box(&request)));
-    });
     group.finish();
 }
 
