@@ -11,8 +11,8 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-use syn::spanned::Spanned;
 use syn::ItemFn;
+use syn::spanned::Spanned;
 
 use crate::ast::{Output, Source, ToolFn};
 use crate::attr::{ArgOptions, ToolOptions};
