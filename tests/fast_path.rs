@@ -12,6 +12,7 @@
 //!   same on both paths.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kesoku::{Message, Schema, State, ToolArg, ToolContext, ToolRequest, ToolRunner, tool};
@@ -429,4 +430,117 @@ fn after_decoding_both_paths_behave_alike() {
             .unwrap()
             .contains("panicked as designed")
     );
+}
+
+/// Echoes a 128-bit integer.
+///
+/// # Arguments
+/// * `n` - A big number.
+#[tool]
+fn f_big(n: i128) -> String {
+    n.to_string()
+}
+
+/// Echoes any JSON.
+///
+/// # Arguments
+/// * `v` - Anything.
+#[tool]
+#[allow(clippy::needless_pass_by_value)]
+fn f_any(v: Value) -> usize {
+    v.to_string().len()
+}
+
+/// An optional byte behind a newtype, as some hand-written types are.
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)] // read through `Debug` only
+struct Maybe(Option<u8>);
+
+impl ToolArg for Maybe {
+    const SCHEMA: Schema = <Option<u8> as ToolArg>::SCHEMA;
+    const EXACT: bool = true;
+}
+
+/// Echoes an optional newtype.
+///
+/// # Arguments
+/// * `m` - Maybe a byte.
+#[tool]
+fn f_maybe(m: Maybe) -> String {
+    format!("{m:?}")
+}
+
+fn boom() -> u8 {
+    panic!("Explodes::deserialize panicked as designed: a default")
+}
+
+/// A default that panics, and a decoding that panics.
+///
+/// # Arguments
+/// * `n` - A count.
+/// * `e` - Anything.
+/// * `b` - A byte.
+#[tool]
+#[allow(clippy::needless_pass_by_value)]
+fn f_order(#[arg(default = boom())] n: u8, e: Option<Explodes>, b: u8) -> String {
+    format!("{n} {e:?} {b}")
+}
+
+#[test]
+fn the_paths_agree_at_the_edges_of_serde_json() {
+    let runner = ToolRunner::new(kesoku::default_registry(), ToolContext::new("s"));
+    // Beyond 64 bits the validating path reads numbers as floats; 128-bit
+    // integers are not `EXACT`, so both answers come from it.
+    for text in [r#"{"n": 100000000000000000000}"#, r#"{"n": -5}"#] {
+        assert_same_as_slow_path(&runner, &ToolRequest::new("c", "f_big", json!(text)));
+    }
+    // serde_json's nesting limit counts the arguments object as one level.
+    for depth in [125, 126, 127, 128] {
+        let text = format!(r#"{{"v": {}{}}}"#, "[".repeat(depth), "]".repeat(depth));
+        assert_same_as_slow_path(&runner, &ToolRequest::new("c", "f_any", json!(text)));
+    }
+    // An absent optional argument reads as `null`, also through a newtype.
+    for args in [json!({}), json!("{}"), json!({"m": null}), json!({"m": 3})] {
+        let request = ToolRequest::new("c", "f_maybe", args);
+        assert_same_as_slow_path(&runner, &request);
+    }
+    let request = ToolRequest::new("c", "f_maybe", json!({}));
+    let r = runtime().block_on(runner.execute(&request, &Message::tool_call("s", &request), None));
+    assert_eq!(r.content, "Maybe(None)");
+}
+
+#[test]
+fn user_code_runs_after_the_interruption_check_and_validation() {
+    let rt = runtime();
+    let runner = ToolRunner::new(kesoku::default_registry(), ToolContext::new("s"));
+    let asked = AtomicUsize::new(0);
+    let yes = || {
+        asked.fetch_add(1, Ordering::SeqCst);
+        true
+    };
+    let execute = |args: Value, check: Option<&(dyn Fn() -> bool + Send + Sync)>| {
+        let request = ToolRequest::new("c", "f_order", args);
+        rt.block_on(runner.execute(&request, &Message::tool_call("s", &request), check))
+    };
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    // Interrupted: nothing of the tool's runs, not even a default.
+    let r = execute(json!({"b": 1}), Some(&yes));
+    assert_eq!(r.meta_str("error_kind"), Some("interrupted"));
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    // A bad argument is reported, not a panic of another one's decoding.
+    let r = execute(json!({"n": 1, "e": 1, "b": "x"}), None);
+    assert_eq!(r.meta_str("error_kind"), Some("invalid_arguments"), "{r:?}");
+    // Valid arguments whose decoding panics: the panic is the answer.
+    let r = execute(json!({"n": 1, "e": 1, "b": 1}), None);
+    assert_eq!(r.meta_str("error_kind"), Some("panic"));
+    let r = execute(json!({"b": 1}), None);
+    assert_eq!(r.meta_str("error_kind"), Some("panic"));
+    // A panic in the caller's own check is the caller's, not the tool's.
+    let check_panics = || -> bool { panic!("the check itself") };
+    let escaped = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        execute(json!({"n": 1, "b": 1}), Some(&check_panics))
+    }));
+    std::panic::set_hook(hook);
+    assert!(escaped.is_err());
 }

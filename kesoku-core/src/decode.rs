@@ -1,11 +1,12 @@
 //! Decoding a call's arguments straight into a tool's parameters.
 //!
-//! `#[tool]` generates, per tool, one plain function that walks the
-//! arguments object ([`each_arg`]) and decodes each value into its
-//! parameter's type ([`put`]). Nothing in it is generic over a serde
-//! deserializer, so a tool costs little compile time: the generic code is
-//! per parameter *type*, shared by every tool that uses it. The runner uses
-//! that function in two ways:
+//! `#[tool]` generates, per tool, one plain function (a [`PrepareFn`]) that
+//! splits the arguments object by parameter ([`Parsed`]), asks whether the
+//! call was interrupted ([`gate`]), decodes each value into its
+//! parameter's type ([`field`]) and produces the injected parameters.
+//! Nothing in it is generic over a serde deserializer, so a tool costs
+//! little compile time: the generic code is per parameter *type*, shared
+//! by every tool that uses it. The runner uses that function in two ways:
 //!
 //! - **Fast path:** strictly, on the text or JSON as it came. When every
 //!   parameter type is [`ToolArg::EXACT`](crate::ToolArg::EXACT), a strict
@@ -60,12 +61,48 @@ pub enum Arg<'a> {
 
 impl Arg<'_> {
     /// Decodes the value strictly into `T`.
-    fn decode<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+    fn decode<T: DeserializeOwned>(self) -> Result<T, Rejected> {
         match self {
-            Arg::Text(raw) => serde_json::from_str(raw.get()),
-            Arg::Json(value) => T::deserialize(value),
+            // A value parsed on its own gets serde_json's whole nesting
+            // budget, one level more than inside the arguments object: the
+            // slow path's limit, so refuse what it would refuse.
+            Arg::Text(raw) if nests_deeper_than(raw.get(), 126) => Err(Rejected),
+            Arg::Text(raw) => serde_json::from_str(raw.get()).map_err(|_| Rejected),
+            Arg::Json(value) => T::deserialize(value).map_err(|_| Rejected),
         }
     }
+}
+
+/// Whether `json` (valid JSON) nests arrays and objects more than `limit`
+/// deep. Only long values can, so short ones are not scanned.
+fn nests_deeper_than(json: &str, limit: usize) -> bool {
+    if json.len() <= 2 * limit {
+        return false;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0_usize, false, false);
+    for b in json.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A strict decode refused the arguments. Why is in the [`Failed`] record,
@@ -199,8 +236,8 @@ pub(crate) enum Failure {
     Missing(&'static str),
 }
 
-/// The record of why a decode failed. [`field`] fills it in;
-/// [`Args::visit`](crate::Args::visit) reports it with its JSON path.
+/// The record of why a decode failed. [`field`] fills it in; the slow path
+/// reports it with its JSON path.
 ///
 /// Locating takes a second, tracked decode of that one argument, only on
 /// failure, so the common path pays nothing for it.
@@ -236,8 +273,8 @@ pub fn field<T: DeserializeOwned>(
             failed.0.set(Some(Failure::Missing(f.name)));
             Err(Rejected)
         }
-        None => T::deserialize(de::value::UnitDeserializer::<serde_json::Error>::new())
-            .map_err(|_| Rejected),
+        // As the slow path always did: an absent argument reads as `null`.
+        None => decode(Arg::Json(&Value::Null), f.name, failed),
     }
 }
 
@@ -296,10 +333,12 @@ pub fn gate(interrupted: Option<&dyn Fn() -> bool>) -> Result<(), Step> {
     }
 }
 
-/// The one function `#[tool]` generates for a tool's calls: decodes the
-/// arguments (recording why in `Failed` when it cannot), asks the
-/// interruption check if there is one, produces the injected parameters,
-/// and returns the call ready to run. kesoku-core calls it on the strict
+/// The one function `#[tool]` generates for a tool's calls: splits the
+/// arguments by parameter, asks the interruption check if there is one
+/// (after the JSON is known to be an object of known keys, before any user
+/// code: the slow path's order), decodes the parameters (recording why in
+/// `Failed` when it cannot), produces the injected ones, and returns the
+/// call ready to run. kesoku-core calls it on the strict
 /// fast path, and on the validated object on the slow path.
 pub type PrepareFn =
     fn(RawArgs<'_>, &Failed, &ToolContext, Option<&dyn Fn() -> bool>) -> Result<Invocation, Step>;

@@ -2,6 +2,7 @@
 //! lifecycle (parse, check for interruption, validate, inject, run) and
 //! always answers with one `tool_result` [`Message`] per call.
 
+use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -264,10 +265,7 @@ impl ToolRunner {
         is_interrupted: IsInterrupted<'_>,
     ) -> Result<ToolOutput, (ErrorKind, String)> {
         let interrupted = || is_interrupted.is_some_and(|f| f());
-        let (tool, invocation) = match self.prepare_fast(request, &interrupted) {
-            Some(prepared) => prepared?,
-            None => self.prepare(request, &interrupted)?,
-        };
+        let (tool, invocation) = self.prepare_either(request, &interrupted)?;
         let name = tool.name();
         let fail = |e: ToolError| (ErrorKind::of(&e), e.to_string());
         // 5. Run, alone if the tool is sequential, under its timeout.
@@ -320,6 +318,42 @@ impl ToolRunner {
         result.map_err(fail)
     }
 
+    /// Steps 1 to 4: the fast path, else the validating one. The
+    /// interruption check is asked at most once between them (a fast path
+    /// that gave up after asking leaves its answer to the slow one).
+    fn prepare_either(
+        &self,
+        request: &ToolRequest,
+        is_interrupted: &dyn Fn() -> bool,
+    ) -> Prepared<'_> {
+        let answer = Cell::new(None);
+        let interrupted = || {
+            if let Some(answer) = answer.get() {
+                return answer;
+            }
+            let now = is_interrupted();
+            answer.set(Some(now));
+            now
+        };
+        // The fast path runs under `catch_unwind`; a panic of the caller's
+        // own check must not pass for the tool's, so it is carried out.
+        let check_panic = Cell::new(None);
+        let guarded = || {
+            std::panic::catch_unwind(AssertUnwindSafe(interrupted)).unwrap_or_else(|payload| {
+                check_panic.set(Some(payload));
+                true
+            })
+        };
+        let fast = self.prepare_fast(request, &guarded);
+        if let Some(payload) = check_panic.take() {
+            std::panic::resume_unwind(payload);
+        }
+        match fast {
+            Some(prepared) => prepared,
+            None => self.prepare(request, &interrupted),
+        }
+    }
+
     /// Steps 1 to 4 at once, for a known tool whose arguments decode
     /// strictly into its parameters (see `decode.rs`). `None` when they do
     /// not: [`prepare`](Self::prepare) then reports why, step by step.
@@ -330,11 +364,14 @@ impl ToolRunner {
     ) -> Option<Prepared<'_>> {
         let tool = self.registry.get(&request.name)?;
         let args = RawArgs::of(&request.arguments);
-        // Decoding runs user code (`Deserialize` impls, extractors).
+        // Decoding runs user code (`Deserialize` impls, defaults,
+        // extractors). If it panics, the validating path runs it again,
+        // after validation: what it reports (an argument error, or the
+        // panic) is then what the slow path alone would have reported.
         let fast = std::panic::catch_unwind(AssertUnwindSafe(|| {
             tool.prepare_fast(args, &self.context, interrupted)
         }))
-        .unwrap_or_else(|payload| Fast::Failed(ToolError::panicked(tool.name(), &*payload)));
+        .unwrap_or(Fast::Fallback);
         match fast {
             Fast::Ready(invocation) => Some(Ok((tool, invocation))),
             Fast::Interrupted => Some(Err(interrupted_error(tool.name()))),

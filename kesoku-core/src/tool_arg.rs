@@ -61,7 +61,14 @@ macro_rules! unsigned_args {
     )*};
 }
 signed_args!(i8, i16, i32, i64, isize);
-unsigned_args!(u8, u16, u32, u64, u128, usize);
+unsigned_args!(u8, u16, u32, u64, usize);
+
+impl ToolArg for u128 {
+    const SCHEMA: Schema = Schema::Integer {
+        minimum: 0,
+        maximum: u128::MAX,
+    };
+}
 
 impl ToolArg for i128 {
     #[allow(clippy::cast_sign_loss)]
@@ -69,7 +76,8 @@ impl ToolArg for i128 {
         minimum: i128::MIN,
         maximum: i128::MAX as u128,
     };
-    const EXACT: bool = true;
+    // Not `EXACT`, like `u128`: beyond 64 bits the validating path reads
+    // numbers as floats, so a strict decode would accept what it rejects.
 }
 
 impl ToolArg for bool {

@@ -259,7 +259,7 @@ fn schema_tokens(
 /// interrupted, produces the context and injected parameters, and returns
 /// the call ready to run. kesoku-core drives it on both the strict fast
 /// path and, after validation, the slow path (see its `decode.rs`). It is
-/// plain code over `each_arg` and `put`, generic only per parameter type.
+/// plain code over `Parsed` and `field`, generic only per parameter type.
 fn prepare_tokens(
     f: &ToolFn<'_>,
     checked: &Checked,
@@ -307,8 +307,12 @@ fn prepare_tokens(
             }
         }
     }
+    // The interruption check comes once the arguments are known to be an
+    // object of known keys, before any user code (`Deserialize` impls,
+    // defaults) runs: the order of the slow path (parse, check, validate).
     let decode = quote! {
         let #args = #p::Parsed::new(__kesoku_raw, #schema_const.arguments.fields)?;
+        #p::gate(__kesoku_interrupted)?;
         #(#decoded)*
     };
     let run = run_tokens(f, checked, krate, &call_args);
@@ -320,7 +324,6 @@ fn prepare_tokens(
             __kesoku_interrupted: ::core::option::Option<&dyn ::core::ops::Fn() -> bool>,
         ) -> ::core::result::Result<#krate::Invocation, #p::Step> {
             #decode
-            #p::gate(__kesoku_interrupted)?;
             #(#produced)*
             ::core::result::Result::Ok(#run)
         }
