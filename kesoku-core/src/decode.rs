@@ -14,12 +14,14 @@
 //!   so the validator and the intermediate JSON tree are skipped.
 //! - **Slow path:** anything the fast path refuses (a missing argument, a
 //!   quoted number to coerce, an unknown key, invalid JSON) goes through
-//!   [`Args`](crate::Args), which validates the whole object and reports
-//!   every problem with its JSON path, then decodes the validated object
-//!   with the same function.
+//!   `ValidArgs` (`valid_args.rs`), which validates the whole object and
+//!   reports every problem with its JSON path; the same function then
+//!   decodes the validated object.
+//!
+//! Either way, a call that does not come out of it ready to run comes out
+//! as one [`PrepareError`], which says why.
 
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
@@ -28,8 +30,8 @@ use serde_json::value::RawValue;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
+use crate::invocation::Invocation;
 use crate::schema::Field;
-use crate::tool::Invocation;
 
 /// A call's arguments as they came: text still to parse, or parsed JSON.
 #[derive(Debug, Clone, Copy)]
@@ -61,14 +63,14 @@ pub enum Arg<'a> {
 
 impl Arg<'_> {
     /// Decodes the value strictly into `T`.
-    fn decode<T: DeserializeOwned>(self) -> Result<T, Rejected> {
+    fn decode<T: DeserializeOwned>(self) -> Option<T> {
         match self {
             // A value parsed on its own gets serde_json's whole nesting
             // budget, one level more than inside the arguments object: the
             // slow path's limit, so refuse what it would refuse.
-            Arg::Text(raw) if nests_deeper_than(raw.get(), 126) => Err(Rejected),
-            Arg::Text(raw) => serde_json::from_str(raw.get()).map_err(|_| Rejected),
-            Arg::Json(value) => T::deserialize(value).map_err(|_| Rejected),
+            Arg::Text(raw) if nests_deeper_than(raw.get(), 126) => None,
+            Arg::Text(raw) => serde_json::from_str(raw.get()).ok(),
+            Arg::Json(value) => T::deserialize(value).ok(),
         }
     }
 }
@@ -105,10 +107,42 @@ fn nests_deeper_than(json: &str, limit: usize) -> bool {
     false
 }
 
-/// A strict decode refused the arguments. Why is in the [`Failed`] record,
-/// when the slow path needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rejected;
+/// Why a tool's generated `prepare` did not produce a call: the one
+/// outcome type of both paths. The first three say the arguments are not
+/// strictly valid (the fast path then hands the call to the validator,
+/// which names every problem); the last two are final.
+#[derive(Debug)]
+pub enum PrepareError {
+    /// Not one JSON object of known keys, each once, with nothing after it.
+    Malformed,
+    /// The required argument of this name is absent.
+    Missing(&'static str),
+    /// The argument of this name did not decode into its type; the
+    /// [`Locate`] finds where inside it.
+    Invalid(&'static str, Locate),
+    /// The arguments decoded, but a newer user message arrived: the call
+    /// must not start.
+    Interrupted,
+    /// The arguments decoded, but an injected parameter could not be
+    /// produced.
+    Inject(ToolError),
+}
+
+impl PrepareError {
+    /// Whether the arguments were refused, rather than the call stopped.
+    pub(crate) fn is_argument_error(&self) -> bool {
+        matches!(
+            self,
+            PrepareError::Malformed | PrepareError::Missing(_) | PrepareError::Invalid(..)
+        )
+    }
+}
+
+impl From<ToolError> for PrepareError {
+    fn from(e: ToolError) -> Self {
+        PrepareError::Inject(e)
+    }
+}
 
 /// The arguments object, split into one raw value per parameter, checked
 /// to have only known keys, each once. Not generic: every tool shares it.
@@ -129,7 +163,7 @@ impl<'a> Parsed<'a> {
     /// Splits `args` by `fields` (a tool's schema fields, in order).
     /// `Err` if they are not one JSON object with nothing after it, or
     /// have an unknown or repeated key.
-    pub fn new(args: RawArgs<'a>, fields: &'static [Field]) -> Result<Self, Rejected> {
+    pub fn new(args: RawArgs<'a>, fields: &'static [Field]) -> Result<Self, PrepareError> {
         let values = if fields.len() <= 16 {
             Values::Inline([None; 16])
         } else {
@@ -140,15 +174,15 @@ impl<'a> Parsed<'a> {
             RawArgs::Text(text) => {
                 let mut de = serde_json::Deserializer::from_str(text);
                 de::Deserializer::deserialize_map(&mut de, Entries(&mut parsed))
-                    .map_err(|_| Rejected)?;
-                de.end().map_err(|_| Rejected)?;
+                    .map_err(|_| PrepareError::Malformed)?;
+                de.end().map_err(|_| PrepareError::Malformed)?;
             }
             RawArgs::Json(Value::Object(map)) => {
                 for (key, value) in map {
                     parsed.set(key, Arg::Json(value))?;
                 }
             }
-            RawArgs::Json(_) => return Err(Rejected),
+            RawArgs::Json(_) => return Err(PrepareError::Malformed),
         }
         Ok(parsed)
     }
@@ -160,15 +194,15 @@ impl<'a> Parsed<'a> {
         }
     }
 
-    fn set(&mut self, key: &str, arg: Arg<'a>) -> Result<(), Rejected> {
+    fn set(&mut self, key: &str, arg: Arg<'a>) -> Result<(), PrepareError> {
         let i = self
             .fields
             .iter()
             .position(|f| f.name == key)
-            .ok_or(Rejected)?;
+            .ok_or(PrepareError::Malformed)?;
         let slot = &mut self.slots()[i];
         if slot.is_some() {
-            return Err(Rejected);
+            return Err(PrepareError::Malformed);
         }
         *slot = Some(arg);
         Ok(())
@@ -195,7 +229,7 @@ impl<'a> Visitor<'a> for Entries<'_, 'a> {
             let raw: &'a RawValue = map.next_value()?;
             self.0
                 .set(&key, Arg::Text(raw))
-                .map_err(|Rejected| de::Error::custom("unknown or repeated key"))?;
+                .map_err(|_| de::Error::custom("unknown or repeated key"))?;
         }
         Ok(())
     }
@@ -224,31 +258,10 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 }
 
-/// Finds where inside one argument's JSON its type's `Deserialize` failed.
+/// Finds where inside one argument's JSON its type's `Deserialize` failed:
+/// a second, tracked decode of that one argument, run only on failure, so
+/// the common path pays nothing for it.
 pub type Locate = fn(&Value) -> Option<serde_path_to_error::Error<serde_json::Error>>;
-
-/// Why a decode failed, as far as the slow path needs to report it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Failure {
-    /// The argument's type rejected its value; `Locate` finds where.
-    Decode(&'static str, Locate),
-    /// A required argument is absent.
-    Missing(&'static str),
-}
-
-/// The record of why a decode failed. [`field`] fills it in; the slow path
-/// reports it with its JSON path.
-///
-/// Locating takes a second, tracked decode of that one argument, only on
-/// failure, so the common path pays nothing for it.
-#[derive(Debug, Default)]
-pub struct Failed(Cell<Option<Failure>>);
-
-impl Failed {
-    pub(crate) fn take(&self) -> Option<Failure> {
-        self.0.take()
-    }
-}
 
 fn locate<T: DeserializeOwned>(
     value: &Value,
@@ -257,24 +270,17 @@ fn locate<T: DeserializeOwned>(
 }
 
 /// Parameter `i`: its value decoded into `T`, or, when absent, `None` for
-/// an optional parameter (an `Option`) and a failure for a required one.
+/// an optional parameter (an `Option`) and an error for a required one.
 ///
 /// Whether it is required comes from the schema's field, not from asking
 /// `T: ToolArg` again, so an unmet bound is reported once, on the schema.
-pub fn field<T: DeserializeOwned>(
-    args: &Parsed<'_>,
-    i: usize,
-    failed: &Failed,
-) -> Result<T, Rejected> {
+pub fn field<T: DeserializeOwned>(args: &Parsed<'_>, i: usize) -> Result<T, PrepareError> {
     let f = &args.fields[i];
     match args.get(i) {
-        Some(arg) => decode(arg, f.name, failed),
-        None if f.required => {
-            failed.0.set(Some(Failure::Missing(f.name)));
-            Err(Rejected)
-        }
+        Some(arg) => decode(arg, f.name),
+        None if f.required => Err(PrepareError::Missing(f.name)),
         // As the slow path always did: an absent argument reads as `null`.
-        None => decode(Arg::Json(&Value::Null), f.name, failed),
+        None => decode(Arg::Json(&Value::Null), f.name),
     }
 }
 
@@ -283,52 +289,21 @@ pub fn field<T: DeserializeOwned>(
 pub fn field_or_default<T: DeserializeOwned>(
     args: &Parsed<'_>,
     i: usize,
-    failed: &Failed,
-) -> Result<Option<T>, Rejected> {
+) -> Result<Option<T>, PrepareError> {
     match args.get(i) {
-        Some(arg) => decode::<Option<T>>(arg, args.fields[i].name, failed),
+        Some(arg) => decode::<Option<T>>(arg, args.fields[i].name),
         None => Ok(None),
     }
 }
 
-fn decode<T: DeserializeOwned>(
-    arg: Arg<'_>,
-    name: &'static str,
-    failed: &Failed,
-) -> Result<T, Rejected> {
-    arg.decode().map_err(|_| {
-        failed.0.set(Some(Failure::Decode(name, locate::<T>)));
-        Rejected
-    })
-}
-
-/// Why a tool's generated `prepare` did not return a call.
-#[derive(Debug)]
-pub enum Step {
-    /// The arguments are not strictly valid; the [`Failed`] record says why.
-    Rejected,
-    /// They decoded, but a newer user message arrived: the call must not start.
-    Interrupted,
-    /// They decoded, but an injected parameter could not be produced.
-    Failed(ToolError),
-}
-
-impl From<Rejected> for Step {
-    fn from(Rejected: Rejected) -> Self {
-        Step::Rejected
-    }
-}
-
-impl From<ToolError> for Step {
-    fn from(e: ToolError) -> Self {
-        Step::Failed(e)
-    }
+fn decode<T: DeserializeOwned>(arg: Arg<'_>, name: &'static str) -> Result<T, PrepareError> {
+    arg.decode().ok_or(PrepareError::Invalid(name, locate::<T>))
 }
 
 /// The interruption check between decoding and injecting.
-pub fn gate(interrupted: Option<&dyn Fn() -> bool>) -> Result<(), Step> {
+pub fn gate(interrupted: Option<&dyn Fn() -> bool>) -> Result<(), PrepareError> {
     match interrupted {
-        Some(f) if f() => Err(Step::Interrupted),
+        Some(f) if f() => Err(PrepareError::Interrupted),
         _ => Ok(()),
     }
 }
@@ -336,25 +311,11 @@ pub fn gate(interrupted: Option<&dyn Fn() -> bool>) -> Result<(), Step> {
 /// The one function `#[tool]` generates for a tool's calls: splits the
 /// arguments by parameter, asks the interruption check if there is one
 /// (after the JSON is known to be an object of known keys, before any user
-/// code: the slow path's order), decodes the parameters (recording why in
-/// `Failed` when it cannot), produces the injected ones, and returns the
-/// call ready to run. kesoku-core calls it on the strict
-/// fast path, and on the validated object on the slow path.
+/// code: the slow path's order), decodes the parameters, produces the
+/// injected ones, and returns the call ready to run. kesoku-core calls it
+/// on the strict fast path, and on the validated object on the slow path.
 pub type PrepareFn =
-    fn(RawArgs<'_>, &Failed, &ToolContext, Option<&dyn Fn() -> bool>) -> Result<Invocation, Step>;
-
-/// Whether every one of a tool's parameter types is
-/// [`EXACT`](crate::ToolArg::EXACT), so its fast path may be used.
-pub const fn all_exact(exact: &[bool]) -> bool {
-    let mut i = 0;
-    while i < exact.len() {
-        if !exact[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
+    fn(RawArgs<'_>, &ToolContext, Option<&dyn Fn() -> bool>) -> Result<Invocation, PrepareError>;
 
 #[cfg(test)]
 mod tests {
@@ -378,13 +339,13 @@ mod tests {
     ];
 
     /// A hand-written twin of what `#[tool]` generates for `(a: i64, b: Option<String>)`.
-    fn ab(args: RawArgs<'_>, failed: &Failed) -> Result<(i64, Option<String>), Rejected> {
+    fn ab(args: RawArgs<'_>) -> Result<(i64, Option<String>), PrepareError> {
         let args = Parsed::new(args, &FIELDS)?;
-        Ok((field(&args, 0, failed)?, field(&args, 1, failed)?))
+        Ok((field(&args, 0)?, field(&args, 1)?))
     }
 
     fn text(s: &str) -> Option<(i64, Option<String>)> {
-        ab(RawArgs::Text(s), &Failed::default()).ok()
+        ab(RawArgs::Text(s)).ok()
     }
 
     #[test]
@@ -393,7 +354,7 @@ mod tests {
         assert_eq!(text(r#"{"a": 1}"#), Some((1, None)));
         assert_eq!(text(r#"{"\u0061": 1}"#), Some((1, None)));
         let v = serde_json::json!({"a": 2, "b": null});
-        assert_eq!(ab(RawArgs::Json(&v), &Failed::default()), Ok((2, None)));
+        assert_eq!(ab(RawArgs::Json(&v)).ok(), Some((2, None)));
     }
 
     #[test]
@@ -410,23 +371,23 @@ mod tests {
         ] {
             assert_eq!(text(s), None, "{s}");
         }
-        assert_eq!(
-            ab(RawArgs::Json(&Value::Null), &Failed::default()),
-            Err(Rejected)
-        );
+        assert!(matches!(
+            ab(RawArgs::Json(&Value::Null)),
+            Err(PrepareError::Malformed)
+        ));
     }
 
     #[test]
     fn failures_say_which_argument() {
-        let failed = Failed::default();
-        assert!(ab(RawArgs::Text(r#"{"a": [1]}"#), &failed).is_err());
-        let Some(Failure::Decode("a", locate)) = failed.take() else {
+        let Err(PrepareError::Invalid("a", locate)) = ab(RawArgs::Text(r#"{"a": [1]}"#)) else {
             panic!("a decode failure of `a`");
         };
         assert!(locate(&serde_json::json!([1])).is_some());
         assert!(locate(&serde_json::json!(1)).is_none());
 
-        assert!(ab(RawArgs::Text("{}"), &failed).is_err());
-        assert!(matches!(failed.take(), Some(Failure::Missing("a"))));
+        assert!(matches!(
+            ab(RawArgs::Text("{}")),
+            Err(PrepareError::Missing("a"))
+        ));
     }
 }

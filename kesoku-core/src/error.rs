@@ -1,6 +1,8 @@
-//! [`ToolError`]: why a tool call produced no result.
+//! [`ToolError`]: why a tool call produced no result, and
+//! [`RegistryError`]: why a tool could not be registered.
 
-use crate::args::ArgsError;
+use crate::arg_error::ArgsError;
+use crate::schema::Location;
 
 /// Why a tool call failed. Its `Display` is what the model reads.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -86,4 +88,43 @@ fn humanize(d: std::time::Duration) -> String {
     } else {
         format!("{ms}ms")
     }
+}
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// Two tools share a name.
+    #[error(
+        "two tools are named `{name}`: one defined at {}, the other at {}; rename one with #[tool(name = \"...\")]",
+        where_(.first.as_ref()), where_(.second.as_ref())
+    )]
+    Duplicate {
+        /// The shared name.
+        name: String,
+        /// The tool registered first.
+        first: Option<Location>,
+        /// The tool that clashed with it.
+        second: Option<Location>,
+    },
+    /// A name providers would reject.
+    #[error(
+        "invalid tool name `{name}`: names must match ^[A-Za-z_][A-Za-z0-9_-]{{0,63}}$, which every provider accepts"
+    )]
+    BadName {
+        /// The rejected name.
+        name: String,
+    },
+    /// A dynamic tool's schema is not an object schema.
+    #[error("invalid schema for tool `{name}`: {reason}")]
+    BadSchema {
+        /// The tool.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn where_(l: Option<&Location>) -> String {
+    l.map_or_else(|| "run time (a dynamic tool)".into(), ToString::to_string)
 }

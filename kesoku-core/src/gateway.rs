@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::broadcast;
 
+use crate::future::BoxFuture;
 use crate::message::Message;
-use crate::tool::BoxFuture;
 
 /// Why a gateway could not deliver a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

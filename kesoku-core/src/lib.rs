@@ -4,12 +4,28 @@
 //! Most users depend on the `kesoku` facade crate, which re-exports all of
 //! this next to the `#[tool]` macro.
 
-mod args;
+// The modules form layers: each uses only modules on lines above its own
+// (`python3 ../shared/tools/layers.py` checks there is no cycle).
+//
+// 1. leaves:      schema, content, request, future
+// 2. data:        arg_error (schema), message (request), tool_arg (schema)
+// 3. errors:      error (arg_error, schema), validate (arg_error, schema)
+// 4. results:     output (content, error), gateway (message, future)
+// 5. context:     context (gateway, message)
+// 6. a ready call: invocation (output, error, future)
+// 7. decoding:    decode (context, error, schema, invocation),
+//                 valid_args (decode, validate, arg_error, schema)
+// 8. tools:       tool (decode, valid_args, invocation, context, ...)
+// 9. registry:    registry (tool, error)
+// 10. top:        runner (registry, tool, decode, message, ...), lowering (registry)
+mod arg_error;
 mod content;
 mod context;
 mod decode;
 mod error;
+mod future;
 mod gateway;
+mod invocation;
 pub mod lowering;
 mod message;
 mod output;
@@ -19,34 +35,37 @@ mod runner;
 mod schema;
 mod tool;
 mod tool_arg;
+mod valid_args;
 mod validate;
 
-pub use args::{ArgError, ArgErrorKind, Args, ArgsError};
+pub use arg_error::{ArgError, ArgErrorKind, ArgsError};
 pub use content::ContentBlock;
 pub use context::{FromToolContext, InjectError, State, ToolContext};
-pub use error::ToolError;
+pub use error::{RegistryError, ToolError};
+pub use future::BoxFuture;
 pub use gateway::{Gateway, GatewayError, InMemoryGateway};
+pub use invocation::Invocation;
 pub use message::{Message, MessageType, Role, Status, keys};
-pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult, encode};
-pub use registry::{RegistryError, ToolRegistry, default_registry, try_default_registry};
+pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};
+pub use registry::{ToolRegistry, default_registry, try_default_registry};
 pub use request::{ArgumentsParseError, ToolRequest};
-pub use runner::{ErrorKind, IsInterrupted, RegistryRef, ToolRunner};
+pub use runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, Location, NamedSchema, ObjectSchema, Schema,
     StringSchema, ToolSchema,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{BlockingCall, BoxFuture, CacheFn, DynamicTool, Invocation, Tool, ToolDef};
+pub use tool::{DynamicTool, Tool, ToolDef};
 pub use tool_arg::ToolArg;
 
 /// What the macros' expansions use. Not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::decode::{
-        Arg, Failed, Locate, Parsed, PrepareFn, RawArgs, Rejected, Step, all_exact, field,
-        field_or_default, gate,
+        Arg, Locate, Parsed, PrepareError, PrepareFn, RawArgs, field, field_or_default, gate,
     };
     pub use crate::registry::ToolEntry;
+    pub use crate::tool_arg::all_exact;
     pub use inventory;
     pub use serde;
 
@@ -119,7 +138,7 @@ pub mod __private {
     }
     impl<T: serde::Serialize> ReturnsValue for &Returned<T> {
         fn kesoku_output(self, tool: &str) -> crate::ToolResult {
-            crate::encode(tool, &self.0)
+            crate::output::encode(tool, &self.0)
         }
     }
 

@@ -67,7 +67,7 @@ impl ToolOutput {
 pub type ToolResult = Result<ToolOutput, ToolError>;
 
 /// Encodes a plain return value (`T: Serialize`, including `()`).
-pub fn encode<T: Serialize + ?Sized>(tool: &str, value: &T) -> ToolResult {
+pub(crate) fn encode<T: Serialize + ?Sized>(tool: &str, value: &T) -> ToolResult {
     serde_json::to_value(value)
         .map(ToolOutput::new)
         .map_err(|e| ToolError::Encode {

@@ -4,68 +4,14 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crate::schema::Location;
-use crate::tool::{Tool, ToolDef};
+use crate::error::RegistryError;
+use crate::tool::{Tool, ToolDef, check_name};
 
 /// How `#[tool]` submits its definition to the global registry.
 #[doc(hidden)]
 pub struct ToolEntry(pub &'static ToolDef);
 
 inventory::collect!(ToolEntry);
-
-/// Why a tool could not be registered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RegistryError {
-    /// Two tools share a name.
-    #[error(
-        "two tools are named `{name}`: one defined at {}, the other at {}; rename one with #[tool(name = \"...\")]",
-        where_(.first.as_ref()), where_(.second.as_ref())
-    )]
-    Duplicate {
-        /// The shared name.
-        name: String,
-        /// The tool registered first.
-        first: Option<Location>,
-        /// The tool that clashed with it.
-        second: Option<Location>,
-    },
-    /// A name providers would reject.
-    #[error(
-        "invalid tool name `{name}`: names must match ^[A-Za-z_][A-Za-z0-9_-]{{0,63}}$, which every provider accepts"
-    )]
-    BadName {
-        /// The rejected name.
-        name: String,
-    },
-    /// A dynamic tool's schema is not an object schema.
-    #[error("invalid schema for tool `{name}`: {reason}")]
-    BadSchema {
-        /// The tool.
-        name: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-fn where_(l: Option<&Location>) -> String {
-    l.map_or_else(|| "run time (a dynamic tool)".into(), ToString::to_string)
-}
-
-/// Checks a tool name against `^[A-Za-z_][A-Za-z0-9_-]{0,63}$`.
-pub(crate) fn check_name(name: &str) -> Result<(), RegistryError> {
-    let mut chars = name.chars();
-    let ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && name.len() <= 64;
-    if ok {
-        Ok(())
-    } else {
-        Err(RegistryError::BadName { name: name.into() })
-    }
-}
 
 /// Tools by name.
 ///
@@ -87,8 +33,9 @@ pub(crate) fn check_name(name: &str) -> Result<(), RegistryError> {
 pub struct ToolRegistry {
     /// Sorted by name, so iteration order is stable.
     tools: Vec<Tool>,
-    /// For lookups on the per-call path. `Tool` is a pointer-sized handle,
-    /// so keeping it twice costs nothing and keeps `register` O(n).
+    /// For lookups on the per-call path. `Tool` is a two-word handle (a
+    /// `&'static` or an `Arc`), so keeping it twice costs little and keeps
+    /// `register` O(n).
     by_name: HashMap<Box<str>, Tool>,
 }
 

@@ -11,22 +11,24 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
 use serde_json::Map;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tracing::Instrument;
 
 use crate::context::ToolContext;
-use crate::decode::RawArgs;
+use crate::decode::{PrepareError, RawArgs};
 use crate::error::ToolError;
+use crate::invocation::Invocation;
 use crate::message::{Message, MessageType, Role, Status, keys};
 use crate::output::ToolOutput;
 use crate::registry::ToolRegistry;
 use crate::request::{ArgumentsParseError, ToolRequest};
 use crate::schema::quote_list;
-use crate::tool::{Fast, Invocation, Tool};
+use crate::tool::Tool;
 
 /// The interruption check: `true` once a newer user message arrived.
-pub type IsInterrupted<'a> = Option<&'a (dyn Fn() -> bool + Send + Sync)>;
+type IsInterrupted<'a> = Option<&'a (dyn Fn() -> bool + Send + Sync)>;
 
 /// A registry the runner can hold: the `'static` default one, or a shared
 /// explicit one.
@@ -233,7 +235,7 @@ impl ToolRunner {
         let elapsed = started.elapsed();
         let outcome_name = match &outcome {
             Ok(_) => "ok",
-            Err((kind, _)) => kind.as_str(),
+            Err(e) => e.kind.as_str(),
         };
         span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
         span.record("outcome", outcome_name);
@@ -251,11 +253,23 @@ impl ToolRunner {
         calls: &[(ToolRequest, Message)],
         is_interrupted: Option<&(dyn Fn() -> bool + Send + Sync)>,
     ) -> Vec<Message> {
-        futures_util::stream::iter(calls)
-            .map(|(request, call)| self.execute(request, call, is_interrupted))
-            .buffered(self.max_concurrency)
-            .collect()
-            .await
+        // A hand-driven window rather than `stream::iter(..).map(..)
+        // .buffered(..)`: a closure there borrows with a lifetime the
+        // compiler cannot prove `Send` for all lifetimes, which made this
+        // future impossible to `tokio::spawn` (see `tests/spawn.rs`).
+        let mut pending = FuturesOrdered::new();
+        let mut waiting = calls.iter();
+        for (request, call) in waiting.by_ref().take(self.max_concurrency) {
+            pending.push_back(self.execute(request, call, is_interrupted));
+        }
+        let mut results = Vec::with_capacity(calls.len());
+        while let Some(result) = pending.next().await {
+            results.push(result);
+            if let Some((request, call)) = waiting.next() {
+                pending.push_back(self.execute(request, call, is_interrupted));
+            }
+        }
+        results
     }
 
     /// Steps 1 to 5 of the lifecycle.
@@ -263,11 +277,10 @@ impl ToolRunner {
         &self,
         request: &ToolRequest,
         is_interrupted: IsInterrupted<'_>,
-    ) -> Result<ToolOutput, (ErrorKind, String)> {
+    ) -> Result<ToolOutput, CallError> {
         let interrupted = || is_interrupted.is_some_and(|f| f());
         let (tool, invocation) = self.prepare_either(request, &interrupted)?;
         let name = tool.name();
-        let fail = |e: ToolError| (ErrorKind::of(&e), e.to_string());
         // 5. Run, alone if the tool is sequential, under its timeout.
         let cancel = self.context.cancellation();
         let exclusive = tool.is_sequential();
@@ -280,12 +293,12 @@ impl ToolRunner {
         } else {
             let guard = tokio::select! {
                 biased;
-                () = cancel.cancelled() => return Err(fail(ToolError::Cancelled { tool: name.into() })),
+                () = cancel.cancelled() => return Err(ToolError::Cancelled { tool: name.into() }.into()),
                 guard = self.lock(exclusive) => guard,
             };
             // A call that waited for a sequential tool starts only now.
             if interrupted() {
-                return Err(interrupted_error(name));
+                return Err(CallError::interrupted(name));
             }
             guard
         };
@@ -315,7 +328,7 @@ impl ToolRunner {
                     .unwrap_or_else(|_| Err(ToolError::Timeout { tool: name.into(), limit })),
             },
         };
-        result.map_err(fail)
+        result.map_err(CallError::from)
     }
 
     /// Steps 1 to 4: the fast path, else the validating one. The
@@ -371,12 +384,12 @@ impl ToolRunner {
         let fast = std::panic::catch_unwind(AssertUnwindSafe(|| {
             tool.prepare_fast(args, &self.context, interrupted)
         }))
-        .unwrap_or(Fast::Fallback);
+        .unwrap_or(Err(PrepareError::Malformed));
         match fast {
-            Fast::Ready(invocation) => Some(Ok((tool, invocation))),
-            Fast::Interrupted => Some(Err(interrupted_error(tool.name()))),
-            Fast::Failed(e) => Some(Err((ErrorKind::of(&e), e.to_string()))),
-            Fast::Fallback => None,
+            Ok(invocation) => Some(Ok((tool, invocation))),
+            Err(e) if e.is_argument_error() => None,
+            Err(PrepareError::Inject(e)) => Some(Err(e.into())),
+            Err(_) => Some(Err(CallError::interrupted(tool.name()))),
         }
     }
 
@@ -388,11 +401,11 @@ impl ToolRunner {
                 ArgumentsParseError::Truncated { .. } => ErrorKind::TruncatedJson,
                 _ => ErrorKind::InvalidJson,
             };
-            (kind, e.to_string())
+            CallError::new(kind, e.to_string())
         })?;
         // 2. Interruption, checked now that this call is about to start.
         if interrupted() {
-            return Err(interrupted_error(&request.name));
+            return Err(CallError::interrupted(&request.name));
         }
         // 3. Validate: the tool, then its arguments (in `prepare`).
         let tool = self.lookup(&request.name)?;
@@ -404,8 +417,7 @@ impl ToolRunner {
             tool.prepare(args.into_owned(), &self.context)
         }))
         .unwrap_or_else(|payload| Err(ToolError::panicked(name, &*payload)));
-        let invocation = prepared.map_err(|e| (ErrorKind::of(&e), e.to_string()))?;
-        Ok((tool, invocation))
+        Ok((tool, prepared?))
     }
 
     /// Shared for ordinary calls, exclusive for sequential ones, if free now.
@@ -428,7 +440,7 @@ impl ToolRunner {
         }
     }
 
-    fn lookup(&self, name: &str) -> Result<&Tool, (ErrorKind, String)> {
+    fn lookup(&self, name: &str) -> Result<&Tool, CallError> {
         self.registry.get(name).ok_or_else(|| {
             let names: Vec<&str> = self.registry.names().collect();
             let hint = crate::suggest(name, names.iter().copied())
@@ -439,7 +451,7 @@ impl ToolRunner {
             } else {
                 format!("available tools: {}", quote_list(&names))
             };
-            (
+            CallError::new(
                 ErrorKind::UnknownTool,
                 format!("unknown tool `{name}`{hint}; {available}"),
             )
@@ -448,7 +460,34 @@ impl ToolRunner {
 }
 
 /// A call ready to run, or the error result to answer with.
-type Prepared<'a> = Result<(&'a Tool, Invocation), (ErrorKind, String)>;
+type Prepared<'a> = Result<(&'a Tool, Invocation), CallError>;
+
+/// Why a call produced no output: what its error result says.
+struct CallError {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl CallError {
+    fn new(kind: ErrorKind, message: String) -> Self {
+        CallError { kind, message }
+    }
+
+    fn interrupted(tool: &str) -> Self {
+        CallError::new(
+            ErrorKind::Interrupted,
+            format!(
+                "the call to `{tool}` was aborted because a newer user message arrived; it did not run"
+            ),
+        )
+    }
+}
+
+impl From<ToolError> for CallError {
+    fn from(e: ToolError) -> Self {
+        CallError::new(ErrorKind::of(&e), e.to_string())
+    }
+}
 
 /// Holds the sequential lock for the length of a call.
 enum Guard {
@@ -458,20 +497,11 @@ enum Guard {
     Write(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
 }
 
-fn interrupted_error(tool: &str) -> (ErrorKind, String) {
-    (
-        ErrorKind::Interrupted,
-        format!(
-            "the call to `{tool}` was aborted because a newer user message arrived; it did not run"
-        ),
-    )
-}
-
 /// Step 6: the `tool_result` message.
 fn package(
     request: &ToolRequest,
     tool_call: &Message,
-    outcome: Result<ToolOutput, (ErrorKind, String)>,
+    outcome: Result<ToolOutput, CallError>,
     elapsed: Duration,
 ) -> Message {
     let mut metadata = Map::with_capacity(5);
@@ -488,7 +518,7 @@ fn package(
             metadata.insert(keys::TOOL_RESULT.into(), output.value);
             text
         }
-        Err((kind, message)) => {
+        Err(CallError { kind, message }) => {
             metadata.insert(keys::TOOL_ERROR.into(), message.clone().into());
             metadata.insert(keys::ERROR_KIND.into(), kind.as_str().into());
             format!("Error: {message}")

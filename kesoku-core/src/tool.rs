@@ -3,58 +3,24 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-
-use futures_util::FutureExt;
-use serde_json::Value;
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use crate::args::{ArgError, ArgErrorKind, ArgsError};
+use serde_json::Value;
+
+use crate::arg_error::{ArgError, ArgErrorKind, ArgsError};
 use crate::context::ToolContext;
-use crate::decode::{Failed, PrepareFn, RawArgs, Step};
-use crate::error::ToolError;
+use crate::decode::{PrepareError, PrepareFn, RawArgs};
+use crate::error::{RegistryError, ToolError};
+use crate::future::BoxFuture;
+use crate::invocation::Invocation;
 use crate::output::{ToolOutput, ToolResult};
 use crate::schema::{JSON_SCHEMA_DIALECT, Location, ToolSchema};
+use crate::valid_args::ValidArgs;
 use crate::validate::describe;
 
-/// A boxed, sendable future, as async tools return.
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// A blocking call, ready to run on a thread pool.
-pub type BlockingCall = Box<dyn FnOnce() -> ToolResult + Send + 'static>;
-
-/// How a tool runs once its arguments are decoded.
-pub enum Invocation {
-    /// An async tool's future.
-    Async(BoxFuture<ToolResult>),
-    /// A sync tool's body, to run off the async worker threads.
-    Blocking(BlockingCall),
-}
-
-impl Invocation {
-    /// Runs the call: awaits an async tool, and runs a sync one on tokio's
-    /// blocking pool; a panic in either becomes [`ToolError::Panicked`].
-    pub async fn run(self, tool: &str) -> ToolResult {
-        match self {
-            Invocation::Async(fut) => match AssertUnwindSafe(fut).catch_unwind().await {
-                Ok(result) => result,
-                Err(payload) => Err(ToolError::panicked(tool, &*payload)),
-            },
-            Invocation::Blocking(call) => match tokio::task::spawn_blocking(call).await {
-                Ok(result) => result,
-                Err(e) if e.is_panic() => Err(ToolError::panicked(tool, &*e.into_panic())),
-                Err(e) => Err(ToolError::failed(format!(
-                    "tool `{tool}` was cancelled: {e}"
-                ))),
-            },
-        }
-    }
-}
-
 /// Returns the `static` that caches a tool's rendered parameters.
-pub type CacheFn = fn() -> &'static OnceLock<Value>;
+pub(crate) type CacheFn = fn() -> &'static OnceLock<Value>;
 
 /// A tool defined by `#[tool]`: its constant schema and generated invoker.
 ///
@@ -100,13 +66,13 @@ impl ToolDef {
     /// The slow path: validates the whole object (every problem, with its
     /// JSON path), then decodes the validated object.
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Invocation, ToolError> {
-        let args = crate::Args::new(self.schema, args)?;
-        let failed = Failed::default();
-        match (self.prepare)(RawArgs::Json(args.value()), &failed, ctx, None) {
+        let args = ValidArgs::new(self.schema, args)?;
+        match (self.prepare)(RawArgs::Json(args.value()), ctx, None) {
             Ok(invocation) => Ok(invocation),
-            Err(Step::Failed(e)) => Err(e),
-            // Without a check there is no interruption; be safe anyway.
-            Err(Step::Rejected | Step::Interrupted) => Err(args.rejected(&failed).into()),
+            Err(PrepareError::Inject(e)) => Err(e),
+            // Without a check there is no interruption: only a
+            // `Deserialize` stricter than its schema gets here.
+            Err(why) => Err(args.rejected(&why).into()),
         }
     }
 
@@ -117,30 +83,12 @@ impl ToolDef {
         args: RawArgs<'_>,
         ctx: &ToolContext,
         interrupted: &dyn Fn() -> bool,
-    ) -> Fast {
+    ) -> Result<Invocation, PrepareError> {
         if !self.schema.exact {
-            return Fast::Fallback;
+            return Err(PrepareError::Malformed);
         }
-        match (self.prepare)(args, &Failed::default(), ctx, Some(interrupted)) {
-            Ok(invocation) => Fast::Ready(invocation),
-            Err(Step::Rejected) => Fast::Fallback,
-            Err(Step::Interrupted) => Fast::Interrupted,
-            Err(Step::Failed(e)) => Fast::Failed(e),
-        }
+        (self.prepare)(args, ctx, Some(interrupted))
     }
-}
-
-/// What the fast path made of a call.
-pub(crate) enum Fast {
-    /// Decoded and injected: ready to run.
-    Ready(Invocation),
-    /// Decoded, but a newer user message arrived, so it must not start.
-    Interrupted,
-    /// Decoded, but an injected parameter could not be produced.
-    Failed(ToolError),
-    /// Not strictly valid (or a dynamic tool): take the validating path,
-    /// which says why.
-    Fallback,
 }
 
 impl fmt::Debug for ToolDef {
@@ -197,15 +145,15 @@ impl DynamicTool {
         description: impl Into<String>,
         mut parameters: Value,
         handler: F,
-    ) -> Result<Self, crate::RegistryError>
+    ) -> Result<Self, RegistryError>
     where
         F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ToolResult> + Send + 'static,
     {
         let name = name.into();
-        crate::registry::check_name(&name)?;
+        check_name(&name)?;
         let Some(map) = parameters.as_object_mut() else {
-            return Err(crate::RegistryError::BadSchema {
+            return Err(RegistryError::BadSchema {
                 name,
                 reason: format!(
                     "the schema must be a JSON object, got {}",
@@ -214,7 +162,7 @@ impl DynamicTool {
             });
         };
         if map.get("type").is_some_and(|t| t != "object") {
-            return Err(crate::RegistryError::BadSchema {
+            return Err(RegistryError::BadSchema {
                 name,
                 reason: "the arguments schema must have `\"type\": \"object\"`".into(),
             });
@@ -424,19 +372,21 @@ impl Tool {
         }
     }
 
-    /// The fast path: decodes `args` strictly, straight into the tool's
-    /// parameters, asks `interrupted` once that succeeded, and injects.
-    /// `Fast::Fallback` when the arguments need the validator (or the
-    /// tool is dynamic); [`prepare`](Self::prepare) then gives the answer.
+    /// The fast path: splits `args` strictly by parameter, asks
+    /// `interrupted` once they are an object of known keys, decodes each
+    /// straight into its type, and injects. An argument error
+    /// ([`PrepareError::is_argument_error`]) means the arguments need the
+    /// validator (or the tool is dynamic): [`prepare`](Self::prepare) then
+    /// gives the answer.
     pub(crate) fn prepare_fast(
         &self,
         args: RawArgs<'_>,
         ctx: &ToolContext,
         interrupted: &dyn Fn() -> bool,
-    ) -> Fast {
+    ) -> Result<Invocation, PrepareError> {
         match &self.kind {
             Kind::Static(d) => d.prepare_fast(args, ctx, interrupted),
-            Kind::Dynamic(_) => Fast::Fallback,
+            Kind::Dynamic(_) => Err(PrepareError::Malformed),
         }
     }
 
@@ -453,5 +403,20 @@ impl fmt::Debug for Tool {
             .field("name", &self.name())
             .field("location", &self.location())
             .finish_non_exhaustive()
+    }
+}
+
+/// Checks a tool name against `^[A-Za-z_][A-Za-z0-9_-]{0,63}$`.
+pub(crate) fn check_name(name: &str) -> Result<(), RegistryError> {
+    let mut chars = name.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.len() <= 64;
+    if ok {
+        Ok(())
+    } else {
+        Err(RegistryError::BadName { name: name.into() })
     }
 }

@@ -175,11 +175,24 @@ impl<T: ToolArg> ToolArg for BTreeMap<String, T> {
     const EXACT: bool = T::EXACT;
 }
 
+/// Whether every one of these types is [`EXACT`](ToolArg::EXACT): a
+/// tuple's, or a tool's parameters' (when the fast path may be used).
+pub const fn all_exact(exact: &[bool]) -> bool {
+    let mut i = 0;
+    while i < exact.len() {
+        if !exact[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 macro_rules! tuple_args {
     ($($t:ident),+) => {
         impl<$($t: ToolArg),+> ToolArg for ($($t,)+) {
             const SCHEMA: Schema = Schema::Tuple(&[$($t::SCHEMA),+]);
-            const EXACT: bool = crate::decode::all_exact(&[$($t::EXACT),+]);
+            const EXACT: bool = all_exact(&[$($t::EXACT),+]);
         }
     };
 }

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
-use crate::args::{ArgError, ArgErrorKind};
+use crate::arg_error::{ArgError, ArgErrorKind};
 use crate::schema::{ArraySchema, Field, ObjectSchema, Schema, quote_list};
 
 /// One step of a path into the arguments.

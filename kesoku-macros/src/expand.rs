@@ -269,7 +269,6 @@ fn prepare_tokens(
     let prepare_fn = format_ident!("__kesoku_prepare_{}", unraw(f.ident));
     let name = &checked.name;
     let ctx = format_ident!("__kesoku_ctx");
-    let failed = format_ident!("__kesoku_failed");
     let private = quote!(#krate::__private);
     let p = &private;
 
@@ -285,10 +284,11 @@ fn prepare_tokens(
             // Spanned at the type: a missing `Deserialize` is reported there.
             Source::Model => {
                 decoded.push(if let Some(expr) = &param.default {
-                    let get = quote_spanned!(ty.span()=> #p::field_or_default::<#ty>(&#args, #field, #failed)?);
+                    let get =
+                        quote_spanned!(ty.span()=> #p::field_or_default::<#ty>(&#args, #field)?);
                     quote!(let #var: #ty = #get.unwrap_or_else(|| -> #ty { #expr });)
                 } else {
-                    let get = quote_spanned!(ty.span()=> #p::field::<#ty>(&#args, #field, #failed)?);
+                    let get = quote_spanned!(ty.span()=> #p::field::<#ty>(&#args, #field)?);
                     quote!(let #var: #ty = #get;)
                 });
                 field += 1;
@@ -319,10 +319,9 @@ fn prepare_tokens(
     quote! {
         fn #prepare_fn(
             __kesoku_raw: #p::RawArgs<'_>,
-            #failed: &#p::Failed,
             #ctx: &#krate::ToolContext,
             __kesoku_interrupted: ::core::option::Option<&dyn ::core::ops::Fn() -> bool>,
-        ) -> ::core::result::Result<#krate::Invocation, #p::Step> {
+        ) -> ::core::result::Result<#krate::Invocation, #p::PrepareError> {
             #decode
             #(#produced)*
             ::core::result::Result::Ok(#run)
