@@ -6,7 +6,7 @@
 //! checks one against the other, and emits a constant JSON Schema and a
 //! typed invoker, registered in a global [`default_registry`].
 //!
-//! ```
+//! ```standalone_crate
 //! use kesoku::{ToolContext, tool};
 //!
 //! /// Adds two integers.
@@ -48,10 +48,16 @@ pub use kesoku_macros::ToolArg;
 /// Turns a function into an LLM tool.
 ///
 /// See the [crate docs](crate) and the README for the doc comment format,
-/// the options (`name`, `description`, `crate`, `allow_undocumented_args`,
-/// `coerce`) and the parameter attributes (`#[arg(default = ...)]`,
-/// `#[inject]`).
+/// the options (`name`, `description`, `coerce`, `timeout`, `sequential`,
+/// `allow_undocumented_args`, `crate`) and the parameter attributes
+/// (`#[arg(default = ...)]`, `#[arg(default)]`, `#[inject]`).
 pub use kesoku_macros::tool;
+
+// Every Rust block of the README is a doctest, so the README cannot drift
+// from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
 
 /// What the macros' expansions name. Not a public API: it may change in
 /// any release.
