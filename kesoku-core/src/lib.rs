@@ -10,7 +10,8 @@
 // 1. leaves:      schema, content, request, future
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema)
-// 4. results:     output (content, error), gateway (message, future)
+// 4. results:     output (content, error), gateway (message, future),
+//                 store (message)
 // 5. context:     context (gateway, message)
 // 6. a ready call: invocation (output, error, future)
 // 7. decoding:    decode (context, error, schema, invocation),
@@ -33,6 +34,7 @@ mod registry;
 mod request;
 mod runner;
 mod schema;
+pub mod store;
 mod tool;
 mod tool_arg;
 mod valid_args;

@@ -1,0 +1,336 @@
+//! [`Store`]: where sessions and their messages are kept, and
+//! [`MemoryStore`], the in-memory one.
+//!
+//! A store is the one source of truth of a running agent: the gateway
+//! saves every message in it before delivering it, listeners catch up from
+//! it, and a claim is a conditional update in it. Nothing an agent needs
+//! lives only in one process's memory, so several processes can share a
+//! store that a server database backs.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+
+use crate::message::{Message, MessageType, Role, Status};
+
+/// A message's position in its store's single total order: every message
+/// gets a larger one than all before it. Listeners resume from the last
+/// one they saw.
+pub type Seq = i64;
+
+/// The future of a [`Store`] call: `Send`, and borrowing only its inputs.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A message with this id is stored already; nothing was written.
+    #[error("a message with id `{id}` is already stored")]
+    Duplicate {
+        /// The id.
+        id: String,
+    },
+    /// The database failed or is unreachable; the message names the call
+    /// and the database's own error.
+    #[error("the {store} store failed to {action}: {message}")]
+    Backend {
+        /// Which store, such as `SQLite` at a path.
+        store: String,
+        /// What it was doing, such as "save message `m1`".
+        action: String,
+        /// The database's error.
+        message: String,
+    },
+    /// A stored row cannot be read back as a [`Message`].
+    #[error("the {store} store holds a message that cannot be read ({id}): {message}")]
+    Corrupt {
+        /// Which store.
+        store: String,
+        /// The row's id.
+        id: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A session as a store lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// The start of its first user message, if it has one.
+    pub title: Option<String>,
+    /// When its first message was stored.
+    pub created: DateTime<Utc>,
+    /// When its last message was stored.
+    pub updated: DateTime<Utc>,
+    /// How many messages it holds.
+    pub messages: u64,
+}
+
+impl SessionInfo {
+    /// A session first written at `created`.
+    pub fn new(id: impl Into<String>, created: DateTime<Utc>) -> Self {
+        SessionInfo {
+            id: id.into(),
+            title: None,
+            created,
+            updated: created,
+            messages: 0,
+        }
+    }
+}
+
+/// How long a session title is: the start of its first user message.
+pub const TITLE_CHARS: usize = 80;
+
+/// A session's title from its first user message: the first line, cut at
+/// [`TITLE_CHARS`] characters.
+pub fn title_of(message: &Message) -> Option<String> {
+    if message.role != Role::User || message.kind != MessageType::Text {
+        return None;
+    }
+    let line = message.content.lines().find(|l| !l.trim().is_empty())?;
+    Some(line.trim().chars().take(TITLE_CHARS).collect())
+}
+
+/// Where sessions and their messages are kept.
+///
+/// Every call is one transaction. Messages are immutable once stored but
+/// for their status, which changes only through
+/// [`transition`](Store::transition), a conditional update: of several
+/// processes that try the same transition, exactly one succeeds.
+pub trait Store: Send + Sync + 'static {
+    /// Saves a new message, creating its session on first use (titled after
+    /// its first user message), and returns the message's [`Seq`]. An id
+    /// that is stored already is [`StoreError::Duplicate`], and nothing is
+    /// written.
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq>;
+
+    /// The message with this id.
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>>;
+
+    /// A session's messages, in the order they were stored.
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>>;
+
+    /// Up to `limit` messages stored after `seq`, of every session, in
+    /// order, each with its `Seq`: how a listener catches up.
+    fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>>;
+
+    /// The messages whose status is `status`, in order, each with its `Seq`.
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>>;
+
+    /// Sets the status of message `id` to `to` if it is one of `from`, in
+    /// one conditional update. `true` if this call changed it.
+    fn transition<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Every session, the most recently updated first.
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>>;
+
+    /// The largest `Seq` stored, 0 when empty.
+    fn last_seq(&self) -> StoreFuture<'_, Seq>;
+}
+
+/// A [`Store`] in memory: the default of an agent without one, and for
+/// tests. Lost when the process ends.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use kesoku_core::{Message, MessageType, Role, Status};
+/// use kesoku_core::store::{MemoryStore, Store};
+///
+/// let store = MemoryStore::new();
+/// let prompt = Message::new("s1", Role::User, MessageType::Text, "Add 2 and 3")
+///     .with_status(Status::PendingAgent);
+/// store.insert(&prompt).await.unwrap();
+/// let claim = [Status::PendingAgent];
+/// assert!(store.transition(&prompt.id, &claim, Status::Processing).await.unwrap());
+/// assert!(!store.transition(&prompt.id, &claim, Status::Processing).await.unwrap());
+/// assert_eq!(store.history("s1").await.unwrap()[0].status, Status::Processing);
+/// # });
+/// ```
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Memory>,
+}
+
+#[derive(Default)]
+struct Memory {
+    /// Every message, in `Seq` order: entry `i` has `Seq` `i + 1`.
+    log: Vec<Message>,
+    /// Message id → index in `log`.
+    by_id: HashMap<String, usize>,
+    /// Session id → the indexes of its messages, in order.
+    by_session: HashMap<String, Vec<usize>>,
+    sessions: HashMap<String, SessionInfo>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        // A panic elsewhere cannot leave `Memory` half-written: every
+        // change below is a few pushes after all checks.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("messages", &self.lock().log.len())
+            .finish()
+    }
+}
+
+/// `Seq` of the entry at `index`.
+fn seq_of(index: usize) -> Seq {
+    Seq::try_from(index).map_or(Seq::MAX, |i| i + 1)
+}
+
+impl Store for MemoryStore {
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
+        let mut m = self.lock();
+        let result = if m.by_id.contains_key(&message.id) {
+            Err(StoreError::Duplicate {
+                id: message.id.clone(),
+            })
+        } else {
+            let index = m.log.len();
+            m.log.push(message.clone());
+            m.by_id.insert(message.id.clone(), index);
+            m.by_session
+                .entry(message.session_id.clone())
+                .or_default()
+                .push(index);
+            let session = m
+                .sessions
+                .entry(message.session_id.clone())
+                .or_insert_with(|| SessionInfo::new(&message.session_id, message.timestamp));
+            if session.title.is_none() {
+                session.title = title_of(message);
+            }
+            session.updated = message.timestamp.max(session.updated);
+            session.messages += 1;
+            Ok(seq_of(index))
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
+        let m = self.lock();
+        let found = m.by_id.get(id).map(|&i| m.log[i].clone());
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
+        let m = self.lock();
+        let messages = m
+            .by_session
+            .get(session_id)
+            .map(|ix| ix.iter().map(|&i| m.log[i].clone()).collect())
+            .unwrap_or_default();
+        Box::pin(std::future::ready(Ok(messages)))
+    }
+
+    fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let m = self.lock();
+        let start = usize::try_from(seq.max(0)).unwrap_or(usize::MAX);
+        let found = m
+            .log
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take(limit)
+            .map(|(i, msg)| (seq_of(i), msg.clone()))
+            .collect();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let m = self.lock();
+        let found = m
+            .log
+            .iter()
+            .enumerate()
+            .filter(|(_, msg)| msg.status == status)
+            .map(|(i, msg)| (seq_of(i), msg.clone()))
+            .collect();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn transition<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let changed = match m.by_id.get(id).copied() {
+            Some(i) if from.contains(&m.log[i].status) => {
+                m.log[i].status = to;
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(changed)))
+    }
+
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        let m = self.lock();
+        let mut sessions: Vec<SessionInfo> = m.sessions.values().cloned().collect();
+        sessions.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
+        Box::pin(std::future::ready(Ok(sessions)))
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        let len = self.lock().log.len();
+        Box::pin(std::future::ready(Ok(seq_of(len) - 1)))
+    }
+}
+
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
+        (**self).insert(message)
+    }
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
+        (**self).get(id)
+    }
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
+        (**self).history(session_id)
+    }
+    fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        (**self).after(seq, limit)
+    }
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        (**self).with_status(status)
+    }
+    fn transition<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, bool> {
+        (**self).transition(id, from, to)
+    }
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        (**self).sessions()
+    }
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        (**self).last_seq()
+    }
+}
