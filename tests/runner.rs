@@ -3,13 +3,11 @@
 // Some tools are async only to exercise the async path.
 #![allow(clippy::unused_async)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kesoku::{
-    InMemoryGateway, Message, MessageType, Role, State, Status, ToolContext, ToolRequest,
-    ToolRunner, tool,
+    Gateway, Message, MessageType, Role, State, Status, ToolContext, ToolRequest, ToolRunner, tool,
 };
 use serde_json::{Value, json};
 
@@ -406,7 +404,7 @@ async fn concurrency_is_bounded_and_sequential_tools_run_alone() {
 
 #[tokio::test]
 async fn tools_post_progress_through_the_gateway() {
-    let gateway = Arc::new(InMemoryGateway::new());
+    let gateway = Gateway::in_memory();
     let runner = ToolRunner::new(
         kesoku::default_registry(),
         ToolContext::new("s-5")
@@ -415,7 +413,7 @@ async fn tools_post_progress_through_the_gateway() {
     );
     let m = run_one(&runner, "progress", json!({"steps": 2})).await;
     assert_eq!(m.content, "done");
-    let posted = gateway.messages();
+    let posted = gateway.history("s-5").await.unwrap();
     assert_eq!(posted.len(), 2);
     assert_eq!(posted[1].content, "step 2 of 2");
     assert_eq!(posted[1].session_id, "s-5");

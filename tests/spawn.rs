@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use kesoku::{
-    InMemoryGateway, Message, ToolContext, ToolRegistry, ToolRequest, ToolRunner, default_registry,
-    tool,
+    Gateway, Message, ToolContext, ToolRegistry, ToolRequest, ToolRunner, default_registry, tool,
 };
 use serde_json::json;
 
@@ -98,11 +97,16 @@ async fn a_tool_call_can_be_spawned() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_progress_post_can_be_spawned() {
-    let gateway = Arc::new(InMemoryGateway::new());
+    let gateway = Gateway::in_memory();
     let ctx = ToolContext::new("s").with_gateway(gateway.clone());
     tokio::spawn(async move { ctx.post("halfway").await })
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(gateway.messages()[0].content, "halfway");
+    let stored = gateway.clone();
+    let history = tokio::spawn(async move { stored.history("s").await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(history[0].content, "halfway");
 }

@@ -40,7 +40,7 @@ struct Inner {
     session_id: String,
     original_msg_id: Option<String>,
     workspace: Option<PathBuf>,
-    gateway: Option<Arc<dyn Gateway>>,
+    gateway: Option<Gateway>,
     cancel: CancellationToken,
     state: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
@@ -72,7 +72,7 @@ impl ToolContext {
 
     /// Sets the gateway tools post progress through.
     #[must_use]
-    pub fn with_gateway(mut self, gateway: Arc<dyn Gateway>) -> Self {
+    pub fn with_gateway(mut self, gateway: Gateway) -> Self {
         Arc::make_mut(&mut self.inner).gateway = Some(gateway);
         self
     }
@@ -117,7 +117,7 @@ impl ToolContext {
     }
 
     /// The gateway to the user, if one is set.
-    pub fn gateway(&self) -> Option<&Arc<dyn Gateway>> {
+    pub fn gateway(&self) -> Option<&Gateway> {
         self.inner.gateway.as_ref()
     }
 
@@ -137,7 +137,7 @@ impl ToolContext {
         .with_status(Status::Pending);
         message.parent_id.clone_from(&self.inner.original_msg_id);
         message.metadata.insert("progress".into(), true.into());
-        gateway.post(message).await
+        gateway.post(message).await.map(drop)
     }
 
     /// The token whose cancellation stops this context's waiting tools.

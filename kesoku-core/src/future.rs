@@ -4,6 +4,5 @@
 use std::future::Future;
 use std::pin::Pin;
 
-/// A boxed, sendable future, as async tools and [`Gateway`](crate::Gateway)s
-/// return.
+/// A boxed, sendable future, as dynamic tools return.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

@@ -1,93 +1,359 @@
-//! [`Gateway`]: how a running tool talks to the user (progress notes,
-//! partial results) before its result is ready.
+//! [`Gateway`]: the hub between chat front ends, the agent and tools.
+//!
+//! [`post`](Gateway::post) saves a message in the [`Store`] first, then
+//! delivers it to every listener whose [`Filter`] matches.
+//! [`listen`](Gateway::listen) replays the stored matches, then yields live
+//! ones, with no gap and no duplicate between the two: it subscribes before
+//! it replays, and a message's [`Seq`] says which side it belongs to. A
+//! listener that falls behind catches up from the store rather than losing
+//! messages, and messages that another process posted to the same store
+//! arrive through a periodic read of the store.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use futures_util::Stream;
 use tokio::sync::broadcast;
 
-use crate::future::BoxFuture;
-use crate::message::Message;
+use crate::message::{Message, Role, Status};
+use crate::store::{MemoryStore, Seq, Store, StoreError};
 
-/// Why a gateway could not deliver a message.
+/// Why the gateway could not save or deliver a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the gateway could not deliver the message: {0}")]
-pub struct GatewayError(pub String);
-
-/// Delivers messages to the session's user: a chat connector, a websocket,
-/// a database outbox. Tools reach it through [`ToolContext::post`](crate::ToolContext::post).
-///
-/// A trait object, so any transport plugs in; `post` returns a boxed
-/// future to stay object-safe.
-pub trait Gateway: Send + Sync + 'static {
-    /// Sends `message` to the user.
-    fn post(&self, message: Message) -> BoxFuture<Result<(), GatewayError>>;
+#[non_exhaustive]
+pub enum GatewayError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
-/// A gateway that keeps every message in memory and broadcasts it to
-/// subscribers: for tests, demos and single-process apps.
+/// Which messages a listener wants.
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// use std::sync::Arc;
-/// use kesoku_core::{InMemoryGateway, ToolContext};
+/// use kesoku_core::gateway::Filter;
+/// use kesoku_core::{Message, MessageType, Role, Status};
 ///
-/// let gateway = Arc::new(InMemoryGateway::new());
-/// let mut inbox = gateway.subscribe();
-/// let ctx = ToolContext::new("s").with_gateway(gateway.clone());
-/// ctx.post("halfway there").await.unwrap();
-/// assert_eq!(gateway.messages()[0].content, "halfway there");
-/// assert_eq!(inbox.recv().await.unwrap().session_id, "s");
-/// # });
+/// let waiting = Filter::new().status(Status::PendingAgent);
+/// let prompt = Message::new("s", Role::User, MessageType::Text, "hi").with_status(Status::PendingAgent);
+/// assert!(waiting.matches(&prompt));
+/// assert!(!Filter::new().session("other").matches(&prompt));
 /// ```
-#[derive(Debug)]
-pub struct InMemoryGateway {
-    messages: Mutex<Vec<Message>>,
-    sender: broadcast::Sender<Message>,
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    session: Option<String>,
+    status: Option<Status>,
+    roles: Option<Vec<Role>>,
+    after: Option<Seq>,
 }
 
-impl Default for InMemoryGateway {
-    fn default() -> Self {
-        Self::new()
+impl Filter {
+    /// Every message.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only this session's messages.
+    #[must_use]
+    pub fn session(mut self, id: impl Into<String>) -> Self {
+        self.session = Some(id.into());
+        self
+    }
+
+    /// Only messages with this status (as stored, for the replay; as
+    /// posted, for live ones).
+    #[must_use]
+    pub fn status(mut self, status: Status) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Only messages from these roles.
+    #[must_use]
+    pub fn roles(mut self, roles: impl IntoIterator<Item = Role>) -> Self {
+        self.roles = Some(roles.into_iter().collect());
+        self
+    }
+
+    /// Replays the messages stored after `seq` (live ones follow as
+    /// ever). Without it, a filter with a status replays every stored
+    /// message with that status, and one without replays nothing: it
+    /// starts with what is posted after [`Gateway::listen`] returned.
+    #[must_use]
+    pub fn after(mut self, seq: Seq) -> Self {
+        self.after = Some(seq);
+        self
+    }
+
+    /// Whether `message` passes the filter.
+    pub fn matches(&self, message: &Message) -> bool {
+        self.session
+            .as_deref()
+            .is_none_or(|s| s == message.session_id)
+            && self.status.is_none_or(|s| s == message.status)
+            && self
+                .roles
+                .as_ref()
+                .is_none_or(|r| r.contains(&message.role))
     }
 }
 
-impl InMemoryGateway {
-    /// An empty gateway.
-    pub fn new() -> Self {
-        InMemoryGateway {
-            messages: Mutex::new(Vec::new()),
-            sender: broadcast::channel(1024).0,
+/// The hub: saves each message, then delivers it to the listeners.
+///
+/// Cheap to clone (one `Arc`); clones share the store and the listeners.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// use futures_util::StreamExt;
+/// use kesoku_core::gateway::{Filter, Gateway};
+/// use kesoku_core::{Message, MessageType, Role, Status};
+///
+/// let gateway = Gateway::in_memory();
+/// let first = Message::new("s", Role::User, MessageType::Text, "one").with_status(Status::PendingAgent);
+/// gateway.post(first).await.unwrap();
+///
+/// // Stored matches first, then live ones.
+/// let mut waiting = gateway.listen(Filter::new().status(Status::PendingAgent)).await.unwrap();
+/// let second = Message::new("s", Role::User, MessageType::Text, "two").with_status(Status::PendingAgent);
+/// gateway.post(second).await.unwrap();
+/// assert_eq!(waiting.next().await.unwrap().unwrap().content, "one");
+/// assert_eq!(waiting.next().await.unwrap().unwrap().content, "two");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    live: broadcast::Sender<(Seq, Arc<Message>)>,
+    poll: Duration,
+}
+
+impl fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gateway")
+            .field("listeners", &self.inner.live.receiver_count())
+            .field("poll", &self.inner.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many live messages a listener may fall behind before it catches up
+/// from the store instead.
+const LIVE_CAPACITY: usize = 1024;
+/// How many messages one catch-up read takes from the store.
+const PAGE: usize = 512;
+
+impl Gateway {
+    /// How often a listener reads the store for messages posted by other
+    /// processes, unless [`with_poll_interval`](Self::with_poll_interval)
+    /// says otherwise.
+    pub const DEFAULT_POLL: Duration = Duration::from_millis(250);
+
+    /// A gateway over `store`.
+    pub fn new(store: impl Store) -> Self {
+        Self::from_arc(Arc::new(store))
+    }
+
+    /// A gateway over a shared store.
+    pub fn from_arc(store: Arc<dyn Store>) -> Self {
+        Gateway {
+            inner: Arc::new(Inner {
+                store,
+                live: broadcast::channel(LIVE_CAPACITY).0,
+                poll: Self::DEFAULT_POLL,
+            }),
         }
     }
 
-    /// Every message posted so far, in order.
-    pub fn messages(&self) -> Vec<Message> {
-        self.messages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// A gateway over a new [`MemoryStore`].
+    pub fn in_memory() -> Self {
+        Self::new(MemoryStore::new())
     }
 
-    /// A receiver of the messages posted from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Message> {
-        self.sender.subscribe()
+    /// Sets how often listeners read the store for messages other
+    /// processes posted. Call it before the gateway is cloned or listened
+    /// to.
+    #[must_use]
+    pub fn with_poll_interval(mut self, every: Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.poll = every.max(Duration::from_millis(1));
+        }
+        self
+    }
+
+    /// The store messages are saved in.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// Saves `message`, then delivers it to the matching listeners.
+    /// Returns its [`Seq`].
+    pub async fn post(&self, message: Message) -> Result<Seq, GatewayError> {
+        let seq = self.inner.store.insert(&message).await?;
+        // No listener is fine: the message is stored either way.
+        let _ = self.inner.live.send((seq, Arc::new(message)));
+        Ok(seq)
+    }
+
+    /// Sets message `id`'s status to `to` if it is one of `from`, in one
+    /// conditional update. `true` if this call changed it.
+    pub async fn transition(
+        &self,
+        id: &str,
+        from: &[Status],
+        to: Status,
+    ) -> Result<bool, GatewayError> {
+        Ok(self.inner.store.transition(id, from, to).await?)
+    }
+
+    /// Claims a `pending_agent` message for processing: `true` for exactly
+    /// one of the claimants, in this process or any other sharing the store.
+    pub async fn claim(&self, id: &str) -> Result<bool, GatewayError> {
+        self.transition(id, &[Status::PendingAgent], Status::Processing)
+            .await
+    }
+
+    /// A session's stored messages, in order.
+    pub async fn history(&self, session_id: &str) -> Result<Vec<Message>, GatewayError> {
+        Ok(self.inner.store.history(session_id).await?)
+    }
+
+    /// The stored messages that match `filter` (read now), then the live
+    /// ones, in order, each once. The stream ends only when it is dropped;
+    /// an error item means the store failed, and the stream goes on after
+    /// it.
+    pub async fn listen(&self, filter: Filter) -> Result<Listener, GatewayError> {
+        // Subscribe before replaying: whatever is posted from now on is
+        // either in the replay or arrives live, and its `Seq` says which.
+        let mut state = Listening {
+            live: self.inner.live.subscribe(),
+            store: Arc::clone(&self.inner.store),
+            filter,
+            seen: 0,
+            ready: VecDeque::new(),
+            poll: tokio::time::interval(self.inner.poll),
+        };
+        state.replay().await?;
+        Ok(Listener {
+            inner: Box::pin(futures_util::stream::unfold(state, Listening::next)),
+        })
     }
 }
 
-impl Gateway for InMemoryGateway {
-    fn post(&self, message: Message) -> BoxFuture<Result<(), GatewayError>> {
-        self.messages
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(message.clone());
-        // No subscriber is fine: the message is kept either way.
-        let _ = self.sender.send(message);
-        Box::pin(async { Ok(()) })
+/// The stream [`Gateway::listen`] returns.
+pub struct Listener {
+    inner: Pin<Box<dyn Stream<Item = Result<Message, GatewayError>> + Send>>,
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener").finish_non_exhaustive()
     }
 }
 
-impl<G: Gateway + ?Sized> Gateway for Arc<G> {
-    fn post(&self, message: Message) -> BoxFuture<Result<(), GatewayError>> {
-        (**self).post(message)
+impl Stream for Listener {
+    type Item = Result<Message, GatewayError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
     }
+}
+
+struct Listening {
+    live: broadcast::Receiver<(Seq, Arc<Message>)>,
+    store: Arc<dyn Store>,
+    filter: Filter,
+    /// Every message up to this `Seq` was delivered or filtered out.
+    seen: Seq,
+    ready: VecDeque<Message>,
+    poll: tokio::time::Interval,
+}
+
+impl Listening {
+    async fn next(mut self) -> Option<(Result<Message, GatewayError>, Self)> {
+        loop {
+            if let Some(message) = self.ready.pop_front() {
+                return Some((Ok(message), self));
+            }
+            let seen = self.seen;
+            tokio::select! {
+                biased;
+                live = self.live.recv() => match live {
+                    Ok((seq, message)) => self.take(seq, Arc::unwrap_or_clone(message)),
+                    // Fell behind the live channel: what was missed is in
+                    // the store.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        if let Err(e) = self.catch_up(seen).await {
+                            return Some((Err(e.into()), self));
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                // Messages other processes posted reach this one's store only.
+                _ = self.poll.tick() => {
+                    if let Err(e) = self.catch_up(seen).await {
+                        return Some((Err(e.into()), self));
+                    }
+                }
+            }
+        }
+    }
+
+    /// What is stored now, up to a `Seq` read first; everything after it is
+    /// left to the live part.
+    async fn replay(&mut self) -> Result<(), StoreError> {
+        let upto = self.store.last_seq().await?;
+        let found = match (self.filter.after, self.filter.status) {
+            (Some(after), _) => read_after(&*self.store, after, upto).await?,
+            (None, Some(status)) => self.store.with_status(status).await?,
+            (None, None) => Vec::new(),
+        };
+        for (seq, message) in found {
+            if seq <= upto && self.filter.matches(&message) {
+                self.ready.push_back(message);
+            }
+        }
+        self.seen = upto;
+        Ok(())
+    }
+
+    /// Everything stored after what was seen.
+    async fn catch_up(&mut self, seen: Seq) -> Result<(), StoreError> {
+        let upto = self.store.last_seq().await?;
+        for (seq, message) in read_after(&*self.store, seen, upto).await? {
+            self.take(seq, message);
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, seq: Seq, message: Message) {
+        if seq > self.seen {
+            self.seen = seq;
+            if self.filter.matches(&message) {
+                self.ready.push_back(message);
+            }
+        }
+    }
+}
+
+/// The messages stored after `from`, up to `upto`, page by page.
+async fn read_after(
+    store: &dyn Store,
+    mut from: Seq,
+    upto: Seq,
+) -> Result<Vec<(Seq, Message)>, StoreError> {
+    let mut out = Vec::new();
+    while from < upto {
+        let page = store.after(from, PAGE).await?;
+        let Some(&(last, _)) = page.last() else { break };
+        from = last;
+        out.extend(page.into_iter().filter(|(seq, _)| *seq <= upto));
+    }
+    Ok(out)
 }

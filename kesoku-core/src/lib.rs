@@ -10,8 +10,8 @@
 // 1. leaves:      schema, content, request, future
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema)
-// 4. results:     output (content, error), gateway (message, future),
-//                 store (message)
+// 4. results:     output (content, error), store (message)
+// 4b. hub:        gateway (store, message)
 // 5. context:     context (gateway, message)
 // 6. a ready call: invocation (output, error, future)
 // 7. decoding:    decode (context, error, schema, invocation),
@@ -25,7 +25,7 @@ mod context;
 mod decode;
 mod error;
 mod future;
-mod gateway;
+pub mod gateway;
 mod invocation;
 pub mod lowering;
 mod message;
@@ -45,7 +45,7 @@ pub use content::ContentBlock;
 pub use context::{FromToolContext, InjectError, State, ToolContext};
 pub use error::{RegistryError, ToolError};
 pub use future::BoxFuture;
-pub use gateway::{Gateway, GatewayError, InMemoryGateway};
+pub use gateway::{Gateway, GatewayError};
 pub use invocation::Invocation;
 pub use message::{Message, MessageType, Role, Status, keys};
 pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};
