@@ -22,6 +22,7 @@ async fn next(listener: &mut kesoku::gateway::Listener) -> Message {
         .expect("a message within 5 s")
         .expect("the stream goes on")
         .expect("no store error")
+        .message
 }
 
 #[tokio::test]

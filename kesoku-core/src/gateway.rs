@@ -119,8 +119,8 @@ impl Filter {
 /// let mut waiting = gateway.listen(Filter::new().status(Status::PendingAgent)).await.unwrap();
 /// let second = Message::new("s", Role::User, MessageType::Text, "two").with_status(Status::PendingAgent);
 /// gateway.post(second).await.unwrap();
-/// assert_eq!(waiting.next().await.unwrap().unwrap().content, "one");
-/// assert_eq!(waiting.next().await.unwrap().unwrap().content, "two");
+/// assert_eq!(waiting.next().await.unwrap().unwrap().message.content, "one");
+/// assert_eq!(waiting.next().await.unwrap().unwrap().message.content, "two");
 /// # });
 /// ```
 #[derive(Clone)]
@@ -246,9 +246,20 @@ impl Gateway {
     }
 }
 
+/// A message a listener receives, with its place in the store's order
+/// (to resume from, with [`Filter::after`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Delivery {
+    /// The message's [`Seq`].
+    pub seq: Seq,
+    /// The message, as it was posted (live) or as it is stored (replay).
+    pub message: Message,
+}
+
 /// The stream [`Gateway::listen`] returns.
 pub struct Listener {
-    inner: Pin<Box<dyn Stream<Item = Result<Message, GatewayError>> + Send>>,
+    inner: Pin<Box<dyn Stream<Item = Result<Delivery, GatewayError>> + Send>>,
 }
 
 impl fmt::Debug for Listener {
@@ -258,7 +269,7 @@ impl fmt::Debug for Listener {
 }
 
 impl Stream for Listener {
-    type Item = Result<Message, GatewayError>;
+    type Item = Result<Delivery, GatewayError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.inner.as_mut().poll_next(cx)
@@ -271,12 +282,12 @@ struct Listening {
     filter: Filter,
     /// Every message up to this `Seq` was delivered or filtered out.
     seen: Seq,
-    ready: VecDeque<Message>,
+    ready: VecDeque<Delivery>,
     poll: tokio::time::Interval,
 }
 
 impl Listening {
-    async fn next(mut self) -> Option<(Result<Message, GatewayError>, Self)> {
+    async fn next(mut self) -> Option<(Result<Delivery, GatewayError>, Self)> {
         loop {
             if let Some(message) = self.ready.pop_front() {
                 return Some((Ok(message), self));
@@ -316,7 +327,7 @@ impl Listening {
         };
         for (seq, message) in found {
             if seq <= upto && self.filter.matches(&message) {
-                self.ready.push_back(message);
+                self.ready.push_back(Delivery { seq, message });
             }
         }
         self.seen = upto;
@@ -336,7 +347,7 @@ impl Listening {
         if seq > self.seen {
             self.seen = seq;
             if self.filter.matches(&message) {
-                self.ready.push_back(message);
+                self.ready.push_back(Delivery { seq, message });
             }
         }
     }
