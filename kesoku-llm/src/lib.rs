@@ -7,6 +7,7 @@
 //! dialect (see `kesoku_core::lowering`), and retries what is worth
 //! retrying.
 
+mod agent;
 mod claude;
 mod content;
 mod endpoint;
@@ -16,7 +17,9 @@ mod http;
 mod key;
 mod llm;
 mod openai;
+mod scripted;
 
+pub use agent::{Agent, AgentBuilder, AgentError, TurnOutcome, TurnStatus};
 pub use claude::ClaudeLlm;
 pub use content::ContentFallback;
 pub use error::LlmError;
@@ -29,3 +32,4 @@ pub use llm::{
     ToolChoice, ToolDeclaration, Usage, WireRequest, content_blocks,
 };
 pub use openai::OpenAiLlm;
+pub use scripted::{ScriptError, ScriptedLlm};

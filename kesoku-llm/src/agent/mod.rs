@@ -1,0 +1,367 @@
+//! [`Agent`]: hands a prompt to a model, runs the tools it asks for, and
+//! keeps every message in a store, one turn at a time per session.
+//!
+//! `send` and `serve` share one path: the user message is posted as
+//! `pending_agent`, claimed with a conditional update (so of several
+//! agents on one store exactly one takes it), and run as a turn under the
+//! session's turn lock. A newer user message of the session interrupts a
+//! running turn at once: see `run.rs`.
+
+mod outcome;
+mod run;
+mod sessions;
+mod view;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kesoku_core::gateway::{Filter, Gateway};
+use kesoku_core::store::{MemoryStore, Seq, Store};
+use kesoku_core::{Message, MessageType, RegistryRef, Role, Status, ToolRegistry};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+pub use outcome::{AgentError, TurnOutcome, TurnStatus};
+
+use crate::{Llm, LlmOptions, ToolDeclaration};
+use sessions::Sessions;
+
+/// An agent: a model, tools, a store, and the turn loop between them.
+///
+/// Cheap to clone (one `Arc`); clones share everything, so one can
+/// `serve()` while others `send()`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// use kesoku_llm::{Agent, ScriptedLlm, TurnStatus};
+/// use kesoku_core::{DynamicTool, ToolOutput, ToolRegistry};
+/// use serde_json::json;
+///
+/// let mut tools = ToolRegistry::new();
+/// tools.register(DynamicTool::new("add", "Adds a and b.",
+///     json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}),
+///     |args, _| async move { Ok(ToolOutput::new(json!(args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap()))) },
+/// ).unwrap()).unwrap();
+/// let model = ScriptedLlm::from_json(json!([
+///     {"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 2, "b": 3}}]},
+///     {"text": "2 + 3 = {{c1}}"}
+/// ])).unwrap();
+///
+/// let agent = Agent::builder(model).registry(tools).build().unwrap();
+/// let outcome = agent.send("session-1", "Add 2 and 3").await.unwrap();
+/// assert_eq!(outcome.status, TurnStatus::Completed);
+/// assert_eq!(outcome.answer.as_deref(), Some("2 + 3 = 5"));
+/// assert_eq!(agent.history("session-1").await.unwrap().len(), 4);
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct Agent {
+    shared: Arc<Shared>,
+}
+
+/// What every clone of an agent shares.
+pub(crate) struct Shared {
+    pub(crate) llm: Arc<dyn Llm>,
+    pub(crate) registry: RegistryRef,
+    pub(crate) declarations: Vec<ToolDeclaration>,
+    pub(crate) options: LlmOptions,
+    pub(crate) gateway: Gateway,
+    pub(crate) max_steps: usize,
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) sessions: Sessions,
+    pub(crate) sessions_dir: Option<PathBuf>,
+    pub(crate) tool_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("provider", &self.shared.llm.provider())
+            .field("model", &self.shared.options.model)
+            .field("tools", &self.shared.declarations.len())
+            .field("max_steps", &self.shared.max_steps)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Agent`]; see [`Agent::builder`].
+#[must_use = "call `build()` to get the agent"]
+pub struct AgentBuilder {
+    llm: Arc<dyn Llm>,
+    registry: Option<RegistryRef>,
+    system_prompt: Option<String>,
+    options: Option<LlmOptions>,
+    gateway: Option<Gateway>,
+    max_steps: usize,
+    max_concurrent_turns: usize,
+    sessions_dir: Option<PathBuf>,
+    tool_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("provider", &self.llm.provider())
+            .field("max_steps", &self.max_steps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentBuilder {
+    /// The tools: `kesoku::default_registry()`, a `ToolRegistry`, or an
+    /// `Arc` of one. Default: no tools.
+    pub fn registry(mut self, registry: impl Into<RegistryRef>) -> Self {
+        self.registry = Some(registry.into());
+        self
+    }
+
+    /// The system prompt sent with every model call.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Where messages are kept. Default: a new in-memory store.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.gateway = Some(Gateway::new(store));
+        self
+    }
+
+    /// The gateway to post through, to share it with front ends in this
+    /// process (it carries its store). Replaces [`store`](Self::store).
+    pub fn gateway(mut self, gateway: Gateway) -> Self {
+        self.gateway = Some(gateway);
+        self
+    }
+
+    /// How many model calls one turn may make. Default: 8.
+    pub fn max_steps(mut self, steps: usize) -> Self {
+        self.max_steps = steps;
+        self
+    }
+
+    /// The model and generation options. Default: the provider's usual
+    /// model with 4,096 output tokens.
+    pub fn options(mut self, options: LlmOptions) -> Self {
+        self.options = Some(options);
+        self
+    }
+
+    /// The model, with default options otherwise.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        let mut options = self.options.take().unwrap_or_else(|| LlmOptions::new(""));
+        options.model = model.into();
+        self.options = Some(options);
+        self
+    }
+
+    /// How many turns (of different sessions) run at once. Default: 64.
+    pub fn max_concurrent_turns(mut self, turns: usize) -> Self {
+        self.max_concurrent_turns = turns;
+        self
+    }
+
+    /// The directory under which each session gets its workspace
+    /// directory (made on first use), given to tools in their context.
+    pub fn sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sessions_dir = Some(dir.into());
+        self
+    }
+
+    /// The time limit of tools that set none. Default: the runner's.
+    pub fn tool_timeout(mut self, limit: Duration) -> Self {
+        self.tool_timeout = Some(limit);
+        self
+    }
+
+    /// The agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        if self.max_steps == 0 {
+            return Err(AgentError::Config(
+                "max_steps must be at least 1 (one model call per turn)".into(),
+            ));
+        }
+        if self.max_concurrent_turns == 0 {
+            return Err(AgentError::Config(
+                "max_concurrent_turns must be at least 1".into(),
+            ));
+        }
+        let registry = self
+            .registry
+            .unwrap_or_else(|| RegistryRef::from(ToolRegistry::new()));
+        let declarations = ToolDeclaration::all(&registry);
+        let mut options = self
+            .options
+            .unwrap_or_else(|| LlmOptions::new(default_model(self.llm.provider())));
+        if options.model.is_empty() {
+            default_model(self.llm.provider()).clone_into(&mut options.model);
+        }
+        if self.system_prompt.is_some() {
+            options.system = self.system_prompt;
+        }
+        Ok(Agent {
+            shared: Arc::new(Shared {
+                llm: self.llm,
+                registry,
+                declarations,
+                options,
+                gateway: self
+                    .gateway
+                    .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
+                max_steps: self.max_steps,
+                permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
+                sessions: Sessions::default(),
+                sessions_dir: self.sessions_dir,
+                tool_timeout: self.tool_timeout,
+            }),
+        })
+    }
+}
+
+/// A model to use when none is set: each provider's general one.
+fn default_model(provider: &str) -> &'static str {
+    match provider {
+        "Claude" => "claude-sonnet-4-5",
+        "Gemini" => "gemini-2.5-flash",
+        "OpenAI" => "gpt-4.1",
+        _ => "default",
+    }
+}
+
+/// How often a `send` whose message another agent claimed checks whether
+/// that agent finished it.
+const ELSEWHERE_POLL: Duration = Duration::from_millis(50);
+
+impl Agent {
+    /// Starts building an agent over `llm` (any [`Llm`]).
+    pub fn builder(llm: impl Llm + 'static) -> AgentBuilder {
+        AgentBuilder {
+            llm: Arc::new(llm),
+            registry: None,
+            system_prompt: None,
+            options: None,
+            gateway: None,
+            max_steps: 8,
+            max_concurrent_turns: 64,
+            sessions_dir: None,
+            tool_timeout: None,
+        }
+    }
+
+    /// The gateway the agent posts through: front ends in this process
+    /// post and listen here.
+    pub fn gateway(&self) -> &Gateway {
+        &self.shared.gateway
+    }
+
+    /// Posts `text` as a user message of `session_id` and runs the turn it
+    /// opens. A turn of the session that is running is interrupted; this
+    /// one starts when it has stopped.
+    pub async fn send(&self, session_id: &str, text: &str) -> Result<TurnOutcome, AgentError> {
+        let message = Message::new(session_id, Role::User, MessageType::Text, text)
+            .with_sender("user")
+            .with_status(Status::PendingAgent);
+        let seq = self.shared.gateway.post(message.clone()).await?;
+        self.shared.sessions.saw_user_message(session_id, seq);
+        self.take(message, seq).await
+    }
+
+    /// A session's stored messages, in order.
+    pub async fn history(&self, session_id: &str) -> Result<Vec<Message>, AgentError> {
+        Ok(self.shared.gateway.history(session_id).await?)
+    }
+
+    /// Start-up recovery: every user message left `processing` by a crash
+    /// goes back to `pending_agent`, for [`serve`](Self::serve) to take
+    /// again; its turn's unanswered tool calls are healed when it runs.
+    /// Returns how many were recovered.
+    ///
+    /// Run it in one process only when several share a store: to another
+    /// agent that is alive, its own turns look the same.
+    pub async fn recover(&self) -> Result<usize, AgentError> {
+        let store = self.shared.gateway.store();
+        let mut recovered = 0;
+        for (_, m) in store
+            .with_status(Status::Processing)
+            .await
+            .map_err(kesoku_core::GatewayError::from)?
+        {
+            let back = store
+                .transition(&m.id, &[Status::Processing], Status::PendingAgent)
+                .await
+                .map_err(kesoku_core::GatewayError::from)?;
+            recovered += usize::from(back);
+        }
+        Ok(recovered)
+    }
+
+    /// Takes `pending_agent` user messages from the gateway, stored ones
+    /// first, and runs their turns, until the returned future is dropped
+    /// (which stops the turns it started) or the store fails. A chat front
+    /// end then only posts.
+    pub async fn serve(&self) -> Result<(), AgentError> {
+        let filter = Filter::new()
+            .status(Status::PendingAgent)
+            .roles([Role::User]);
+        let mut waiting = self.shared.gateway.listen(filter).await?;
+        let mut turns = JoinSet::new();
+        loop {
+            tokio::select! {
+                delivery = waiting.next() => {
+                    let Some(delivery) = delivery else { return Ok(()) };
+                    let delivery = delivery?;
+                    let (seq, message) = (delivery.seq, delivery.message);
+                    self.shared.sessions.saw_user_message(&message.session_id, seq);
+                    let agent = self.clone();
+                    turns.spawn(async move {
+                        if let Err(e) = agent.take(message, seq).await {
+                            tracing::error!(error = %e, "a turn failed to run");
+                        }
+                    });
+                }
+                Some(done) = turns.join_next(), if !turns.is_empty() => {
+                    if let Err(e) = done
+                        && e.is_panic()
+                    {
+                        tracing::error!(error = %e, "a turn panicked");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Claims `message` and runs its turn, or, if another agent claimed it
+    /// first, waits for that agent to finish it.
+    async fn take(&self, message: Message, seq: Seq) -> Result<TurnOutcome, AgentError> {
+        if !self.shared.gateway.claim(&message.id).await? {
+            return self.finished_elsewhere(&message).await;
+        }
+        run::turn(&self.shared, message, seq).await
+    }
+
+    /// The outcome of a turn another agent runs, read from the store once
+    /// the user message has its final status.
+    async fn finished_elsewhere(&self, message: &Message) -> Result<TurnOutcome, AgentError> {
+        let store = self.shared.gateway.store();
+        loop {
+            let status = store
+                .get(&message.id)
+                .await
+                .map_err(kesoku_core::GatewayError::from)?
+                .map(|m| m.status);
+            let status = match status {
+                Some(Status::Processed) => Some(TurnStatus::Completed),
+                Some(Status::Interrupted) => Some(TurnStatus::Interrupted),
+                Some(Status::Error) => Some(TurnStatus::Failed),
+                _ => None,
+            };
+            if let Some(status) = status {
+                let history = self.history(&message.session_id).await?;
+                return Ok(run::outcome_from_history(status, message, history));
+            }
+            tokio::time::sleep(ELSEWHERE_POLL).await;
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! What a turn ends with ([`TurnOutcome`]), and why an agent call failed
+//! ([`AgentError`]).
+
+use kesoku_core::{GatewayError, Message};
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TurnStatus {
+    /// The model answered without asking for tools; the user message is
+    /// `processed`.
+    Completed,
+    /// `max_steps` model calls were made without a final answer; an
+    /// assistant message says so, and the user message is `processed`.
+    StepLimit,
+    /// A newer user message of the session cut the turn short; the user
+    /// message is `interrupted`.
+    Interrupted,
+    /// The model call failed (after the backend's retries) or its reply
+    /// could not be read; an assistant message names the error, and the
+    /// user message is `error`.
+    Failed,
+}
+
+/// The end of one turn: how it ended, the final text, and every message
+/// the turn posted, in order.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TurnOutcome {
+    /// How the turn ended.
+    pub status: TurnStatus,
+    /// The model's final text, when it gave one.
+    pub answer: Option<String>,
+    /// Everything the turn posted after the user message, in order: the
+    /// model's texts, its tool calls, their results, and the final answer
+    /// or the note that ended the turn.
+    pub messages: Vec<Message>,
+}
+
+/// Why an agent could not be built or could not run a turn. A turn that
+/// ran and failed is not an error: it is a [`TurnOutcome`] whose status
+/// is [`TurnStatus::Failed`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The store behind the gateway failed; what was posted before stays.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    /// The builder's settings cannot work.
+    #[error("invalid agent configuration: {0}")]
+    Config(String),
+    /// The session's workspace directory could not be created.
+    #[error("cannot create the workspace directory {path} of session `{session}`: {message}")]
+    Workspace {
+        /// The session.
+        session: String,
+        /// The directory.
+        path: String,
+        /// The file system's error.
+        message: String,
+    },
+}

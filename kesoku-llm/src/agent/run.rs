@@ -1,0 +1,379 @@
+//! One turn, one step at a time: load the history, heal orphaned calls,
+//! ask the model, post its text and calls, run the calls, post the
+//! results; until the model answers without calls, the step limit, an
+//! error, or a newer user message.
+//!
+//! Interruption is immediate: the model call in flight is dropped, calls
+//! not started get aborted results, and calls waiting are cancelled
+//! through the context's token; every call still gets exactly one result.
+
+use std::fmt::Write as _;
+use std::pin::pin;
+
+use kesoku_core::store::Seq;
+use kesoku_core::{
+    CancellationToken, Message, MessageType, Role, Status, ToolContext, ToolRequest, ToolRunner,
+};
+use tracing::Instrument;
+
+use super::Shared;
+use super::outcome::{AgentError, TurnOutcome, TurnStatus};
+use super::sessions::Slot;
+use super::view::{healing_result, model_view, orphans};
+
+/// What the model is told when it answered with nothing.
+const NUDGE: &str = "Your last reply was empty. Answer the user's last message now.";
+
+/// Runs the turn of the claimed user `message` (at `seq`) to its end.
+pub(crate) async fn turn(
+    shared: &Shared,
+    message: Message,
+    seq: Seq,
+) -> Result<TurnOutcome, AgentError> {
+    let slot = shared.sessions.slot(&message.session_id);
+    let _turn = slot.turn.lock().await;
+    // Taken after the session's lock, so turns queued behind another of
+    // their session hold no permit other sessions could use.
+    let _permit = shared
+        .permits
+        .acquire()
+        .await
+        .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
+    let span = tracing::info_span!(
+        "agent_turn",
+        session = %message.session_id,
+        message_id = %message.id,
+        steps = tracing::field::Empty,
+        status = tracing::field::Empty,
+    );
+    let mut turn = Turn {
+        shared,
+        slot: &slot,
+        user: message,
+        seq,
+        posted: Vec::new(),
+        cancel: CancellationToken::new(),
+    };
+    let outcome = turn.run().instrument(span.clone()).await;
+    if let Ok(o) = &outcome {
+        span.record("status", tracing::field::debug(o.status));
+    }
+    outcome
+}
+
+/// The outcome of a turn as the store holds it: the messages that answer
+/// the user message (and the results of their calls), for a `send` whose
+/// message another agent took.
+pub(crate) fn outcome_from_history(
+    status: TurnStatus,
+    user: &Message,
+    history: Vec<Message>,
+) -> TurnOutcome {
+    let mut ours = std::collections::HashSet::new();
+    ours.insert(user.id.clone());
+    let mut messages = Vec::new();
+    for m in history {
+        if m.role != Role::User && m.parent_id.as_ref().is_some_and(|p| ours.contains(p)) {
+            ours.insert(m.id.clone());
+            messages.push(m);
+        }
+    }
+    let answer = match status {
+        TurnStatus::Completed => messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && m.kind == MessageType::Text)
+            .map(|m| m.content.clone()),
+        _ => None,
+    };
+    TurnOutcome {
+        status,
+        answer,
+        messages,
+    }
+}
+
+struct Turn<'a> {
+    shared: &'a Shared,
+    slot: &'a Slot,
+    user: Message,
+    seq: Seq,
+    posted: Vec<Message>,
+    /// Cancelled on interruption: tools waiting on it stop.
+    cancel: CancellationToken,
+}
+
+impl Turn<'_> {
+    fn interrupted(&self) -> bool {
+        self.slot.is_newer_than(self.seq)
+    }
+
+    async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
+        // A newer message arrived while this one waited for the session.
+        if self.interrupted() {
+            return self.end_interrupted().await;
+        }
+        let ctx = self.context().await?;
+        let mut runner = ToolRunner::new(self.shared.registry.clone(), ctx);
+        if let Some(limit) = self.shared.tool_timeout {
+            runner = runner.with_default_timeout(limit);
+        }
+
+        let mut history = self.shared.gateway.history(&self.user.session_id).await?;
+        let healed: Vec<Message> = orphans(&history).into_iter().map(healing_result).collect();
+        for result in healed {
+            self.post(result.clone()).await?;
+            history.push(result);
+        }
+        let mut view = model_view(history);
+
+        let mut nudged = false;
+        for step in 1..=self.shared.max_steps {
+            tracing::Span::current().record("steps", step);
+            if self.interrupted() {
+                return self.end_interrupted().await;
+            }
+            let Some(reply) = self.ask(&view, step).await else {
+                return self.end_interrupted().await;
+            };
+            let reply = match reply {
+                Ok(reply) => reply,
+                Err(e) => return self.end_failed(&e).await,
+            };
+            if reply.tool_calls.is_empty() {
+                if reply.text.trim().is_empty() && !nudged {
+                    nudged = true;
+                    let nudge = Message::new(
+                        &self.user.session_id,
+                        Role::System,
+                        MessageType::Text,
+                        NUDGE,
+                    )
+                    .with_sender("agent")
+                    .with_status(Status::Responded)
+                    .with_parent(&self.user.id);
+                    self.post(nudge.clone()).await?;
+                    view.push(nudge);
+                    continue;
+                }
+                return self.end_completed(reply.messages).await;
+            }
+
+            // The model's text, then one message per call, each answering
+            // the user message.
+            let mut calls: Vec<(ToolRequest, Message)> = Vec::new();
+            let mut requests = reply.tool_calls.into_iter();
+            for mut m in reply.messages {
+                m.status = Status::Responded;
+                m.parent_id = Some(self.user.id.clone());
+                if m.kind == MessageType::Text && m.content.is_empty() {
+                    continue;
+                }
+                self.post(m.clone()).await?;
+                if m.kind == MessageType::ToolCall
+                    && let Some(request) = requests.next()
+                {
+                    calls.push((request, m.clone()));
+                }
+                view.push(m);
+            }
+            let results = self.execute(&runner, &calls).await;
+            for result in results {
+                self.post(result.clone()).await?;
+                view.push(result);
+            }
+        }
+        self.end_step_limit().await
+    }
+
+    /// The tools' context for this turn.
+    async fn context(&self) -> Result<ToolContext, AgentError> {
+        let session = &self.user.session_id;
+        let mut ctx = ToolContext::new(session.clone())
+            .with_original_msg_id(self.user.id.clone())
+            .with_gateway(self.shared.gateway.clone())
+            .with_cancellation(self.cancel.clone());
+        if let Some(root) = &self.shared.sessions_dir {
+            let dir = root.join(dir_name(session));
+            tokio::fs::create_dir_all(&dir)
+                .await
+                .map_err(|e| AgentError::Workspace {
+                    session: session.clone(),
+                    path: dir.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            ctx = ctx.with_workspace(dir);
+        }
+        Ok(ctx)
+    }
+
+    /// One model call; `None` when a newer user message arrived first (the
+    /// call is dropped).
+    async fn ask(
+        &self,
+        view: &[Message],
+        step: usize,
+    ) -> Option<Result<crate::AssistantTurn, crate::LlmError>> {
+        let shared = self.shared;
+        let span = tracing::info_span!(
+            "model_call",
+            provider = shared.llm.provider(),
+            model = %shared.options.model,
+            step,
+            input_tokens = tracing::field::Empty,
+            output_tokens = tracing::field::Empty,
+        );
+        let call = shared
+            .llm
+            .complete(
+                &self.user.session_id,
+                view,
+                &shared.declarations,
+                &shared.options,
+            )
+            .instrument(span.clone());
+        let reply = tokio::select! {
+            biased;
+            () = self.slot.newer_than(self.seq) => return None,
+            reply = call => reply,
+        };
+        if let Ok(turn) = &reply {
+            span.record("input_tokens", turn.usage.input_tokens);
+            span.record("output_tokens", turn.usage.output_tokens);
+        }
+        Some(reply)
+    }
+
+    /// Runs the calls; on interruption, cancels the waiting ones and still
+    /// returns one result per call.
+    async fn execute(&self, runner: &ToolRunner, calls: &[(ToolRequest, Message)]) -> Vec<Message> {
+        let slot = self.slot;
+        let seq = self.seq;
+        let is_interrupted = move || slot.is_newer_than(seq);
+        let mut running = pin!(runner.execute_all(calls, Some(&is_interrupted)));
+        tokio::select! {
+            biased;
+            results = &mut running => return results,
+            () = slot.newer_than(seq) => self.cancel.cancel(),
+        }
+        running.await
+    }
+
+    async fn post(&mut self, message: Message) -> Result<(), AgentError> {
+        self.shared.gateway.post(message.clone()).await?;
+        self.posted.push(message);
+        Ok(())
+    }
+
+    /// Sets the user message's final status (it is `processing`, ours).
+    async fn settle(&self, to: Status) -> Result<(), AgentError> {
+        self.shared
+            .gateway
+            .transition(
+                &self.user.id,
+                &[Status::Processing, Status::PendingAgent],
+                to,
+            )
+            .await?;
+        Ok(())
+    }
+
+    fn outcome(&mut self, status: TurnStatus, answer: Option<String>) -> TurnOutcome {
+        TurnOutcome {
+            status,
+            answer,
+            messages: std::mem::take(&mut self.posted),
+        }
+    }
+
+    /// Posts the model's final text (as it came: provider fields kept).
+    async fn end_completed(&mut self, reply: Vec<Message>) -> Result<TurnOutcome, AgentError> {
+        let mut answer = None;
+        for mut m in reply {
+            if m.kind != MessageType::Text || m.content.trim().is_empty() {
+                continue;
+            }
+            m.status = Status::Pending;
+            m.parent_id = Some(self.user.id.clone());
+            answer = Some(m.content.clone());
+            self.post(m).await?;
+        }
+        self.settle(Status::Processed).await?;
+        Ok(self.outcome(TurnStatus::Completed, answer))
+    }
+
+    async fn end_step_limit(&mut self) -> Result<TurnOutcome, AgentError> {
+        let note = format!(
+            "I stopped after {} model calls, this agent's step limit, before reaching an answer. Ask me to continue if you want me to go on.",
+            self.shared.max_steps
+        );
+        let mut m = Message::new(
+            &self.user.session_id,
+            Role::Assistant,
+            MessageType::Text,
+            note,
+        )
+        .with_sender("agent")
+        .with_status(Status::Pending)
+        .with_parent(&self.user.id);
+        m.metadata.insert("step_limit".into(), true.into());
+        self.post(m).await?;
+        self.settle(Status::Processed).await?;
+        Ok(self.outcome(TurnStatus::StepLimit, None))
+    }
+
+    async fn end_failed(&mut self, error: &crate::LlmError) -> Result<TurnOutcome, AgentError> {
+        tracing::warn!(error = %error, "the model call failed; the turn ends");
+        let mut m = Message::new(
+            &self.user.session_id,
+            Role::Assistant,
+            MessageType::Text,
+            format!("The model call failed, so this turn stopped: {error}"),
+        )
+        .with_sender("agent")
+        .with_status(Status::Pending)
+        .with_parent(&self.user.id);
+        m.metadata.insert("error".into(), error.to_string().into());
+        self.post(m).await?;
+        self.settle(Status::Error).await?;
+        Ok(self.outcome(TurnStatus::Failed, None))
+    }
+
+    async fn end_interrupted(&mut self) -> Result<TurnOutcome, AgentError> {
+        self.cancel.cancel();
+        self.settle(Status::Interrupted).await?;
+        Ok(self.outcome(TurnStatus::Interrupted, None))
+    }
+}
+
+/// A session id as one safe directory name: letters, digits, `-` and `_`
+/// kept, anything else escaped, so no id can reach outside the sessions
+/// directory or collide with another.
+fn dir_name(session: &str) -> String {
+    let mut out = String::with_capacity(session.len());
+    for b in session.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    if out.is_empty() {
+        out.push_str("%00");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dir_name;
+
+    #[test]
+    fn session_directories_cannot_escape() {
+        assert_eq!(dir_name("session-1"), "session-1");
+        assert_eq!(dir_name("../etc"), "%2E%2E%2Fetc");
+        assert_eq!(dir_name("a/b"), "a%2Fb");
+        assert_ne!(dir_name("a/b"), dir_name("a_b"));
+        assert_eq!(dir_name(""), "%00");
+    }
+}

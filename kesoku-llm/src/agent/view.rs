@@ -1,0 +1,177 @@
+//! The history as the model is shown it: every tool call answered, each
+//! result right after its call's group, and progress notes (meant for the
+//! user) left out.
+
+use std::collections::{HashMap, HashSet};
+
+use kesoku_core::{Message, MessageType, Status, ToolRequest, keys};
+
+/// The tool calls of `history` that have no result: a turn cut short
+/// before they ran, or a crash. Each gets an error result, so every
+/// provider's rule that a call is answered holds.
+pub(crate) fn orphans(history: &[Message]) -> Vec<&Message> {
+    let answered: HashSet<&str> = history
+        .iter()
+        .filter(|m| m.kind == MessageType::ToolResult)
+        .filter_map(|m| m.parent_id.as_deref())
+        .collect();
+    history
+        .iter()
+        .filter(|m| m.kind == MessageType::ToolCall && !answered.contains(m.id.as_str()))
+        .collect()
+}
+
+/// The error result that answers an orphaned call.
+pub(crate) fn healing_result(call: &Message) -> Message {
+    let name = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
+    let request = ToolRequest::new(
+        call.meta_str(keys::CALL_ID).unwrap_or_default(),
+        name,
+        serde_json::Value::Null,
+    );
+    let error = format!(
+        "the call to `{name}` was interrupted before it returned a result; it may or may not have run"
+    );
+    let mut m = Message::new(
+        &call.session_id,
+        kesoku_core::Role::Tool,
+        MessageType::ToolResult,
+        format!("Error: {error}"),
+    )
+    .with_sender(name)
+    .with_status(Status::Responded)
+    .with_parent(&call.id);
+    m.metadata
+        .insert(keys::TOOL_NAME.into(), request.name.into());
+    m.metadata.insert(keys::CALL_ID.into(), request.id.into());
+    m.metadata.insert(keys::TOOL_ERROR.into(), error.into());
+    m.metadata
+        .insert(keys::ERROR_KIND.into(), "interrupted".into());
+    m
+}
+
+/// Whether the model is shown `m`: progress notes tools posted are for
+/// the user only.
+pub(crate) fn for_model(m: &Message) -> bool {
+    !m.metadata.get("progress").is_some_and(|p| p == true)
+}
+
+/// Orders `history` for the model in one pass: each group of consecutive
+/// tool calls is followed by their results, in call order, wherever the
+/// results were stored (a result healed later is stored after messages
+/// that followed its call, and `OpenAI` wants results right after calls).
+pub(crate) fn model_view(history: Vec<Message>) -> Vec<Message> {
+    let calls: HashSet<&str> = history
+        .iter()
+        .filter(|m| m.kind == MessageType::ToolCall)
+        .map(|m| m.id.as_str())
+        .collect();
+    // Call id → the index of its result.
+    let mut result_of: HashMap<String, usize> = HashMap::new();
+    for (i, m) in history.iter().enumerate() {
+        if m.kind == MessageType::ToolResult
+            && let Some(parent) = m.parent_id.as_deref()
+            && calls.contains(parent)
+        {
+            result_of.entry(parent.to_owned()).or_insert(i);
+        }
+    }
+    let placed: HashSet<usize> = result_of.values().copied().collect();
+    let mut slots: Vec<Option<Message>> = history.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(slots.len());
+    let mut group: Vec<String> = Vec::new();
+    for i in 0..slots.len() {
+        // A placed result goes out with its call's group.
+        if placed.contains(&i) {
+            continue;
+        }
+        let Some(m) = slots[i].take() else { continue };
+        if !for_model(&m) {
+            continue;
+        }
+        let is_call = m.kind == MessageType::ToolCall;
+        if is_call {
+            group.push(m.id.clone());
+        }
+        out.push(m);
+        let next_is_call = slots
+            .get(i + 1)
+            .and_then(Option::as_ref)
+            .is_some_and(|n| n.kind == MessageType::ToolCall);
+        if is_call && !next_is_call {
+            for call in group.drain(..) {
+                if let Some(r) = result_of.get(&call).and_then(|&j| slots[j].take()) {
+                    out.push(r);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kesoku_core::Role;
+    use serde_json::json;
+
+    fn call(id: &str) -> Message {
+        Message::tool_call("s", &ToolRequest::new(id, "t", json!({})))
+    }
+
+    fn result(call: &Message, text: &str) -> Message {
+        Message::new("s", Role::Tool, MessageType::ToolResult, text).with_parent(&call.id)
+    }
+
+    fn text(role: Role, t: &str) -> Message {
+        Message::new("s", role, MessageType::Text, t)
+    }
+
+    fn contents(v: &[Message]) -> Vec<&str> {
+        v.iter().map(|m| m.content.as_str()).collect()
+    }
+
+    #[test]
+    fn results_follow_their_call_group() {
+        let (a, b) = (call("a"), call("b"));
+        let history = vec![
+            text(Role::User, "q1"),
+            a.clone(),
+            b.clone(),
+            text(Role::User, "q2"),
+            result(&b, "rb"),
+            result(&a, "ra"),
+            text(Role::Assistant, "done"),
+        ];
+        let view = model_view(history);
+        assert_eq!(
+            contents(&view),
+            ["q1", "t({})", "t({})", "ra", "rb", "q2", "done"]
+        );
+    }
+
+    #[test]
+    fn progress_notes_are_left_out_and_orphans_found() {
+        let (a, b) = (call("a"), call("b"));
+        let mut note = text(Role::Assistant, "halfway");
+        note.metadata.insert("progress".into(), true.into());
+        let history = vec![
+            text(Role::User, "q"),
+            a.clone(),
+            b.clone(),
+            note,
+            result(&a, "ra"),
+        ];
+        let orphaned: Vec<&str> = orphans(&history).iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(orphaned, [b.id.as_str()]);
+        let healed = healing_result(&b);
+        assert_eq!(healed.parent_id.as_deref(), Some(b.id.as_str()));
+        assert!(healed.is_tool_error());
+        let mut history = history;
+        history.push(healed);
+        let view = model_view(history);
+        assert_eq!(view.len(), 5);
+        assert_eq!(contents(&view)[..4], ["q", "t({})", "t({})", "ra"]);
+        assert!(view[4].content.contains("interrupted"));
+    }
+}
