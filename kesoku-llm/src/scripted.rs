@@ -21,7 +21,8 @@ const PROVIDER: &str = "Scripted";
 /// `{"text": "..."}`. In a text turn, `{{ID}}` is replaced by the content
 /// of the tool result whose call id is `ID`, found in the history the
 /// model is given. When a session's turns run out, the call fails with an
-/// error saying so.
+/// error saying so. A call dropped before it answers (an interrupted
+/// turn) plays no turn.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -265,7 +265,12 @@ impl Agent {
             .with_status(Status::PendingAgent);
         let seq = self.shared.gateway.post(message.clone()).await?;
         self.shared.sessions.saw_user_message(session_id, seq);
-        self.take(message, seq).await
+        if self.shared.gateway.claim(&message.id).await? {
+            run::turn(&self.shared, message, seq).await
+        } else {
+            // A serving agent, here or elsewhere, took it first.
+            self.finished_elsewhere(&message).await
+        }
     }
 
     /// A session's stored messages, in order.
@@ -332,13 +337,13 @@ impl Agent {
         }
     }
 
-    /// Claims `message` and runs its turn, or, if another agent claimed it
-    /// first, waits for that agent to finish it.
-    async fn take(&self, message: Message, seq: Seq) -> Result<TurnOutcome, AgentError> {
-        if !self.shared.gateway.claim(&message.id).await? {
-            return self.finished_elsewhere(&message).await;
+    /// Claims `message` and runs its turn; nothing if another agent (or a
+    /// `send`) claimed it first.
+    async fn take(&self, message: Message, seq: Seq) -> Result<(), AgentError> {
+        if self.shared.gateway.claim(&message.id).await? {
+            run::turn(&self.shared, message, seq).await?;
         }
-        run::turn(&self.shared, message, seq).await
+        Ok(())
     }
 
     /// The outcome of a turn another agent runs, read from the store once
