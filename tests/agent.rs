@@ -96,6 +96,8 @@ fn assert_paired(history: &[Message]) {
 
 #[tokio::test]
 async fn a_multi_step_turn_with_parallel_calls_answers_and_keeps_everything() {
+    use MessageType::{Text, ToolCall, ToolResult};
+
     let agent = agent(json!([
         {"tool_calls": [
             {"id": "c1", "name": "agent_add", "arguments": {"a": 2, "b": 3}},
@@ -110,7 +112,6 @@ async fn a_multi_step_turn_with_parallel_calls_answers_and_keeps_everything() {
 
     let history = agent.history("s").await.unwrap();
     let kinds: Vec<(Role, MessageType)> = history.iter().map(|m| (m.role, m.kind)).collect();
-    use MessageType::{Text, ToolCall, ToolResult};
     assert_eq!(
         kinds,
         [
