@@ -110,3 +110,38 @@ async fn a_progress_post_can_be_spawned() {
         .unwrap();
     assert_eq!(history[0].content, "halfway");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_futures_can_be_spawned() {
+    use kesoku::llm::{Agent, ScriptedLlm};
+
+    let model = ScriptedLlm::from_json(json!([{"text": "hi"}])).unwrap();
+    let agent = Agent::builder(model).build().unwrap();
+    let sender = agent.clone();
+    let outcome = tokio::spawn(async move { sender.send("s", "hello").await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("hi"));
+    let reader = agent.clone();
+    let history = tokio::spawn(async move { reader.history("s").await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(history.len(), 2);
+    let server = agent.clone();
+    let serving = tokio::spawn(async move { server.serve().await });
+    let listening = {
+        let gateway = agent.gateway().clone();
+        tokio::spawn(async move {
+            use futures_util::StreamExt;
+            let mut all = gateway
+                .listen(kesoku::gateway::Filter::new().after(0))
+                .await
+                .unwrap();
+            all.next().await.unwrap().unwrap().message.content
+        })
+    };
+    assert_eq!(listening.await.unwrap(), "hello");
+    serving.abort();
+}
