@@ -32,7 +32,14 @@ pub enum Schema {
     Any,
     /// `true` or `false`.
     Boolean,
-    /// A whole number in `minimum..=maximum`.
+    /// A whole number in `minimum..=maximum`: the range the validator
+    /// enforces, normally the Rust type's.
+    ///
+    /// Only the bounds a double holds exactly (within ±(2^53 − 1)) are
+    /// written into the rendered schema: those of `i8` to `i32` and `u8` to
+    /// `u32`, and the `0` of unsigned types. The limits of 64- and 128-bit
+    /// integers would cost tokens on every call, tell the model nothing and
+    /// be misread by double-based JSON parsers; they are still enforced.
     Integer {
         /// Smallest accepted value.
         minimum: i128,
@@ -382,11 +389,17 @@ impl Renderer {
         match schema {
             Schema::Any => json!({}),
             Schema::Boolean => json!({"type": "boolean"}),
-            Schema::Integer { minimum, maximum } => json!({
-                "type": "integer",
-                "minimum": int_value(*minimum),
-                "maximum": uint_value(*maximum),
-            }),
+            Schema::Integer { minimum, maximum } => {
+                let mut m = Map::new();
+                m.insert("type".into(), "integer".into());
+                if let Some(n) = shown_bound(*minimum) {
+                    m.insert("minimum".into(), n.into());
+                }
+                if let Some(n) = i128::try_from(*maximum).ok().and_then(shown_bound) {
+                    m.insert("maximum".into(), n.into());
+                }
+                Value::Object(m)
+            }
             Schema::Number => json!({"type": "number"}),
             Schema::String(s) => {
                 let mut m = Map::new();
@@ -539,16 +552,15 @@ fn nullable(inner: Value) -> Value {
     json!({ "anyOf": [inner, {"type": "null"}] })
 }
 
-/// JSON has no 128-bit integers without `arbitrary_precision`; bounds past
-/// 64 bits are written as floats, which every validator accepts.
-#[allow(clippy::cast_precision_loss)]
-fn int_value(v: i128) -> Value {
-    i64::try_from(v).map_or_else(|_| Value::from(v as f64), Value::from)
-}
+/// The largest integer a double holds exactly, and every smaller one.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
-#[allow(clippy::cast_precision_loss)]
-fn uint_value(v: u128) -> Value {
-    u64::try_from(v).map_or_else(|_| Value::from(v as f64), Value::from)
+/// An integer bound as the rendered schema shows it: only when a double
+/// holds it exactly (see [`Schema::Integer`]).
+fn shown_bound(v: i128) -> Option<i64> {
+    i64::try_from(v)
+        .ok()
+        .filter(|v| (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(v))
 }
 
 /// Marks the named types that are reached from themselves: the targets of
