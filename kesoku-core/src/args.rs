@@ -134,10 +134,10 @@ impl fmt::Display for ArgsError {
 ///
 /// ```
 /// # use kesoku_core::*;
-/// # const S: ToolSchema = ToolSchema { name: "t", description: "d", returns: None,
-/// #   arguments: ObjectSchema { fields: &[Field { name: "n", description: Some("A count."),
+/// # const S: ToolSchema = ToolSchema::new("t", "d",
+/// #   ObjectSchema { fields: &[Field { name: "n", description: Some("A count."),
 /// #   schema: &<u8 as ToolArg>::SCHEMA, required: true, default: None }], flatten: &[], description: None },
-/// #   coerce: true, timeout: None, sequential: false, exact: true, location: Location { file: "", line: 0, module_path: "" } };
+/// #   Location { file: "", line: 0, module_path: "" }).with_exact(true);
 /// let mut args = Args::new(&S, serde_json::json!({"n": "7"})).unwrap();
 /// assert_eq!(args.take::<u8>("n").unwrap(), 7);
 ///

@@ -261,13 +261,15 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
 
 /// The whole schema of a tool, emitted by `#[tool]` as a constant.
 ///
+/// Its fields are public to read; it is built with [`ToolSchema::new`] and
+/// the `with_*` methods, all `const`, so that fields can be added.
+///
 /// ```
 /// # use kesoku_core::*;
-/// const SUM: ToolSchema = ToolSchema {
-///     name: "sum",
-///     description: "Adds two integers.",
-///     returns: None,
-///     arguments: ObjectSchema {
+/// const SUM: ToolSchema = ToolSchema::new(
+///     "sum",
+///     "Adds two integers.",
+///     ObjectSchema {
 ///         fields: &[
 ///             Field { name: "a", description: Some("The first integer."), schema: &<i64 as ToolArg>::SCHEMA, required: true, default: None },
 ///             Field { name: "b", description: Some("The second integer."), schema: &<i64 as ToolArg>::SCHEMA, required: true, default: None },
@@ -275,17 +277,16 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
 ///         flatten: &[],
 ///         description: None,
 ///     },
-///     coerce: true,
-///     timeout: None,
-///     sequential: false,
-///     exact: true,
-///     location: Location { file: file!(), line: line!(), module_path: module_path!() },
-/// };
+///     Location { file: file!(), line: line!(), module_path: module_path!() },
+/// )
+/// .with_exact(true);
 /// let json = SUM.parameters_json();
 /// assert_eq!(json["required"], serde_json::json!(["a", "b"]));
 /// assert_eq!(json["additionalProperties"], false);
+/// assert!(SUM.coerce && SUM.returns.is_none());
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ToolSchema {
     /// The tool name the model calls.
     pub name: &'static str,
@@ -309,6 +310,62 @@ pub struct ToolSchema {
 }
 
 impl ToolSchema {
+    /// A tool schema with the defaults of a plain `#[tool]`: no `# Returns`
+    /// text, coercion on, no time limit, not sequential, not exact.
+    pub const fn new(
+        name: &'static str,
+        description: &'static str,
+        arguments: ObjectSchema,
+        location: Location,
+    ) -> Self {
+        ToolSchema {
+            name,
+            description,
+            returns: None,
+            arguments,
+            coerce: true,
+            timeout: None,
+            sequential: false,
+            exact: false,
+            location,
+        }
+    }
+
+    /// Sets what the tool returns, in words.
+    #[must_use]
+    pub const fn with_returns(mut self, returns: &'static str) -> Self {
+        self.returns = Some(returns);
+        self
+    }
+
+    /// Turns lenient scalar coercion on or off.
+    #[must_use]
+    pub const fn with_coerce(mut self, coerce: bool) -> Self {
+        self.coerce = coerce;
+        self
+    }
+
+    /// Sets the call's time limit.
+    #[must_use]
+    pub const fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Makes the tool run alone, never beside another call.
+    #[must_use]
+    pub const fn with_sequential(mut self, sequential: bool) -> Self {
+        self.sequential = sequential;
+        self
+    }
+
+    /// Says whether every argument type is [`ToolArg::EXACT`](crate::ToolArg::EXACT).
+    #[must_use]
+    pub const fn with_exact(mut self, exact: bool) -> Self {
+        self.exact = exact;
+        self
+    }
+
     /// Renders the arguments as a draft 2020-12 JSON Schema object.
     ///
     /// The registry caches this; call [`Tool::parameters`](crate::Tool::parameters)

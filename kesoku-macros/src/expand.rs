@@ -212,14 +212,21 @@ fn schema_tokens(
         });
     let name = &checked.name;
     let description = &checked.description;
-    let returns = opt_str(checked.returns.as_deref());
-    let coerce = opts.coerce.unwrap_or(true);
-    let sequential = opts.sequential.is_present();
-    let timeout = checked.timeout_ms.map_or_else(
-        || quote!(::core::option::Option::None),
-        |ms| quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms))),
-    );
     let line = quote_spanned!(f.ident.span()=> ::core::line!());
+    // Only what differs from `ToolSchema::new`'s defaults.
+    let mut with = Vec::new();
+    if let Some(returns) = &checked.returns {
+        with.push(quote!(.with_returns(#returns)));
+    }
+    if opts.coerce == Some(false) {
+        with.push(quote!(.with_coerce(false)));
+    }
+    if let Some(ms) = checked.timeout_ms {
+        with.push(quote!(.with_timeout(::core::time::Duration::from_millis(#ms))));
+    }
+    if opts.sequential.is_present() {
+        with.push(quote!(.with_sequential(true)));
+    }
     // In this constant, next to `SCHEMA`, so an unmet `ToolArg` bound is
     // reported once.
     let exact = f
@@ -231,25 +238,22 @@ fn schema_tokens(
             quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::EXACT)
         });
     quote! {
-        #krate::ToolSchema {
-            name: #name,
-            description: #description,
-            returns: #returns,
-            arguments: #krate::ObjectSchema {
+        #krate::ToolSchema::new(
+            #name,
+            #description,
+            #krate::ObjectSchema {
                 fields: &[#(#fields),*],
                 flatten: &[],
                 description: ::core::option::Option::None,
             },
-            coerce: #coerce,
-            timeout: #timeout,
-            sequential: #sequential,
-            exact: #krate::__private::all_exact(&[#(#exact),*]),
-            location: #krate::Location {
+            #krate::Location {
                 file: ::core::file!(),
                 line: #line,
                 module_path: ::core::module_path!(),
             },
-        }
+        )
+        #(#with)*
+        .with_exact(#krate::__private::all_exact(&[#(#exact),*]))
     }
 }
 
