@@ -37,9 +37,50 @@ pub(crate) fn tool(args: TokenStream, input: &TokenStream) -> TokenStream {
             let generated = generate(&f, &opts, &checked);
             quote! { #user_fn #generated }
         }
-        // The function still compiles as written, so IDEs keep working.
-        Err(err) => with_errors(&quote!(#user_fn), &err),
+        // The function still compiles as written, and placeholders stand in
+        // for what uses of the tool name, so the one error stays the only
+        // one (also in an editor, which goes on past it).
+        Err(err) => {
+            let placeholder = placeholder(&item, &opts);
+            with_errors(&quote!(#user_fn #placeholder), &err)
+        }
     }
+}
+
+/// On error, the companion `enum foo {}` with placeholder `SCHEMA` and
+/// `TOOL` of the right types (after thiserror's `fallback.rs`). Left out
+/// where the enum itself would be a second error: a method (an enum cannot
+/// be declared in an `impl` block) and a primitive's name.
+fn placeholder(item: &ItemFn, opts: &ToolOptions) -> TokenStream {
+    let fn_ident = &item.sig.ident;
+    let is_method = matches!(item.sig.inputs.first(), Some(syn::FnArg::Receiver(_)));
+    if is_method || valid::PRIMITIVES.contains(&unraw(fn_ident).as_str()) {
+        return TokenStream::new();
+    }
+    let krate = crate_path(opts);
+    let vis = &item.vis;
+    let cfgs = item.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+    let cfgs2 = cfgs.clone();
+    quote! {
+        #(#cfgs)*
+        #[allow(non_camel_case_types, dead_code)]
+        #vis enum #fn_ident {}
+
+        #(#cfgs2)*
+        #[automatically_derived]
+        #[allow(dead_code)]
+        impl #fn_ident {
+            #vis const SCHEMA: &'static #krate::ToolSchema = #krate::__private::PLACEHOLDER_SCHEMA;
+            #vis const TOOL: &'static #krate::ToolDef = #krate::__private::PLACEHOLDER_TOOL;
+        }
+    }
+}
+
+/// The `kesoku` crate's path in generated code: `crate = path`, or `::kesoku`.
+fn crate_path(opts: &ToolOptions) -> syn::Path {
+    opts.krate
+        .clone()
+        .unwrap_or_else(|| syn::parse_quote!(::kesoku))
 }
 
 fn with_errors(tokens: &TokenStream, err: &syn::Error) -> TokenStream {
@@ -87,10 +128,7 @@ fn strip_param_attrs(item: &ItemFn) -> ItemFn {
 }
 
 fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStream {
-    let krate = opts
-        .krate
-        .clone()
-        .unwrap_or_else(|| syn::parse_quote!(::kesoku));
+    let krate = crate_path(opts);
     let fn_ident = f.ident;
     let base = unraw(fn_ident);
     let schema_const = format_ident!("__kesoku_schema_{}", base);
@@ -305,7 +343,12 @@ fn prepare_tokens(
                 call_args.push(if by_ref { quote!(&#var) } else { quote!(#var) });
             }
             Source::Inject => {
-                let inject = quote_spanned!(ty.span()=> #p::inject::<#ty>(#name, #ctx)?);
+                // A direct call of the public trait: an unmet bound names
+                // `FromToolContext` and the type, nothing of ours.
+                let inject = quote_spanned! {ty.span()=>
+                    <#ty as #krate::FromToolContext>::from_tool_context(#ctx)
+                        .map_err(|__kesoku_e| #p::inject_error(#name, __kesoku_e))?
+                };
                 produced.push(quote!(let #var: #ty = #inject;));
                 call_args.push(quote!(#var));
             }
@@ -356,11 +399,16 @@ fn run_tokens(
         },
         // Not spelled `Result`, but it may be an alias of one: let the type
         // decide (a `Result` is an error on `Err`, anything else is encoded).
+        // A type that is none of those comes back as it is, and the public
+        // `IntoToolOutput` it lacks is the error, at the return type.
         Output::Value(ty) => quote_spanned! {ty.span()=>
             {
                 #[allow(unused_imports)]
-                use #krate::__private::{ReturnsOutput as _, ReturnsResult as _, ReturnsValue as _};
-                #krate::__private::Returned::<#ty>(#out).kesoku_output(#name)
+                use #krate::__private::{ReturnsOther as _, ReturnsOutput as _, ReturnsResult as _, ReturnsValue as _};
+                use #krate::IntoToolOutput as __KesokuIntoToolOutput;
+                (&&&#krate::__private::Returned::<#ty>::new(#out))
+                    .kesoku_output(#name)
+                    .and_then(|__kesoku_v| __KesokuIntoToolOutput::into_tool_output(__kesoku_v, #name))
             }
         },
     };
@@ -377,6 +425,83 @@ fn run_tokens(
                 let #out = #fn_ident(#(#call_args),*);
                 #convert
             }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proc_macro2::TokenStream;
+    use quote::quote;
+
+    fn expand(args: TokenStream, item: TokenStream) -> String {
+        super::tool(args, &item).to_string()
+    }
+
+    #[test]
+    fn an_error_keeps_the_companion_with_placeholders() {
+        // No description: one error.
+        let out = expand(
+            quote!(),
+            quote!(
+                pub fn foo(x: u8) -> u8 {
+                    x
+                }
+            ),
+        );
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(out.contains("pub enum foo { }"), "{out}");
+        assert!(
+            out.contains(
+                "pub const SCHEMA : & 'static :: kesoku :: ToolSchema = :: kesoku :: __private :: PLACEHOLDER_SCHEMA"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "pub const TOOL : & 'static :: kesoku :: ToolDef = :: kesoku :: __private :: PLACEHOLDER_TOOL"
+            ),
+            "{out}"
+        );
+        // Nothing is registered.
+        assert!(!out.contains("inventory"), "{out}");
+    }
+
+    #[test]
+    fn placeholders_follow_crate_path_and_cfg() {
+        let out = expand(
+            quote!(crate = my::kesoku, name = "1bad"),
+            quote! {
+                /// Does it.
+                #[cfg(feature = "x")]
+                fn foo() {}
+            },
+        );
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("my :: kesoku :: __private :: PLACEHOLDER_TOOL"),
+            "{out}"
+        );
+        assert_eq!(out.matches("# [cfg (feature = \"x\")]").count(), 3, "{out}");
+    }
+
+    #[test]
+    fn no_placeholder_where_it_would_be_an_error() {
+        let method = expand(
+            quote!(),
+            quote!(
+                fn add(&self) {}
+            ),
+        );
+        let primitive = expand(
+            quote!(),
+            quote!(
+                fn f64() {}
+            ),
+        );
+        for out in [method, primitive] {
+            assert!(out.contains("compile_error"), "{out}");
+            assert!(!out.contains("enum"), "{out}");
         }
     }
 }
