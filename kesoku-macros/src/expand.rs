@@ -434,8 +434,8 @@ mod tests {
     use proc_macro2::TokenStream;
     use quote::quote;
 
-    fn expand(args: TokenStream, item: TokenStream) -> String {
-        super::tool(args, &item).to_string()
+    fn expand(args: TokenStream, item: &TokenStream) -> String {
+        super::tool(args, item).to_string()
     }
 
     #[test]
@@ -443,7 +443,7 @@ mod tests {
         // No description: one error.
         let out = expand(
             quote!(),
-            quote!(
+            &quote!(
                 pub fn foo(x: u8) -> u8 {
                     x
                 }
@@ -471,7 +471,7 @@ mod tests {
     fn placeholders_follow_crate_path_and_cfg() {
         let out = expand(
             quote!(crate = my::kesoku, name = "1bad"),
-            quote! {
+            &quote! {
                 /// Does it.
                 #[cfg(feature = "x")]
                 fn foo() {}
@@ -489,13 +489,13 @@ mod tests {
     fn no_placeholder_where_it_would_be_an_error() {
         let method = expand(
             quote!(),
-            quote!(
+            &quote!(
                 fn add(&self) {}
             ),
         );
         let primitive = expand(
             quote!(),
-            quote!(
+            &quote!(
                 fn f64() {}
             ),
         );
