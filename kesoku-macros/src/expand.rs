@@ -8,6 +8,9 @@
 //! - an `inventory` submission into the global registry;
 //! - per-parameter trait checks spanned at each type, so a missing impl is
 //!   reported on the parameter rather than somewhere in generated code.
+//!
+//! On error it emits the function, the errors and, in place of the rest,
+//! the companion type with placeholder `SCHEMA` and `TOOL`.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -38,8 +41,8 @@ pub(crate) fn tool(args: TokenStream, input: &TokenStream) -> TokenStream {
             quote! { #user_fn #generated }
         }
         // The function still compiles as written, and placeholders stand in
-        // for what uses of the tool name, so the one error stays the only
-        // one (also in an editor, which goes on past it).
+        // for `foo::SCHEMA` and `foo::TOOL`, so their uses add no errors to
+        // ours (in an editor either, which goes on past the first error).
         Err(err) => {
             let placeholder = placeholder(&item, &opts);
             with_errors(&quote!(#user_fn #placeholder), &err)
