@@ -59,6 +59,16 @@ fn em_dash(a: u8, b: u8) {
     let _ = (a, b);
 }
 
+/// Backticks and no separator.
+///
+/// # Arguments
+/// * `a` First.
+/// * `b` (u8) Second.
+#[tool]
+fn backtick_no_separator(a: u8, b: u8) {
+    let _ = (a, b);
+}
+
 #[doc = "Written with doc attributes."]
 #[doc = ""]
 #[doc = "# Arguments"]
@@ -137,6 +147,7 @@ fn list_styles() {
     assert_eq!(arg_docs(bare_names::SCHEMA), want("Second."));
     assert_eq!(arg_docs(em_dash::SCHEMA), want("Second."));
     assert_eq!(em_dash::SCHEMA.description, "Em dash and a type note.");
+    assert_eq!(arg_docs(backtick_no_separator::SCHEMA), want("Second."));
 }
 
 #[test]

@@ -77,26 +77,29 @@ fn scalar_schemas() {
     assert_eq!(p["i16_"]["maximum"], 32767);
     assert_eq!(p["i32_"]["minimum"], i32::MIN);
     assert_eq!(p["i32_"]["maximum"], i32::MAX);
-    assert_eq!(p["i64_"]["minimum"], i64::MIN);
-    assert_eq!(p["i64_"]["maximum"], i64::MAX);
-    // 128-bit bounds do not fit JSON integers and are written as floats.
-    assert_eq!(
-        p["i128_"]["minimum"].as_f64(),
-        Some(-1.701_411_834_604_692_3e38)
-    );
-    assert_eq!(p["isize_"]["maximum"], isize::MAX as i64);
+    // 64- and 128-bit limits are not shown (a double cannot hold them, and
+    // they tell the model nothing); the validator still enforces them.
+    for wide in ["i64_", "i128_", "isize_"] {
+        assert_eq!(
+            p[wide],
+            json!({"type": "integer", "description": p[wide]["description"]}),
+            "{wide}"
+        );
+    }
     assert_eq!(
         p["u8_"],
         json!({"type": "integer", "minimum": 0, "maximum": 255, "description": "A u8."})
     );
     assert_eq!(p["u16_"]["maximum"], 65535);
     assert_eq!(p["u32_"]["maximum"], u32::MAX);
-    assert_eq!(p["u64_"]["maximum"], u64::MAX);
-    assert_eq!(
-        p["u128_"]["maximum"].as_f64(),
-        Some(3.402_823_669_209_385e38)
-    );
-    assert_eq!(p["usize_"]["minimum"], 0);
+    // Unsigned wide types keep their `minimum` of 0.
+    for wide in ["u64_", "u128_", "usize_"] {
+        assert_eq!(
+            p[wide],
+            json!({"type": "integer", "minimum": 0, "description": p[wide]["description"]}),
+            "{wide}"
+        );
+    }
     assert_eq!(
         p["f32_"],
         json!({"type": "number", "description": "An f32."})
@@ -244,4 +247,37 @@ fn schema_is_a_constant() {
     const N_ARGS: usize = defaults::SCHEMA.arguments.fields.len();
     assert_eq!(NAME, "defaults");
     assert_eq!(N_ARGS, 3);
+}
+
+/// Takes wide integers.
+///
+/// # Arguments
+/// * `a` - An i64.
+/// * `b` - A u64.
+/// * `c` - A u128.
+#[tool]
+fn wide(a: i64, b: u64, c: u128) {
+    let _ = (a, b, c);
+}
+
+#[tokio::test]
+async fn wide_integer_bounds_are_enforced_though_not_shown() {
+    let tool = kesoku::default_registry().get("wide").unwrap();
+    let ctx = kesoku::ToolContext::new("s");
+    let ok = tool
+        .call(json!({"a": i64::MIN, "b": u64::MAX, "c": 0}), &ctx)
+        .await;
+    assert!(ok.is_ok(), "{ok:?}");
+    let err = tool
+        .call(json!({"a": 1e30, "b": -1, "c": -1}), &ctx)
+        .await
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "argument `a`: expected an integer from -9223372036854775808 to 9223372036854775807, got 1000000000000000019884624838656",
+        "argument `b`: expected an integer from 0 to 18446744073709551615, got -1",
+        "argument `c`: expected an integer from 0 to 340282366920938463463374607431768211455, got -1",
+    ] {
+        assert!(err.contains(want), "{want}\nnot in\n{err}");
+    }
 }

@@ -71,15 +71,16 @@ pub mod __private {
     pub use inventory;
     pub use serde;
 
-    use crate::{FromToolContext, ToolContext, ToolError};
+    use crate::{InjectError, ToolError};
 
-    /// Produces an injected parameter, naming the tool on failure.
-    pub fn inject<T: FromToolContext>(tool: &str, ctx: &ToolContext) -> Result<T, ToolError> {
-        T::from_tool_context(ctx).map_err(|e| ToolError::Inject {
+    /// The error of an injected parameter that could not be produced,
+    /// naming the tool.
+    pub fn inject_error(tool: &str, e: InjectError) -> ToolError {
+        ToolError::Inject {
             tool: tool.into(),
             type_name: e.type_name,
             reason: e.reason,
-        })
+        }
     }
 
     pub use serde_json::Value;
@@ -106,19 +107,36 @@ pub mod __private {
         }
     }
 
-    /// A tool's return value, on its way to a [`ToolResult`](crate::ToolResult).
-    /// Method resolution picks [`ReturnsResult`] when it is a `Result`
-    /// (also through an alias), else [`ReturnsValue`] (autoref specialization).
-    pub struct Returned<T>(pub T);
+    /// A tool's return value, on its way to a [`ToolResult`](crate::ToolResult),
+    /// when its type is not spelled `Result` (it may still be an alias of
+    /// one). Method resolution on `&&&Returned<T>` picks, by how many
+    /// references it takes off (autoderef specialization), [`ReturnsResult`]
+    /// or [`ReturnsOutput`], else [`ReturnsValue`], else [`ReturnsOther`].
+    /// The value sits in a `Cell` so that each can take it through shared
+    /// references.
+    pub struct Returned<T>(std::cell::Cell<Option<T>>);
+
+    impl<T> Returned<T> {
+        /// Wraps the value.
+        pub const fn new(value: T) -> Self {
+            Returned(std::cell::Cell::new(Some(value)))
+        }
+
+        fn take(&self) -> T {
+            self.0
+                .take()
+                .expect("a tool's return value is converted once")
+        }
+    }
 
     /// `Result` returns: `Err` becomes an error result.
     pub trait ReturnsResult {
         /// Converts the return value.
         fn kesoku_output(self, tool: &str) -> crate::ToolResult;
     }
-    impl<T: crate::IntoToolOutput, E: std::fmt::Display> ReturnsResult for Returned<Result<T, E>> {
+    impl<T: crate::IntoToolOutput, E: std::fmt::Display> ReturnsResult for &&&Returned<Result<T, E>> {
         fn kesoku_output(self, tool: &str) -> crate::ToolResult {
-            crate::IntoToolResult::into_tool_result(self.0, tool)
+            crate::IntoToolResult::into_tool_result(self.take(), tool)
         }
     }
 
@@ -127,9 +145,9 @@ pub mod __private {
         /// Converts the return value.
         fn kesoku_output(self, tool: &str) -> crate::ToolResult;
     }
-    impl ReturnsOutput for Returned<crate::ToolOutput> {
+    impl ReturnsOutput for &&&Returned<crate::ToolOutput> {
         fn kesoku_output(self, _tool: &str) -> crate::ToolResult {
-            Ok(self.0)
+            Ok(self.take())
         }
     }
 
@@ -138,11 +156,55 @@ pub mod __private {
         /// Converts the return value.
         fn kesoku_output(self, tool: &str) -> crate::ToolResult;
     }
-    impl<T: serde::Serialize> ReturnsValue for &Returned<T> {
+    impl<T: serde::Serialize> ReturnsValue for &&Returned<T> {
         fn kesoku_output(self, tool: &str) -> crate::ToolResult {
-            crate::output::encode(tool, &self.0)
+            crate::output::encode(tool, &self.take())
         }
     }
+
+    /// A type a tool cannot return: handed back as it is, so that the
+    /// expansion's `IntoToolOutput` call on it, spanned at the user's return
+    /// type, is the one error (naming that type, not this module).
+    pub trait ReturnsOther<T> {
+        /// The value itself.
+        fn kesoku_output(self, tool: &str) -> Result<T, crate::ToolError>;
+    }
+    impl<T> ReturnsOther<T> for &Returned<T> {
+        fn kesoku_output(self, _tool: &str) -> Result<T, crate::ToolError> {
+            Ok(self.take())
+        }
+    }
+
+    /// What `foo::SCHEMA` is when `#[tool] fn foo` has an error. The build
+    /// stops at that error; this keeps each use of `foo::SCHEMA` or
+    /// `foo::TOOL` from being a second one (in an editor too, which goes on
+    /// past the first error).
+    pub const PLACEHOLDER_SCHEMA: &crate::ToolSchema = &crate::ToolSchema::new(
+        "placeholder",
+        "",
+        crate::ObjectSchema {
+            fields: &[],
+            flatten: &[],
+            description: None,
+        },
+        crate::Location {
+            file: "",
+            line: 0,
+            module_path: "",
+        },
+    );
+
+    /// What `foo::TOOL` is when `#[tool] fn foo` has an error; see
+    /// [`PLACEHOLDER_SCHEMA`]. Never called: the build fails.
+    pub const PLACEHOLDER_TOOL: &crate::ToolDef = &crate::ToolDef::new(
+        PLACEHOLDER_SCHEMA,
+        |_, _, _| unreachable!("the placeholder of a #[tool] that did not compile"),
+        false,
+        || {
+            static CACHE: OnceLock<Value> = OnceLock::new();
+            &CACHE
+        },
+    );
 
     /// The fallback for defaults that are not `Serialize`: not shown.
     pub trait NoDefaultJson {

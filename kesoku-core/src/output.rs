@@ -100,7 +100,8 @@ impl<T: IntoToolOutput, E: Display> IntoToolResult for Result<T, E> {
 /// taken as it is.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a tool's output",
-    label = "a tool returns `T: serde::Serialize` or `kesoku::ToolOutput`"
+    label = "a tool returns `T: serde::Serialize`, `Result<T, E>` with `E: std::fmt::Display`, `()` or `kesoku::ToolOutput`",
+    note = "derive or implement `serde::Serialize` for `{Self}`, or return a `kesoku::ToolOutput` built from it"
 )]
 pub trait IntoToolOutput {
     /// Converts the value.

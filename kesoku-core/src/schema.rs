@@ -32,7 +32,14 @@ pub enum Schema {
     Any,
     /// `true` or `false`.
     Boolean,
-    /// A whole number in `minimum..=maximum`.
+    /// A whole number in `minimum..=maximum`: the range the validator
+    /// enforces, normally the Rust type's.
+    ///
+    /// Only the bounds a double holds exactly (within ±(2^53 − 1)) are
+    /// written into the rendered schema: those of `i8` to `i32` and `u8` to
+    /// `u32`, and the `0` of unsigned types. The limits of 64- and 128-bit
+    /// integers would cost tokens on every call, tell the model nothing and
+    /// be misread by double-based JSON parsers; they are still enforced.
     Integer {
         /// Smallest accepted value.
         minimum: i128,
@@ -254,13 +261,15 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
 
 /// The whole schema of a tool, emitted by `#[tool]` as a constant.
 ///
+/// Its fields are public to read; it is built with [`ToolSchema::new`] and
+/// the `with_*` methods, all `const`, so that fields can be added.
+///
 /// ```
 /// # use kesoku_core::*;
-/// const SUM: ToolSchema = ToolSchema {
-///     name: "sum",
-///     description: "Adds two integers.",
-///     returns: None,
-///     arguments: ObjectSchema {
+/// const SUM: ToolSchema = ToolSchema::new(
+///     "sum",
+///     "Adds two integers.",
+///     ObjectSchema {
 ///         fields: &[
 ///             Field { name: "a", description: Some("The first integer."), schema: &<i64 as ToolArg>::SCHEMA, required: true, default: None },
 ///             Field { name: "b", description: Some("The second integer."), schema: &<i64 as ToolArg>::SCHEMA, required: true, default: None },
@@ -268,17 +277,16 @@ pub(crate) fn quote_list<S: AsRef<str>>(items: &[S]) -> String {
 ///         flatten: &[],
 ///         description: None,
 ///     },
-///     coerce: true,
-///     timeout: None,
-///     sequential: false,
-///     exact: true,
-///     location: Location { file: file!(), line: line!(), module_path: module_path!() },
-/// };
+///     Location { file: file!(), line: line!(), module_path: module_path!() },
+/// )
+/// .with_exact(true);
 /// let json = SUM.parameters_json();
 /// assert_eq!(json["required"], serde_json::json!(["a", "b"]));
 /// assert_eq!(json["additionalProperties"], false);
+/// assert!(SUM.coerce && SUM.returns.is_none());
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ToolSchema {
     /// The tool name the model calls.
     pub name: &'static str,
@@ -302,6 +310,62 @@ pub struct ToolSchema {
 }
 
 impl ToolSchema {
+    /// A tool schema with the defaults of a plain `#[tool]`: no `# Returns`
+    /// text, coercion on, no time limit, not sequential, not exact.
+    pub const fn new(
+        name: &'static str,
+        description: &'static str,
+        arguments: ObjectSchema,
+        location: Location,
+    ) -> Self {
+        ToolSchema {
+            name,
+            description,
+            returns: None,
+            arguments,
+            coerce: true,
+            timeout: None,
+            sequential: false,
+            exact: false,
+            location,
+        }
+    }
+
+    /// Sets what the tool returns, in words.
+    #[must_use]
+    pub const fn with_returns(mut self, returns: &'static str) -> Self {
+        self.returns = Some(returns);
+        self
+    }
+
+    /// Turns lenient scalar coercion on or off.
+    #[must_use]
+    pub const fn with_coerce(mut self, coerce: bool) -> Self {
+        self.coerce = coerce;
+        self
+    }
+
+    /// Sets the call's time limit.
+    #[must_use]
+    pub const fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Makes the tool run alone, never beside another call.
+    #[must_use]
+    pub const fn with_sequential(mut self, sequential: bool) -> Self {
+        self.sequential = sequential;
+        self
+    }
+
+    /// Says whether every argument type is [`ToolArg::EXACT`](crate::ToolArg::EXACT).
+    #[must_use]
+    pub const fn with_exact(mut self, exact: bool) -> Self {
+        self.exact = exact;
+        self
+    }
+
     /// Renders the arguments as a draft 2020-12 JSON Schema object.
     ///
     /// The registry caches this; call [`Tool::parameters`](crate::Tool::parameters)
@@ -382,11 +446,17 @@ impl Renderer {
         match schema {
             Schema::Any => json!({}),
             Schema::Boolean => json!({"type": "boolean"}),
-            Schema::Integer { minimum, maximum } => json!({
-                "type": "integer",
-                "minimum": int_value(*minimum),
-                "maximum": uint_value(*maximum),
-            }),
+            Schema::Integer { minimum, maximum } => {
+                let mut m = Map::new();
+                m.insert("type".into(), "integer".into());
+                if let Some(n) = shown_bound(*minimum) {
+                    m.insert("minimum".into(), n.into());
+                }
+                if let Some(n) = i128::try_from(*maximum).ok().and_then(shown_bound) {
+                    m.insert("maximum".into(), n.into());
+                }
+                Value::Object(m)
+            }
             Schema::Number => json!({"type": "number"}),
             Schema::String(s) => {
                 let mut m = Map::new();
@@ -539,16 +609,15 @@ fn nullable(inner: Value) -> Value {
     json!({ "anyOf": [inner, {"type": "null"}] })
 }
 
-/// JSON has no 128-bit integers without `arbitrary_precision`; bounds past
-/// 64 bits are written as floats, which every validator accepts.
-#[allow(clippy::cast_precision_loss)]
-fn int_value(v: i128) -> Value {
-    i64::try_from(v).map_or_else(|_| Value::from(v as f64), Value::from)
-}
+/// The largest integer a double holds exactly, and every smaller one.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
-#[allow(clippy::cast_precision_loss)]
-fn uint_value(v: u128) -> Value {
-    u64::try_from(v).map_or_else(|_| Value::from(v as f64), Value::from)
+/// An integer bound as the rendered schema shows it: only when a double
+/// holds it exactly (see [`Schema::Integer`]).
+fn shown_bound(v: i128) -> Option<i64> {
+    i64::try_from(v)
+        .ok()
+        .filter(|v| (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(v))
 }
 
 /// Marks the named types that are reached from themselves: the targets of

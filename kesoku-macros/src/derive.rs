@@ -42,7 +42,20 @@ pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
                 }
             }
         }
-        Err(e) => e.to_compile_error(),
+        // A placeholder impl keeps every tool taking this type from being a
+        // second error (also in an editor, which goes on past the first).
+        Err(e) => {
+            let ident = &input.ident;
+            let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+            let errors = e.to_compile_error();
+            quote! {
+                #[automatically_derived]
+                impl #impl_generics #krate::ToolArg for #ident #ty_generics #where_clause {
+                    const SCHEMA: #krate::Schema = #krate::Schema::Any;
+                }
+                #errors
+            }
+        }
     }
 }
 
@@ -287,4 +300,23 @@ fn doc_text(attrs: &[syn::Attribute]) -> Option<String> {
     let texts: Vec<&str> = lines.lines.iter().map(|l| l.text.as_str()).collect();
     let d = docs::parse(&texts).description;
     (!d.trim().is_empty()).then_some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_keeps_a_placeholder_impl() {
+        let input: syn::DeriveInput = syn::parse_quote! {
+            #[kesoku(crate = my::kesoku)]
+            struct Wrapper<T: Clone> where T: Copy;
+        };
+        let out = super::derive(&input).to_string();
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains(
+                "impl < T : Clone > my :: kesoku :: ToolArg for Wrapper < T > where T : Copy { const SCHEMA : my :: kesoku :: Schema = my :: kesoku :: Schema :: Any ; }"
+            ),
+            "{out}"
+        );
+    }
 }

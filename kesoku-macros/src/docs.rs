@@ -295,23 +295,29 @@ fn bullet_rest(body: &str) -> Option<&str> {
 }
 
 /// Reads `name [(type)] [sep text]` into a name (without `r#`) and a trimmed text.
+/// After a backticked name the separator may be left out (`` * `a` Text ``):
+/// the backticks already say where the name ends.
 fn parse_item(rest: &str) -> Result<(String, String), String> {
     if rest.is_empty() {
         return Err("empty list item, expected `name - description`".to_owned());
     }
-    let (name, after) = split_name(rest)?;
-    let mut after = after.trim_start();
-    if after.starts_with('(') {
+    let quoted = rest.starts_with('`');
+    let (name, mut after) = split_name(rest)?;
+    if after.trim_start().starts_with('(') {
         // An optional type such as `(i32)` or `(`Vec<(u8, u8)>`)`.
-        let end = closing(after, '(', ')').ok_or_else(|| format!("unclosed `(` after `{name}`"))?;
-        after = after[end + 1..].trim_start();
+        let ty = after.trim_start();
+        let end = closing(ty, '(', ')').ok_or_else(|| format!("unclosed `(` after `{name}`"))?;
+        after = &ty[end + 1..];
     }
+    let spaced = after.starts_with(char::is_whitespace);
+    let after = after.trim_start();
     let text = if after.is_empty() {
         ""
     } else {
         ["—", "–", "--", "-", ":"]
             .iter()
             .find_map(|sep| after.strip_prefix(sep))
+            .or_else(|| (quoted && spaced).then_some(after))
             .ok_or_else(|| {
                 format!(
                     "expected `-` or `:` after `{name}`, found `{}`",

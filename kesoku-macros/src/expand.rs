@@ -8,6 +8,9 @@
 //! - an `inventory` submission into the global registry;
 //! - per-parameter trait checks spanned at each type, so a missing impl is
 //!   reported on the parameter rather than somewhere in generated code.
+//!
+//! On error it emits the function, the errors and, in place of the rest,
+//! the companion type with placeholder `SCHEMA` and `TOOL`.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
@@ -37,9 +40,50 @@ pub(crate) fn tool(args: TokenStream, input: &TokenStream) -> TokenStream {
             let generated = generate(&f, &opts, &checked);
             quote! { #user_fn #generated }
         }
-        // The function still compiles as written, so IDEs keep working.
-        Err(err) => with_errors(&quote!(#user_fn), &err),
+        // The function still compiles as written, and placeholders stand in
+        // for `foo::SCHEMA` and `foo::TOOL`, so their uses add no errors to
+        // ours (in an editor either, which goes on past the first error).
+        Err(err) => {
+            let placeholder = placeholder(&item, &opts);
+            with_errors(&quote!(#user_fn #placeholder), &err)
+        }
     }
+}
+
+/// On error, the companion `enum foo {}` with placeholder `SCHEMA` and
+/// `TOOL` of the right types (after thiserror's `fallback.rs`). Left out
+/// where the enum itself would be a second error: a method (an enum cannot
+/// be declared in an `impl` block) and a primitive's name.
+fn placeholder(item: &ItemFn, opts: &ToolOptions) -> TokenStream {
+    let fn_ident = &item.sig.ident;
+    let is_method = matches!(item.sig.inputs.first(), Some(syn::FnArg::Receiver(_)));
+    if is_method || valid::PRIMITIVES.contains(&unraw(fn_ident).as_str()) {
+        return TokenStream::new();
+    }
+    let krate = crate_path(opts);
+    let vis = &item.vis;
+    let cfgs = item.attrs.iter().filter(|a| a.path().is_ident("cfg"));
+    let cfgs2 = cfgs.clone();
+    quote! {
+        #(#cfgs)*
+        #[allow(non_camel_case_types, dead_code)]
+        #vis enum #fn_ident {}
+
+        #(#cfgs2)*
+        #[automatically_derived]
+        #[allow(dead_code)]
+        impl #fn_ident {
+            #vis const SCHEMA: &'static #krate::ToolSchema = #krate::__private::PLACEHOLDER_SCHEMA;
+            #vis const TOOL: &'static #krate::ToolDef = #krate::__private::PLACEHOLDER_TOOL;
+        }
+    }
+}
+
+/// The `kesoku` crate's path in generated code: `crate = path`, or `::kesoku`.
+fn crate_path(opts: &ToolOptions) -> syn::Path {
+    opts.krate
+        .clone()
+        .unwrap_or_else(|| syn::parse_quote!(::kesoku))
 }
 
 fn with_errors(tokens: &TokenStream, err: &syn::Error) -> TokenStream {
@@ -87,10 +131,7 @@ fn strip_param_attrs(item: &ItemFn) -> ItemFn {
 }
 
 fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStream {
-    let krate = opts
-        .krate
-        .clone()
-        .unwrap_or_else(|| syn::parse_quote!(::kesoku));
+    let krate = crate_path(opts);
     let fn_ident = f.ident;
     let base = unraw(fn_ident);
     let schema_const = format_ident!("__kesoku_schema_{}", base);
@@ -212,14 +253,21 @@ fn schema_tokens(
         });
     let name = &checked.name;
     let description = &checked.description;
-    let returns = opt_str(checked.returns.as_deref());
-    let coerce = opts.coerce.unwrap_or(true);
-    let sequential = opts.sequential.is_present();
-    let timeout = checked.timeout_ms.map_or_else(
-        || quote!(::core::option::Option::None),
-        |ms| quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms))),
-    );
     let line = quote_spanned!(f.ident.span()=> ::core::line!());
+    // Only what differs from `ToolSchema::new`'s defaults.
+    let mut with = Vec::new();
+    if let Some(returns) = &checked.returns {
+        with.push(quote!(.with_returns(#returns)));
+    }
+    if opts.coerce == Some(false) {
+        with.push(quote!(.with_coerce(false)));
+    }
+    if let Some(ms) = checked.timeout_ms {
+        with.push(quote!(.with_timeout(::core::time::Duration::from_millis(#ms))));
+    }
+    if opts.sequential.is_present() {
+        with.push(quote!(.with_sequential(true)));
+    }
     // In this constant, next to `SCHEMA`, so an unmet `ToolArg` bound is
     // reported once.
     let exact = f
@@ -231,25 +279,22 @@ fn schema_tokens(
             quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::EXACT)
         });
     quote! {
-        #krate::ToolSchema {
-            name: #name,
-            description: #description,
-            returns: #returns,
-            arguments: #krate::ObjectSchema {
+        #krate::ToolSchema::new(
+            #name,
+            #description,
+            #krate::ObjectSchema {
                 fields: &[#(#fields),*],
                 flatten: &[],
                 description: ::core::option::Option::None,
             },
-            coerce: #coerce,
-            timeout: #timeout,
-            sequential: #sequential,
-            exact: #krate::__private::all_exact(&[#(#exact),*]),
-            location: #krate::Location {
+            #krate::Location {
                 file: ::core::file!(),
                 line: #line,
                 module_path: ::core::module_path!(),
             },
-        }
+        )
+        #(#with)*
+        .with_exact(#krate::__private::all_exact(&[#(#exact),*]))
     }
 }
 
@@ -301,7 +346,12 @@ fn prepare_tokens(
                 call_args.push(if by_ref { quote!(&#var) } else { quote!(#var) });
             }
             Source::Inject => {
-                let inject = quote_spanned!(ty.span()=> #p::inject::<#ty>(#name, #ctx)?);
+                // A direct call of the public trait: an unmet bound names
+                // `FromToolContext` and the type, nothing of ours.
+                let inject = quote_spanned! {ty.span()=>
+                    <#ty as #krate::FromToolContext>::from_tool_context(#ctx)
+                        .map_err(|__kesoku_e| #p::inject_error(#name, __kesoku_e))?
+                };
                 produced.push(quote!(let #var: #ty = #inject;));
                 call_args.push(quote!(#var));
             }
@@ -351,11 +401,16 @@ fn run_tokens(
         },
         // Not spelled `Result`, but it may be an alias of one: let the type
         // decide (a `Result` is an error on `Err`, anything else is encoded).
+        // A type that is none of those comes back as it is, and the public
+        // `IntoToolOutput` it lacks is the error, at the return type.
         Output::Value(ty) => quote_spanned! {ty.span()=>
             {
                 #[allow(unused_imports)]
-                use #krate::__private::{ReturnsOutput as _, ReturnsResult as _, ReturnsValue as _};
-                #krate::__private::Returned::<#ty>(#out).kesoku_output(#name)
+                use #krate::__private::{ReturnsOther as _, ReturnsOutput as _, ReturnsResult as _, ReturnsValue as _};
+                use #krate::IntoToolOutput as __KesokuIntoToolOutput;
+                (&&&#krate::__private::Returned::<#ty>::new(#out))
+                    .kesoku_output(#name)
+                    .and_then(|__kesoku_v| __KesokuIntoToolOutput::into_tool_output(__kesoku_v, #name))
             }
         },
     };
@@ -372,6 +427,83 @@ fn run_tokens(
                 let #out = #fn_ident(#(#call_args),*);
                 #convert
             }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proc_macro2::TokenStream;
+    use quote::quote;
+
+    fn expand(args: TokenStream, item: &TokenStream) -> String {
+        super::tool(args, item).to_string()
+    }
+
+    #[test]
+    fn an_error_keeps_the_companion_with_placeholders() {
+        // No description: one error.
+        let out = expand(
+            quote!(),
+            &quote!(
+                pub fn foo(x: u8) -> u8 {
+                    x
+                }
+            ),
+        );
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(out.contains("pub enum foo { }"), "{out}");
+        assert!(
+            out.contains(
+                "pub const SCHEMA : & 'static :: kesoku :: ToolSchema = :: kesoku :: __private :: PLACEHOLDER_SCHEMA"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "pub const TOOL : & 'static :: kesoku :: ToolDef = :: kesoku :: __private :: PLACEHOLDER_TOOL"
+            ),
+            "{out}"
+        );
+        // Nothing is registered.
+        assert!(!out.contains("inventory"), "{out}");
+    }
+
+    #[test]
+    fn placeholders_follow_crate_path_and_cfg() {
+        let out = expand(
+            quote!(crate = my::kesoku, name = "1bad"),
+            &quote! {
+                /// Does it.
+                #[cfg(feature = "x")]
+                fn foo() {}
+            },
+        );
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("my :: kesoku :: __private :: PLACEHOLDER_TOOL"),
+            "{out}"
+        );
+        assert_eq!(out.matches("# [cfg (feature = \"x\")]").count(), 3, "{out}");
+    }
+
+    #[test]
+    fn no_placeholder_where_it_would_be_an_error() {
+        let method = expand(
+            quote!(),
+            &quote!(
+                fn add(&self) {}
+            ),
+        );
+        let primitive = expand(
+            quote!(),
+            &quote!(
+                fn f64() {}
+            ),
+        );
+        for out in [method, primitive] {
+            assert!(out.contains("compile_error"), "{out}");
+            assert!(!out.contains("enum"), "{out}");
         }
     }
 }

@@ -222,7 +222,7 @@ fn suggest<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
 }
 
 /// The primitive type names, which a tool's companion type must not shadow.
-const PRIMITIVES: [&str; 17] = [
+pub(crate) const PRIMITIVES: [&str; 17] = [
     "bool", "char", "str", "f32", "f64", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16",
     "u32", "u64", "u128", "usize",
 ];

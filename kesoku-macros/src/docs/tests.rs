@@ -210,7 +210,7 @@ fn duplicates_and_multiple_sections() {
 #[test]
 fn malformed_items() {
     let d = doc(
-        "# Arguments\n* 123 - x\n- - text\n* `a b` - x\n* foo-bar - x\n* `a` x\n* `open - x\n*\n\
+        "# Arguments\n* 123 - x\n- - text\n* `a b` - x\n* foo-bar - x\n* a x\n* `open - x\n*\n\
          * `c` (i32 - x\n* `_` - x\n* `ok` - fine\n  * `nested` ok\n* a—b",
     );
     let found: Vec<(usize, &str)> = d
@@ -278,4 +278,28 @@ fn helpers() {
     );
     assert_eq!((code_span_len("``a`b``c"), code_span_len("`abc")), (7, 1));
     assert_eq!(closing("[a[b]`]`]x", '[', ']'), Some(8));
+}
+
+#[test]
+fn backticked_name_without_separator() {
+    let d = doc(
+        "# Arguments\n* `area` The rectangle to draw into.\n* `r#type` (u8) A kind,\n  wrapped.\n\
+         * `b`  : Still a colon.\n* `c`\tA tab.\n* `d`",
+    );
+    assert_eq!(
+        args(&d),
+        "area=The rectangle to draw into.; type=A kind, wrapped.; b=Still a colon.; c=A tab.; d="
+    );
+    assert!(d.malformed.is_empty());
+    // Without backticks the name's end is a guess: still an error.
+    let d = doc("# Arguments\n* area The rectangle\n* `x`y - glued\n* `z` (u8)text");
+    let found: Vec<&str> = d.malformed.iter().map(|m| m.message.as_str()).collect();
+    assert_eq!(
+        found,
+        [
+            "expected `-` or `:` after `area`, found `The`",
+            "expected `-` or `:` after `x`, found `y`",
+            "expected `-` or `:` after `z`, found `text`",
+        ]
+    );
 }

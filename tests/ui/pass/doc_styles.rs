@@ -1,4 +1,4 @@
-//! Every supported list style of the arguments section, in one tool.
+//! Every supported list style of the arguments section, in two tools.
 
 use kesoku::tool;
 use serde_json::json;
@@ -15,12 +15,13 @@ use serde_json::json;
 ///   continued on the next line.
 /// * `d` — An em dash.
 /// * e: A bare name and a colon.
+/// * `f` Backticks and no separator.
 ///
 /// # Returns
 /// The values joined.
 #[tool]
-fn five(a: i32, b: String, c: bool, d: f64, e: Vec<u8>) -> String {
-    format!("{a} {b} {c} {d} {e:?}")
+fn five(a: i32, b: String, c: bool, d: f64, e: Vec<u8>, f: char) -> String {
+    format!("{a} {b} {c} {d} {e:?} {f}")
 }
 
 /// Adds two numbers.
@@ -47,6 +48,7 @@ fn main() {
     assert_eq!(desc("c"), json!("A bare name and a hyphen, continued on the next line."));
     assert_eq!(desc("d"), json!("An em dash."));
     assert_eq!(desc("e"), json!("A bare name and a colon."));
+    assert_eq!(desc("f"), json!("Backticks and no separator."));
 
     let props = add::SCHEMA.parameters_json()["properties"].clone();
     assert_eq!(props["x"]["description"], json!("The first number."));
@@ -55,5 +57,5 @@ fn main() {
         json!("The second number, lazily continued without indentation.")
     );
     assert_eq!(add(2, 3), 5);
-    assert_eq!(five(1, "b".into(), true, 0.5, vec![1]), "1 b true 0.5 [1]");
+    assert_eq!(five(1, "b".into(), true, 0.5, vec![1], 'f'), "1 b true 0.5 [1] f");
 }
