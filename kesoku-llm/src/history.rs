@@ -173,3 +173,95 @@ pub(crate) fn read<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
     }
     items
 }
+
+#[cfg(test)]
+mod tests {
+    use kesoku_core::ToolRequest;
+    use serde_json::json;
+
+    use super::*;
+
+    fn text(role: Role, kind: MessageType, content: &str) -> Message {
+        Message::new("s", role, kind, content)
+    }
+
+    #[test]
+    fn every_message_is_read_once_in_order() {
+        let call = Message::tool_call("s", &ToolRequest::new("c1", "t", json!({"a": 1})));
+        let result = text(Role::Tool, MessageType::ToolResult, "ok").with_parent(call.id.clone());
+        let history = [
+            text(Role::System, MessageType::Text, "be brief"),
+            text(Role::User, MessageType::Text, "hi"),
+            text(Role::Assistant, MessageType::Thought, "hmm"),
+            // A system message is an instruction whatever its kind.
+            text(Role::System, MessageType::Thought, "also this"),
+            call,
+            result,
+            text(Role::Assistant, MessageType::Text, "done"),
+        ];
+        let items = read(Some("first"), &history);
+        let shape: Vec<String> = items
+            .iter()
+            .map(|i| match i {
+                Item::System(t) => format!("system:{t}"),
+                Item::User(t) => format!("user:{}", t.message.content),
+                Item::AssistantText(t) => format!("assistant:{}", t.message.content),
+                Item::ToolCall(c) => format!("call:{}", c.id.unwrap_or_default()),
+                Item::ToolResult(r) => format!("result:{}", r.call_id()),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "system:first",
+                "system:be brief",
+                "user:hi",
+                "system:also this",
+                "call:c1",
+                "result:c1",
+                "assistant:done"
+            ]
+        );
+        let Item::ToolCall(c) = &items[4] else {
+            unreachable!()
+        };
+        assert_eq!(c.arguments_object(), json!({"a": 1}));
+    }
+
+    #[test]
+    fn a_result_finds_its_call_wherever_it_stands_or_keeps_its_own_id() {
+        let call = Message::tool_call("s", &ToolRequest::new("c1", "t", json!("{bad")));
+        let early = text(Role::Tool, MessageType::ToolResult, "").with_parent(call.id.clone());
+        let mut orphan = text(Role::Tool, MessageType::ToolResult, "").with_parent("gone");
+        orphan.metadata.insert(keys::CALL_ID.into(), json!("own"));
+        let unnamed = text(Role::Tool, MessageType::ToolResult, "");
+        let history = [early, call, orphan, unnamed];
+        let items = read(None, &history);
+        let ids: Vec<&str> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::ToolResult(r) => Some(r.call_id()),
+                Item::ToolCall(c) => {
+                    assert_eq!(c.arguments_object(), json!({}), "unparsable arguments");
+                    None
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, ["c1", "own", ""]);
+    }
+
+    #[test]
+    fn blocks_are_read_from_metadata_and_unreadable_ones_are_none() {
+        let mut m = text(Role::User, MessageType::Text, "look");
+        let image = ContentBlock::image("image/png", vec![1, 2, 3]);
+        m.metadata.insert(
+            keys::CONTENT_BLOCKS.into(),
+            serde_json::to_value([&image]).unwrap(),
+        );
+        assert_eq!(content_blocks(&m), [image]);
+        m.metadata
+            .insert(keys::CONTENT_BLOCKS.into(), json!([{"type": "image"}]));
+        assert!(content_blocks(&m).is_empty());
+    }
+}

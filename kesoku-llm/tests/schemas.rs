@@ -12,11 +12,8 @@ use kesoku_llm::{ClaudeLlm, GeminiLlm, Llm, LlmError, LlmOptions, OpenAiLlm, Too
 use serde_json::{Value, json};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
-
 mod common;
-use common::fixture;
+use common::server_answering;
 
 /// The fields of every warning logged about a tool, by field name.
 #[derive(Clone, Default)]
@@ -131,12 +128,7 @@ async fn check<L: Hooks>(make: impl Fn() -> L, dialect: Dialect, costly: ToolDec
     let warnings = Warnings::default();
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(fixture(fixture_name)))
-        .expect(2)
-        .mount(&server)
-        .await;
+    let server = server_answering(fixture_name, 2).await;
     let llm = make().at(server.uri());
     for _ in 0..2 {
         // A fresh copy each time: the cache knows a set by its content.
@@ -162,12 +154,7 @@ async fn check<L: Hooks>(make: impl Fn() -> L, dialect: Dialect, costly: ToolDec
     assert_eq!(llm.lowerings(), 2, "the first set is still cached");
     assert_eq!(warnings.logged().len(), want.len(), "and not logged again");
 
-    let silent = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(fixture(fixture_name)))
-        .expect(0)
-        .mount(&silent)
-        .await;
+    let silent = server_answering(fixture_name, 0).await;
     let strict = make().at(silent.uri()).deny();
     let tools = [plain, costly];
     let err = strict

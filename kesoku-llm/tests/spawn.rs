@@ -10,11 +10,8 @@ use kesoku_llm::{
 };
 use serde_json::json;
 use tokio::task::JoinHandle;
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
-
 mod common;
-use common::fixture;
+use common::server_answering;
 
 /// Runs one call on its own task, owning everything it borrows.
 fn spawn_call<L: Llm + ?Sized + 'static>(
@@ -31,16 +28,6 @@ fn spawn_call<L: Llm + ?Sized + 'static>(
     tokio::spawn(async move { llm.complete(&sid, &msgs, &tools, &opts).await })
 }
 
-async fn server(fixture_name: &str) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(fixture(fixture_name)))
-        .expect(2)
-        .mount(&server)
-        .await;
-    server
-}
-
 /// Spawns the call through the concrete type and through `dyn Llm`.
 async fn both_ways<L: Llm + 'static>(llm: L) {
     let llm = Arc::new(llm);
@@ -53,18 +40,18 @@ async fn both_ways<L: Llm + 'static>(llm: L) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_calls_run_on_spawned_tasks() {
-    let server = server("anthropic/text.json").await;
+    let server = server_answering("anthropic/text.json", 2).await;
     both_ways(ClaudeLlm::new("k").with_base_url(server.uri())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_calls_run_on_spawned_tasks() {
-    let server = server("openai/text.json").await;
+    let server = server_answering("openai/text.json", 2).await;
     both_ways(OpenAiLlm::new("k").with_base_url(server.uri())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_calls_run_on_spawned_tasks() {
-    let server = server("gemini/text.json").await;
+    let server = server_answering("gemini/text.json", 2).await;
     both_ways(GeminiLlm::new("k").with_base_url(server.uri())).await;
 }
