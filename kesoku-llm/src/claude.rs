@@ -1,10 +1,11 @@
 //! [`ClaudeLlm`]: the Anthropic Messages API's wire format.
 
 use kesoku_core::lowering::{Dialect, ToolNames};
-use kesoku_core::{ContentBlock, Message, ToolRequest};
+use kesoku_core::{Message, ToolRequest};
 use serde_json::{Map, Value, json};
 
 use crate::backend::public_backend;
+use crate::blocks::Block;
 use crate::error::LlmError;
 use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult};
@@ -211,28 +212,26 @@ fn text_blocks(t: &Text<'_>, fallbacks: &mut Vec<ContentFallback>) -> Vec<Value>
 }
 
 /// One content block in Claude's form; audio and video become a note.
-fn block(b: &ContentBlock, m: &Message, fallbacks: &mut Vec<ContentFallback>) -> Value {
+fn block(b: &Block<'_>, m: &Message, fallbacks: &mut Vec<ContentFallback>) -> Value {
     match b {
-        ContentBlock::Text { text } => json!({"type": "text", "text": text}),
-        ContentBlock::Image { mime_type, .. } => json!({
+        Block::Text(text) => json!({"type": "text", "text": text}),
+        Block::Image(image) => json!({
             "type": "image",
-            "source": {"type": "base64", "media_type": mime_type, "data": b.base64()},
+            "source": {"type": "base64", "media_type": image.mime_type, "data": image.base64},
         }),
-        ContentBlock::Document {
-            mime_type, data, ..
-        } if mime_type == "text/plain" => json!({
+        Block::Document(doc, _) if doc.mime_type == "text/plain" => json!({
             "type": "document",
-            "source": {"type": "text", "media_type": "text/plain", "data": String::from_utf8_lossy(data)},
+            "source": {"type": "text", "media_type": "text/plain", "data": String::from_utf8_lossy(&doc.bytes())},
         }),
-        ContentBlock::Document { mime_type, .. } => json!({
+        Block::Document(doc, _) => json!({
             "type": "document",
-            "source": {"type": "base64", "media_type": mime_type, "data": b.base64()},
+            "source": {"type": "base64", "media_type": doc.mime_type, "data": doc.base64},
         }),
-        ContentBlock::Media { mime_type, .. } => {
+        Block::Media(media) => {
             fallbacks.push(ContentFallback {
                 provider: PROVIDER,
                 kind: b.kind(),
-                mime_type: mime_type.clone(),
+                mime_type: media.mime_type.to_owned(),
                 message_id: m.id.clone(),
             });
             json!({"type": "text", "text": b.fallback_text(PROVIDER)})

@@ -2,10 +2,11 @@
 //! `thoughtSignature` with the part it came on.
 
 use kesoku_core::lowering::{Dialect, ToolNames};
-use kesoku_core::{ContentBlock, ToolRequest, keys};
+use kesoku_core::{ToolRequest, keys};
 use serde_json::{Map, Value, json};
 
 use crate::backend::public_backend;
+use crate::blocks::Block;
 use crate::declaration::ToolDeclaration;
 use crate::error::LlmError;
 use crate::fallback::ContentFallback;
@@ -320,7 +321,7 @@ fn function_response(r: &ToolResult<'_>, names: &ToolNames) -> Vec<Value> {
     }
     let mut parts = Vec::with_capacity(r.blocks.len() + 1);
     parts.push(json!({"functionResponse": fr}));
-    parts.extend(r.blocks.iter().filter_map(inline_data));
+    parts.extend(r.blocks.iter().map(inline_data));
     parts
 }
 
@@ -334,15 +335,17 @@ fn text_parts(t: &Text<'_>) -> Vec<Value> {
         }
         parts.push(p);
     }
-    parts.extend(t.blocks.iter().filter_map(inline_data));
+    parts.extend(t.blocks.iter().map(inline_data));
     parts
 }
 
 /// Gemini takes every kind of block as `inlineData`.
-fn inline_data(b: &ContentBlock) -> Option<Value> {
+fn inline_data(b: &Block<'_>) -> Value {
     match b {
-        ContentBlock::Text { text } => Some(json!({"text": text})),
-        _ => Some(json!({"inlineData": {"mimeType": b.mime_type()?, "data": b.base64()?}})),
+        Block::Text(text) => json!({"text": text}),
+        Block::Image(x) | Block::Document(x, _) | Block::Media(x) => {
+            json!({"inlineData": {"mimeType": x.mime_type, "data": x.base64}})
+        }
     }
 }
 

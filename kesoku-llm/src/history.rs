@@ -4,27 +4,16 @@
 //! are decided here once, and each wire format only encodes items.
 //!
 //! The same walk indexes every tool call by its message id, so a result
-//! finds its call through `parent_id` in constant time, and decodes each
-//! message's content blocks once.
+//! finds its call through `parent_id` in constant time, and reads each
+//! message's content blocks once (borrowed, see [`crate::blocks`]).
 
 use std::collections::HashMap;
 
-use kesoku_core::{ContentBlock, Message, MessageType, Role, keys};
-use serde::Deserialize;
+use kesoku_core::{Message, MessageType, Role, keys};
 use serde_json::{Map, Value};
 
+use crate::blocks::{self, Block};
 use crate::turn::PROVIDER_KEY;
-
-/// The content blocks stored in a message's metadata; none when there are
-/// none or they cannot be read.
-pub fn content_blocks(message: &Message) -> Vec<ContentBlock> {
-    message
-        .metadata
-        .get(keys::CONTENT_BLOCKS)
-        // Read from the borrowed value: no copy of the metadata.
-        .and_then(|v| Vec::<ContentBlock>::deserialize(v).ok())
-        .unwrap_or_default()
-}
 
 /// The provider fields a message carries, to replay verbatim.
 pub(crate) fn provider_fields(m: &Message) -> Option<&Map<String, Value>> {
@@ -64,7 +53,7 @@ impl<'a> Item<'a> {
 #[derive(Debug)]
 pub(crate) struct Text<'a> {
     pub(crate) message: &'a Message,
-    pub(crate) blocks: Vec<ContentBlock>,
+    pub(crate) blocks: Vec<Block<'a>>,
 }
 
 /// A tool call, as its message stores it.
@@ -108,7 +97,7 @@ pub(crate) struct ToolResult<'a> {
     pub(crate) message: &'a Message,
     /// The call its `parent_id` names, when that is in the history.
     pub(crate) call: Option<Call<'a>>,
-    pub(crate) blocks: Vec<ContentBlock>,
+    pub(crate) blocks: Vec<Block<'a>>,
 }
 
 impl ToolResult<'_> {
@@ -135,6 +124,7 @@ pub(crate) fn read<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
     // results to pair once every call is known.
     let mut calls: HashMap<&str, Call<'a>> = HashMap::new();
     let mut results = Vec::new();
+    let mut scratch = Vec::new();
     for m in messages {
         if m.kind == MessageType::ToolCall {
             calls.entry(m.id.as_str()).or_insert_with(|| Call::of(m));
@@ -148,16 +138,16 @@ pub(crate) fn read<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
                 Item::ToolResult(ToolResult {
                     message: m,
                     call: None,
-                    blocks: content_blocks(m),
+                    blocks: blocks::read(m, &mut scratch),
                 })
             }
             (Role::Assistant, _) => Item::AssistantText(Text {
                 message: m,
-                blocks: content_blocks(m),
+                blocks: blocks::read(m, &mut scratch),
             }),
             (Role::User, _) => Item::User(Text {
                 message: m,
-                blocks: content_blocks(m),
+                blocks: blocks::read(m, &mut scratch),
             }),
         };
         items.push(item);
@@ -249,19 +239,5 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, ["c1", "own", ""]);
-    }
-
-    #[test]
-    fn blocks_are_read_from_metadata_and_unreadable_ones_are_none() {
-        let mut m = text(Role::User, MessageType::Text, "look");
-        let image = ContentBlock::image("image/png", vec![1, 2, 3]);
-        m.metadata.insert(
-            keys::CONTENT_BLOCKS.into(),
-            serde_json::to_value([&image]).unwrap(),
-        );
-        assert_eq!(content_blocks(&m), [image]);
-        m.metadata
-            .insert(keys::CONTENT_BLOCKS.into(), json!([{"type": "image"}]));
-        assert!(content_blocks(&m).is_empty());
     }
 }

@@ -19,6 +19,7 @@
 //! | `wire` | what a wire format provides, and the request it encodes |
 //! | `schemas` | tool schemas lowered once per declaration set |
 //! | `history` | the history read once into provider-neutral items |
+//! | `blocks` | content blocks read where they are stored, without copies |
 //! | `llm` | the [`Llm`] trait |
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
 //! | `options`, `declaration` | [`LlmOptions`], [`ToolChoice`], [`ToolDeclaration`] |
@@ -26,6 +27,7 @@
 //! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`] |
 
 mod backend;
+mod blocks;
 mod claude;
 mod declaration;
 mod error;
@@ -41,12 +43,12 @@ mod transport;
 mod turn;
 mod wire;
 
+pub use blocks::content_blocks;
 pub use claude::ClaudeLlm;
 pub use declaration::ToolDeclaration;
 pub use error::LlmError;
 pub use fallback::ContentFallback;
 pub use gemini::GeminiLlm;
-pub use history::content_blocks;
 pub use kesoku_core::ContentBlock;
 pub use key::ApiKey;
 pub use llm::{Llm, LlmFuture};

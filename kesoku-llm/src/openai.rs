@@ -2,10 +2,11 @@
 //! servers that speak it (Ollama, vLLM, llama.cpp server).
 
 use kesoku_core::lowering::{Dialect, ToolNames};
-use kesoku_core::{ContentBlock, Message, ToolRequest};
+use kesoku_core::{Message, ToolRequest};
 use serde_json::{Map, Value, json};
 
 use crate::backend::{Backend, public_backend};
+use crate::blocks::{Binary, Block};
 use crate::error::LlmError;
 use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult};
@@ -298,25 +299,19 @@ fn user_message(t: &Text<'_>, fallbacks: &mut Vec<ContentFallback>) -> Value {
         parts.push(json!({"type": "text", "text": m.content}));
     }
     for b in &t.blocks {
-        let data_uri = || {
-            format!(
-                "data:{};base64,{}",
-                b.mime_type().unwrap_or_default(),
-                b.base64().unwrap_or_default()
-            )
-        };
+        let data_uri = |x: &Binary<'_>| format!("data:{};base64,{}", x.mime_type, x.base64);
         let part = match b {
-            ContentBlock::Text { text } => json!({"type": "text", "text": text}),
-            ContentBlock::Image { .. } => {
-                json!({"type": "image_url", "image_url": {"url": data_uri()}})
+            Block::Text(text) => json!({"type": "text", "text": text}),
+            Block::Image(image) => {
+                json!({"type": "image_url", "image_url": {"url": data_uri(image)}})
             }
-            ContentBlock::Document { name, .. } => json!({
+            Block::Document(doc, name) => json!({
                 "type": "file",
-                "file": {"file_data": data_uri(), "filename": name.as_deref().unwrap_or("document")},
+                "file": {"file_data": data_uri(doc), "filename": name.unwrap_or("document")},
             }),
-            ContentBlock::Media { mime_type, .. } => match audio_format(mime_type) {
+            Block::Media(media) => match audio_format(media.mime_type) {
                 Some(format) => {
-                    json!({"type": "input_audio", "input_audio": {"data": b.base64(), "format": format}})
+                    json!({"type": "input_audio", "input_audio": {"data": media.base64, "format": format}})
                 }
                 None => json!({"type": "text", "text": fallback(b, m, fallbacks)}),
             },
@@ -336,14 +331,15 @@ fn audio_format(mime: &str) -> Option<&'static str> {
 }
 
 /// Records a block that cannot go where it is, and returns its note.
-fn fallback(b: &ContentBlock, m: &Message, fallbacks: &mut Vec<ContentFallback>) -> String {
-    if let ContentBlock::Text { text } = b {
-        return text.clone();
-    }
+fn fallback(b: &Block<'_>, m: &Message, fallbacks: &mut Vec<ContentFallback>) -> String {
+    let x = match b {
+        Block::Text(text) => return (*text).to_owned(),
+        Block::Image(x) | Block::Document(x, _) | Block::Media(x) => x,
+    };
     fallbacks.push(ContentFallback {
         provider: PROVIDER,
         kind: b.kind(),
-        mime_type: b.mime_type().unwrap_or_default().to_owned(),
+        mime_type: x.mime_type.to_owned(),
         message_id: m.id.clone(),
     });
     b.fallback_text(PROVIDER)
