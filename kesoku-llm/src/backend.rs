@@ -7,6 +7,8 @@
 //! wrappers declared with [`public_backend!`], which gives each the same
 //! constructors, builder methods and [`Llm`](crate::Llm) implementation.
 
+use std::sync::Arc;
+
 use kesoku_core::Message;
 use serde_json::Value;
 
@@ -36,7 +38,7 @@ pub struct RequestBody {
 struct Encoded {
     body: Value,
     fallbacks: Vec<ContentFallback>,
-    lowered: std::sync::Arc<LoweredTools>,
+    lowered: Arc<LoweredTools>,
 }
 
 /// A provider backend: where and how to reach it, and its wire format.
@@ -51,29 +53,28 @@ pub(crate) struct Backend<F> {
 
 impl<F: WireFormat> Backend<F> {
     pub(crate) fn new(api_key: Option<ApiKey>, base_url: &str, format: F) -> Self {
-        Backend {
-            format,
-            transport: Transport::new(F::NAME, api_key, base_url),
-            schemas: SchemaCache::default(),
-            deny_unsupported: false,
-        }
+        Backend::over(Transport::new(F::NAME, api_key, base_url), format)
     }
 
     /// Configured from the environment, as the provider's official SDK is.
     pub(crate) fn from_env() -> Result<Self, LlmError> {
         let transport =
             Transport::from_env(F::NAME, F::KEY_VARS, F::BASE_URL_VAR, F::DEFAULT_BASE_URL)?;
-        Ok(Backend {
-            format: F::default(),
+        Ok(Backend::over(transport, F::default()))
+    }
+
+    fn over(transport: Transport, format: F) -> Self {
+        Backend {
+            format,
             transport,
             schemas: SchemaCache::default(),
             deny_unsupported: false,
-        })
+        }
     }
 
     /// The tools lowered for this provider, and the error to return
     /// instead when one cannot be represented and that is denied.
-    fn lowered(&self, tools: &[ToolDeclaration]) -> Result<std::sync::Arc<LoweredTools>, LlmError> {
+    fn lowered(&self, tools: &[ToolDeclaration]) -> Result<Arc<LoweredTools>, LlmError> {
         let lowered = self.schemas.get(
             F::NAME,
             F::NAMES,
