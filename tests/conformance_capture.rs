@@ -173,10 +173,13 @@ fn capture_request_bodies() {
         ("forced_tool", &simple[..], &tools[..], &forced),
         ("any_tool", &simple[..], &tools[..], &any),
     ] {
-        let req = claude.request(msgs, tools, opts);
+        let req = claude.__request_body(msgs, tools, opts).unwrap();
         save("anthropic", name, &req.body);
     }
-    let claude_conv = claude.request(&history, &tools, &options).body;
+    let claude_conv = claude
+        .__request_body(&history, &tools, &options)
+        .unwrap()
+        .body;
     // Every tool_use is answered in the next user message, results first.
     let msgs = claude_conv["messages"].as_array().unwrap();
     assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
@@ -194,7 +197,11 @@ fn capture_request_bodies() {
         ("strict", &strict, &history[..], &tools[..], &options),
         ("compatible", &ollama, &history[..], &tools[..], &options),
     ] {
-        save("openai", name, &llm.request(msgs, tools, opts).body);
+        save(
+            "openai",
+            name,
+            &llm.__request_body(msgs, tools, opts).unwrap().body,
+        );
     }
 
     let gemini = GeminiLlm::new("k");
@@ -211,7 +218,7 @@ fn capture_request_bodies() {
             &options,
         ),
     ] {
-        let body = llm.request(msgs, tools, opts).body;
+        let body = llm.__request_body(msgs, tools, opts).unwrap().body;
         // Gemini wants user and model turns to alternate.
         let roles: Vec<&str> = body["contents"]
             .as_array()

@@ -41,6 +41,21 @@ pub enum LlmError {
         /// What is wrong, with the start of the body.
         message: String,
     },
+    /// A tool's schema has a part this provider cannot represent, and the
+    /// backend was built with `deny_unsupported_schemas(true)`: nothing
+    /// was sent.
+    #[error("{provider} cannot take the schema of tool `{tool}` at {}: {reason}", if .path.is_empty() { "the root" } else { .path.as_str() })]
+    UnsupportedSchema {
+        /// The provider.
+        provider: &'static str,
+        /// The tool whose schema it is.
+        tool: String,
+        /// A JSON pointer into the tool's original schema, down to the
+        /// keyword; empty for the root.
+        path: String,
+        /// Why it cannot be represented.
+        reason: String,
+    },
     /// The backend is missing something it needs, such as an API key.
     #[error("{provider} is not configured: {message}")]
     Config {

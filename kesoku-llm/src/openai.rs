@@ -1,99 +1,60 @@
-//! [`OpenAiLlm`]: Chat Completions, for OpenAI and the servers that speak
-//! its protocol (Ollama, vLLM, llama.cpp server), and the one place where
-//! kesoku history becomes its wire format and back.
+//! [`OpenAiLlm`]: the Chat Completions wire format, for OpenAI and the
+//! servers that speak it (Ollama, vLLM, llama.cpp server).
 
-use kesoku_core::lowering::{Dialect, ToolNames, lower};
-use kesoku_core::{Message, MessageType, Role, ToolRequest, keys};
+use kesoku_core::lowering::{Dialect, ToolNames};
+use kesoku_core::{Message, ToolRequest};
 use serde_json::{Map, Value, json};
 
-use kesoku_core::ContentBlock;
-
-use crate::content::ContentFallback;
-use crate::endpoint::Endpoint;
+use crate::backend::{Backend, public_backend};
+use crate::blocks::{Binary, Block};
 use crate::error::LlmError;
-use crate::http::HttpOptions;
-use crate::key::ApiKey;
-use crate::llm::{
-    AssistantTurn, Llm, LlmFuture, LlmOptions, StopReason, ToolChoice, ToolDeclaration, Usage,
-    WireRequest, content_blocks, turn_messages,
-};
+use crate::fallback::ContentFallback;
+use crate::history::{Call, Item, Text, ToolResult};
+use crate::options::{LlmOptions, ToolChoice};
+use crate::turn::{AssistantTurn, StopReason, TurnBuilder};
+use crate::wire::{Request, WireFormat};
 
 const PROVIDER: &str = "OpenAI";
 
-/// OpenAI Chat Completions, or a compatible server.
-///
-/// Configured like the official SDK: `OPENAI_API_KEY` and `OPENAI_BASE_URL`
-/// (whose default ends in `/v1`), or the builder methods.
-///
-/// For compatible servers, point the base URL at their `/v1` and adjust:
-/// Ollama (`http://localhost:11434/v1`) takes no `tool_choice` and wants
-/// `max_tokens`, so use [`OpenAiLlm::compatible`]; vLLM and llama.cpp's
-/// server also accept `max_tokens`. A key is optional for local servers.
-///
-/// ```
-/// let ollama = kesoku_llm::OpenAiLlm::compatible("http://localhost:11434/v1");
-/// let openai = kesoku_llm::OpenAiLlm::new("sk-test").with_strict(true);
-/// assert!(!format!("{openai:?}").contains("sk-test"));
-/// # let _ = ollama;
-/// ```
-#[derive(Debug)]
-pub struct OpenAiLlm {
-    endpoint: Endpoint,
-    strict: bool,
-    send_tool_choice: bool,
-    legacy_max_tokens: bool,
+public_backend! {
+    /// OpenAI Chat Completions, or a compatible server.
+    ///
+    /// Configured like the official SDK: `OPENAI_API_KEY` and `OPENAI_BASE_URL`
+    /// (whose default ends in `/v1`), or the builder methods.
+    ///
+    /// For compatible servers, point the base URL at their `/v1` and adjust:
+    /// Ollama (`http://localhost:11434/v1`) takes no `tool_choice` and wants
+    /// `max_tokens`, so use [`OpenAiLlm::compatible`]; vLLM and llama.cpp's
+    /// server also accept `max_tokens`. A key is optional for local servers.
+    ///
+    /// ```
+    /// let ollama = kesoku_llm::OpenAiLlm::compatible("http://localhost:11434/v1");
+    /// let openai = kesoku_llm::OpenAiLlm::new("sk-test").with_strict(true);
+    /// assert!(!format!("{openai:?}").contains("sk-test"));
+    /// # let _ = ollama;
+    /// ```
+    OpenAiLlm(ChatCompletions), env: "`OPENAI_API_KEY` and `OPENAI_BASE_URL`"
 }
 
 impl OpenAiLlm {
     /// The API's address.
     pub const DEFAULT_BASE_URL: &'static str = "https://api.openai.com/v1";
 
-    /// OpenAI with this key.
-    pub fn new(api_key: impl Into<String>) -> Self {
-        let key = Some(ApiKey::new(api_key));
-        OpenAiLlm::with_endpoint(Endpoint::new(PROVIDER, key, Self::DEFAULT_BASE_URL))
-    }
-
-    fn with_endpoint(endpoint: Endpoint) -> Self {
-        OpenAiLlm {
-            endpoint,
-            strict: false,
-            send_tool_choice: true,
-            legacy_max_tokens: false,
-        }
-    }
-
     /// A compatible server at `base_url` (ending in `/v1`): no key, no
     /// `tool_choice`, and `max_tokens` rather than `max_completion_tokens`.
     pub fn compatible(base_url: impl Into<String>) -> Self {
-        let mut llm = OpenAiLlm::with_endpoint(Endpoint::new(PROVIDER, None, &base_url.into()));
-        llm.send_tool_choice = false;
-        llm.legacy_max_tokens = true;
-        llm
-    }
-
-    /// OpenAI configured from `OPENAI_API_KEY` and `OPENAI_BASE_URL`.
-    pub fn from_env() -> Result<Self, LlmError> {
-        let endpoint = Endpoint::from_env(
-            PROVIDER,
-            &["OPENAI_API_KEY"],
-            "OPENAI_BASE_URL",
-            Self::DEFAULT_BASE_URL,
-        )?;
-        Ok(OpenAiLlm::with_endpoint(endpoint))
-    }
-
-    /// Sets the base address.
-    #[must_use]
-    pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.endpoint.set_base_url(&url.into());
-        self
+        let format = ChatCompletions {
+            send_tool_choice: false,
+            legacy_max_tokens: true,
+            ..ChatCompletions::default()
+        };
+        OpenAiLlm(Backend::new(None, &base_url.into(), format))
     }
 
     /// Sends no `Authorization` header (local servers).
     #[must_use]
     pub fn without_key(mut self) -> Self {
-        self.endpoint.clear_key();
+        self.0.transport.clear_key();
         self
     }
 
@@ -101,64 +62,80 @@ impl OpenAiLlm {
     /// with `strict: true`.
     #[must_use]
     pub fn with_strict(mut self, strict: bool) -> Self {
-        self.strict = strict;
+        self.0.format.strict = strict;
         self
     }
 
     /// Whether to send `tool_choice` (Ollama rejects it).
     #[must_use]
     pub fn with_tool_choice(mut self, send: bool) -> Self {
-        self.send_tool_choice = send;
+        self.0.format.send_tool_choice = send;
         self
     }
 
     /// Sends `max_tokens` (older servers) instead of `max_completion_tokens`.
     #[must_use]
     pub fn with_legacy_max_tokens(mut self, legacy: bool) -> Self {
-        self.legacy_max_tokens = legacy;
+        self.0.format.legacy_max_tokens = legacy;
         self
     }
+}
 
-    /// Sets timeouts and the retry policy.
-    #[must_use]
-    pub fn with_http_options(mut self, options: HttpOptions) -> Self {
-        self.endpoint.set_http_options(options);
-        self
-    }
+/// The Chat Completions wire format, and the options of the server spoken
+/// to.
+#[derive(Debug)]
+pub(crate) struct ChatCompletions {
+    strict: bool,
+    send_tool_choice: bool,
+    legacy_max_tokens: bool,
+}
 
-    /// Converts history, tools and options into a request body.
-    pub fn request(
-        &self,
-        messages: &[Message],
-        tools: &[ToolDeclaration],
-        options: &LlmOptions,
-    ) -> WireRequest {
-        let names = ToolNames::new(Dialect::OpenAi, tools.iter().map(|t| t.name.as_str()));
-        let mut fallbacks = Vec::new();
-        let mut wire: Vec<Value> = Vec::new();
-        if let Some(system) = &options.system {
-            wire.push(json!({"role": "system", "content": system}));
+impl Default for ChatCompletions {
+    fn default() -> Self {
+        ChatCompletions {
+            strict: false,
+            send_tool_choice: true,
+            legacy_max_tokens: false,
         }
-        for m in messages {
-            match (m.role, m.kind) {
-                (_, MessageType::Thought) => {}
-                (Role::System, _) => wire.push(json!({"role": "system", "content": m.content})),
-                (Role::Assistant, MessageType::ToolCall) => push_call(&mut wire, m, &names),
-                (Role::Tool, _) | (_, MessageType::ToolResult) => {
-                    wire.push(tool_message(m, messages, &mut fallbacks));
-                }
-                (Role::Assistant, _) => {
-                    if m.content.is_empty() {
-                        continue;
-                    }
-                    match wire.last_mut() {
-                        Some(last) if last["role"] == "assistant" && last["content"].is_null() => {
-                            last["content"] = m.content.clone().into();
-                        }
-                        _ => wire.push(json!({"role": "assistant", "content": m.content})),
-                    }
-                }
-                (Role::User, _) => wire.push(user_message(m, &mut fallbacks)),
+    }
+}
+
+impl WireFormat for ChatCompletions {
+    const NAME: &'static str = PROVIDER;
+    const DEFAULT_BASE_URL: &'static str = OpenAiLlm::DEFAULT_BASE_URL;
+    const KEY_VARS: &'static [&'static str] = &["OPENAI_API_KEY"];
+    const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
+    const NAMES: Dialect = Dialect::OpenAi;
+
+    fn schema_dialect(&self) -> Dialect {
+        if self.strict {
+            Dialect::OpenAiStrict
+        } else {
+            Dialect::OpenAi
+        }
+    }
+
+    fn path(&self, _options: &LlmOptions) -> String {
+        "/chat/completions".to_owned()
+    }
+
+    fn auth_headers(&self, key: Option<&str>) -> Vec<(&'static str, String)> {
+        key.map(|key| ("authorization", format!("Bearer {key}")))
+            .into_iter()
+            .collect()
+    }
+
+    fn encode(&self, request: &Request<'_>, fallbacks: &mut Vec<ContentFallback>) -> Value {
+        let names = request.names();
+        let options = request.options;
+        let mut wire: Vec<Value> = Vec::with_capacity(request.history.len());
+        for item in request.history {
+            match item {
+                Item::System(text) => wire.push(json!({"role": "system", "content": text})),
+                Item::ToolCall(call) => push_call(&mut wire, call, names),
+                Item::ToolResult(result) => wire.push(tool_message(result, fallbacks)),
+                Item::AssistantText(text) => push_assistant_text(&mut wire, text.message),
+                Item::User(text) => wire.push(user_message(text, fallbacks)),
             }
         }
 
@@ -174,19 +151,14 @@ impl OpenAiLlm {
         if let Some(t) = options.temperature {
             body.insert("temperature".into(), json!(t));
         }
-        if !tools.is_empty() {
-            let dialect = if self.strict {
-                Dialect::OpenAiStrict
-            } else {
-                Dialect::OpenAi
-            };
-            let decls: Vec<Value> = tools
-                .iter()
-                .map(|t| {
+        if !request.tools.is_empty() {
+            let decls: Vec<Value> = request
+                .declarations()
+                .map(|(t, name, schema)| {
                     let mut function = json!({
-                        "name": names.to_wire(&t.name),
+                        "name": name,
                         "description": t.description,
-                        "parameters": lower(dialect, &t.name, &t.parameters).schema,
+                        "parameters": schema,
                     });
                     if self.strict {
                         function["strict"] = true.into();
@@ -207,17 +179,14 @@ impl OpenAiLlm {
                 body.insert("tool_choice".into(), choice);
             }
         }
-        WireRequest {
-            body: Value::Object(body),
-            fallbacks,
-            names,
-        }
+        Value::Object(body)
     }
 
-    /// Reads a Chat Completions response into an assistant turn. Call
-    /// arguments stay the JSON string the model wrote: the runner parses
-    /// it, so a broken one becomes an error result the model can read.
-    pub fn parse_response(
+    /// Call arguments stay the JSON string the model wrote: the runner
+    /// parses it, so a broken one becomes an error result the model can
+    /// read.
+    fn decode(
+        &self,
         session_id: &str,
         body: &Value,
         names: &ToolNames,
@@ -231,8 +200,8 @@ impl OpenAiLlm {
         let message = choice
             .get("message")
             .ok_or_else(|| malformed("choices[0] has no `message`".into()))?;
-        let text = message["content"].as_str().unwrap_or_default().to_owned();
-        let mut calls = Vec::new();
+        let mut turn = TurnBuilder::default();
+        turn.push_text(message["content"].as_str().unwrap_or_default());
         for (i, call) in message["tool_calls"]
             .as_array()
             .into_iter()
@@ -246,7 +215,7 @@ impl OpenAiLlm {
                 )));
             };
             let arguments = call["function"]["arguments"].clone();
-            calls.push((ToolRequest::new(id, names.from_wire(name), arguments), None));
+            turn.push_call(ToolRequest::new(id, names.from_wire(name), arguments), None);
         }
         let stop_reason = match choice["finish_reason"].as_str() {
             Some("stop") => StopReason::EndTurn,
@@ -254,69 +223,30 @@ impl OpenAiLlm {
             Some("length") => StopReason::MaxTokens,
             Some("content_filter") => StopReason::Refusal,
             Some(other) => StopReason::Other(other.to_owned()),
-            None if !calls.is_empty() => StopReason::ToolUse,
+            None if turn.has_calls() => StopReason::ToolUse,
             None => StopReason::EndTurn,
         };
-        let usage = Usage {
-            input_tokens: body["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
-            output_tokens: body["usage"]["completion_tokens"].as_u64().unwrap_or(0),
-        };
-        let messages = turn_messages(session_id, PROVIDER, &text, &calls, None);
-        Ok(AssistantTurn {
-            text,
-            tool_calls: calls.into_iter().map(|(r, _)| r).collect(),
-            stop_reason,
-            usage,
-            messages,
-            fallbacks: Vec::new(),
-        })
-    }
-}
-
-impl Llm for OpenAiLlm {
-    fn provider(&self) -> &'static str {
-        PROVIDER
-    }
-
-    fn complete<'a>(
-        &'a self,
-        session_id: &'a str,
-        messages: &'a [Message],
-        tools: &'a [ToolDeclaration],
-        options: &'a LlmOptions,
-    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
-        Box::pin(async move {
-            let request = self.request(messages, tools, options);
-            let headers: Vec<_> = self
-                .endpoint
-                .key()
-                .map(|key| ("authorization", format!("Bearer {key}")))
-                .into_iter()
-                .collect();
-            let body = self
-                .endpoint
-                .post("/chat/completions", &headers, &request.body)
-                .await?;
-            let mut turn = Self::parse_response(session_id, &body, &request.names)?;
-            turn.fallbacks = request.fallbacks;
-            Ok(turn)
-        })
+        turn.set_usage(
+            body["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+            body["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        );
+        Ok(turn.finish(session_id, PROVIDER, stop_reason))
     }
 }
 
 /// Adds a tool call to the assistant message of its turn: a turn's calls
 /// ride on one message.
-fn push_call(wire: &mut Vec<Value>, m: &Message, names: &ToolNames) {
-    let arguments = match m.metadata.get(keys::ARGUMENTS) {
+fn push_call(wire: &mut Vec<Value>, call: &Call<'_>, names: &ToolNames) {
+    let arguments = match call.arguments {
         Some(Value::String(raw)) => raw.clone(),
         Some(v) => v.to_string(),
         None => "{}".to_owned(),
     };
     let call = json!({
-        "id": m.meta_str(keys::CALL_ID).unwrap_or_default(),
+        "id": call.id.unwrap_or_default(),
         "type": "function",
         "function": {
-            "name": names.to_wire(m.meta_str(keys::TOOL_NAME).unwrap_or_default()),
+            "name": names.to_wire(call.tool.unwrap_or_default()),
             "arguments": arguments,
         },
     });
@@ -332,58 +262,58 @@ fn push_call(wire: &mut Vec<Value>, m: &Message, names: &ToolNames) {
     }
 }
 
+/// Assistant text, on the message of its turn's calls when that has none
+/// yet. Chat Completions takes no blocks from the assistant.
+fn push_assistant_text(wire: &mut Vec<Value>, m: &Message) {
+    if m.content.is_empty() {
+        return;
+    }
+    match wire.last_mut() {
+        Some(last) if last["role"] == "assistant" && last["content"].is_null() => {
+            last["content"] = m.content.clone().into();
+        }
+        _ => wire.push(json!({"role": "assistant", "content": m.content})),
+    }
+}
+
 /// A `role: tool` message, paired with its call through `parent_id`.
-fn tool_message(m: &Message, messages: &[Message], fallbacks: &mut Vec<ContentFallback>) -> Value {
-    let call_id = m
-        .parent_id
-        .as_deref()
-        .and_then(|p| messages.iter().find(|c| c.id == p))
-        .and_then(|c| c.meta_str(keys::CALL_ID))
-        .or_else(|| m.meta_str(keys::CALL_ID))
-        .unwrap_or_default();
+fn tool_message(r: &ToolResult<'_>, fallbacks: &mut Vec<ContentFallback>) -> Value {
+    let m = r.message;
     let mut content = m.content.clone();
     // Tool messages take text only: note what was left out.
-    for b in content_blocks(m) {
+    for b in &r.blocks {
         content.push('\n');
-        content.push_str(&fallback(&b, m, fallbacks));
+        content.push_str(&fallback(b, m, fallbacks));
     }
-    json!({"role": "tool", "tool_call_id": call_id, "content": content})
+    json!({"role": "tool", "tool_call_id": r.call_id(), "content": content})
 }
 
 /// A user message: plain text, or parts when it carries blocks.
-fn user_message(m: &Message, fallbacks: &mut Vec<ContentFallback>) -> Value {
-    let blocks = content_blocks(m);
-    if blocks.is_empty() {
+fn user_message(t: &Text<'_>, fallbacks: &mut Vec<ContentFallback>) -> Value {
+    let m = t.message;
+    if t.blocks.is_empty() {
         return json!({"role": "user", "content": m.content});
     }
-    let mut parts = Vec::new();
+    let mut parts = Vec::with_capacity(t.blocks.len() + 1);
     if !m.content.is_empty() {
         parts.push(json!({"type": "text", "text": m.content}));
     }
-    for b in &blocks {
-        let data_uri = || {
-            format!(
-                "data:{};base64,{}",
-                b.mime_type().unwrap_or_default(),
-                b.base64().unwrap_or_default()
-            )
-        };
+    for b in &t.blocks {
+        let data_uri = |x: &Binary<'_>| format!("data:{};base64,{}", x.mime_type, x.base64);
         let part = match b {
-            ContentBlock::Text { text } => json!({"type": "text", "text": text}),
-            ContentBlock::Image { .. } => {
-                json!({"type": "image_url", "image_url": {"url": data_uri()}})
+            Block::Text(text) => json!({"type": "text", "text": text}),
+            Block::Image(image) => {
+                json!({"type": "image_url", "image_url": {"url": data_uri(image)}})
             }
-            ContentBlock::Document { name, .. } => json!({
+            Block::Document(doc, name) => json!({
                 "type": "file",
-                "file": {"file_data": data_uri(), "filename": name.clone().unwrap_or_else(|| "document".into())},
+                "file": {"file_data": data_uri(doc), "filename": name.unwrap_or("document")},
             }),
-            ContentBlock::Media { mime_type, .. } => match audio_format(mime_type) {
+            Block::Media(media) => match audio_format(media.mime_type) {
                 Some(format) => {
-                    json!({"type": "input_audio", "input_audio": {"data": b.base64(), "format": format}})
+                    json!({"type": "input_audio", "input_audio": {"data": media.base64, "format": format}})
                 }
-                None => {
-                    json!({"type": "text", "text": fallback(b, m, fallbacks)})
-                }
+                None => json!({"type": "text", "text": fallback(b, m, fallbacks)}),
             },
         };
         parts.push(part);
@@ -401,14 +331,15 @@ fn audio_format(mime: &str) -> Option<&'static str> {
 }
 
 /// Records a block that cannot go where it is, and returns its note.
-fn fallback(b: &ContentBlock, m: &Message, fallbacks: &mut Vec<ContentFallback>) -> String {
-    if let ContentBlock::Text { text } = b {
-        return text.clone();
-    }
+fn fallback(b: &Block<'_>, m: &Message, fallbacks: &mut Vec<ContentFallback>) -> String {
+    let x = match b {
+        Block::Text(text) => return (*text).to_owned(),
+        Block::Image(x) | Block::Document(x, _) | Block::Media(x) => x,
+    };
     fallbacks.push(ContentFallback {
         provider: PROVIDER,
         kind: b.kind(),
-        mime_type: b.mime_type().unwrap_or_default().to_owned(),
+        mime_type: x.mime_type.to_owned(),
         message_id: m.id.clone(),
     });
     b.fallback_text(PROVIDER)

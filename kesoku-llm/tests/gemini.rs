@@ -173,11 +173,10 @@ async fn parallel_calls_keep_ids_and_signatures_per_part_and_results_pair_up() {
 #[tokio::test]
 async fn legacy_parameters_are_sanitized() {
     let tools = ToolDeclaration::all(&registry());
-    let req = GeminiLlm::new("k").with_legacy_parameters(true).request(
-        &[user("x")],
-        &tools,
-        &LlmOptions::new("m"),
-    );
+    let req = GeminiLlm::new("k")
+        .with_legacy_parameters(true)
+        .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
+        .unwrap();
     let decl = &req.body["tools"][0]["functionDeclarations"][0];
     assert!(decl.get("parametersJsonSchema").is_none());
     let params = &decl["parameters"];
@@ -289,13 +288,15 @@ fn the_model_parts_are_replayed_unchanged() {
     let body = json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]});
     let llm = GeminiLlm::new("k");
     let tools = ToolDeclaration::all(&registry());
-    let names = llm.request(&[], &tools, &LlmOptions::new("m")).names;
-    let turn = GeminiLlm::parse_response("s", &body, &names).unwrap();
+    let turn = llm.__decode_response("s", &tools, &body).unwrap();
     assert_eq!(turn.text, "Let me look. One moment.");
     assert_eq!(turn.tool_calls.len(), 1);
     let mut history = vec![user("Weather?")];
     history.extend(turn.messages.iter().cloned());
-    let replay = llm.request(&history, &tools, &LlmOptions::new("m")).body;
+    let replay = llm
+        .__request_body(&history, &tools, &LlmOptions::new("m"))
+        .unwrap()
+        .body;
     assert_eq!(replay["contents"][1]["role"], "model");
     assert_eq!(replay["contents"][1]["parts"], parts);
     assert_eq!(replay["contents"].as_array().unwrap().len(), 2);

@@ -153,18 +153,16 @@ async fn parallel_calls_round_trip_with_string_arguments() {
 #[tokio::test]
 async fn strict_mode_and_compatible_servers() {
     let tools = ToolDeclaration::all(&registry());
-    let strict =
-        OpenAiLlm::new("k")
-            .with_strict(true)
-            .request(&[user("x")], &tools, &LlmOptions::new("m"));
+    let strict = OpenAiLlm::new("k")
+        .with_strict(true)
+        .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
+        .unwrap();
     let f = &strict.body["tools"][0]["function"];
     assert_eq!(f["strict"], true);
     assert_eq!(f["parameters"]["required"], json!(["city", "unit"]));
-    let ollama = OpenAiLlm::compatible("http://localhost:11434/v1").request(
-        &[user("x")],
-        &tools,
-        &LlmOptions::new("m"),
-    );
+    let ollama = OpenAiLlm::compatible("http://localhost:11434/v1")
+        .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
+        .unwrap();
     assert!(ollama.body.get("tool_choice").is_none());
     assert_eq!(ollama.body["max_tokens"], 4096);
 }

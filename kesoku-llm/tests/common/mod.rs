@@ -15,3 +15,15 @@ pub(crate) fn fixture_text(path: &str) -> String {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
 }
+
+/// A server answering every POST with the fixture at `path`, expecting
+/// `calls` of them (checked when it is dropped).
+pub(crate) async fn server_answering(path: &str, calls: u64) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(fixture(path)))
+        .expect(calls)
+        .mount(&server)
+        .await;
+    server
+}

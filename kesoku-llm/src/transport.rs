@@ -1,13 +1,19 @@
-//! The HTTP layer every backend shares: reqwest over rustls, timeouts,
-//! bounded retries with exponential backoff and jitter that honour
-//! `retry-after`, and typed errors that name the provider's error.
+//! [`Transport`]: how every backend reaches its provider. Where it is and
+//! its key; one pooled reqwest client over rustls; timeouts; bounded
+//! retries with exponential backoff and jitter that honour `retry-after`;
+//! and typed errors that name the provider's error.
+//!
+//! A streaming call (the next issue) adds a `post_stream` beside
+//! [`Transport::post`], sharing the retry loop up to the first byte.
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
 use crate::error::LlmError;
+use crate::key::ApiKey;
 
 /// Statuses worth another try: rate limits, overload and gateway trouble.
 const RETRYABLE: [u16; 6] = [429, 500, 502, 503, 504, 529];
@@ -40,42 +46,106 @@ impl Default for HttpOptions {
     }
 }
 
-/// A provider's HTTP client.
-#[derive(Debug, Clone)]
-pub(crate) struct Http {
-    client: reqwest::Client,
-    options: HttpOptions,
+/// A provider's address, key and HTTP client.
+#[derive(Debug)]
+pub(crate) struct Transport {
     provider: &'static str,
+    api_key: Option<ApiKey>,
+    base_url: String,
+    options: HttpOptions,
+    /// Built on first use and reused, so connections are pooled.
+    client: OnceLock<Result<reqwest::Client, LlmError>>,
 }
 
-impl Http {
-    pub(crate) fn new(provider: &'static str, options: HttpOptions) -> Result<Self, LlmError> {
-        // reqwest is built without a bundled crypto provider; install ring
-        // once (an error only means one is installed already).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
-            .timeout(options.request_timeout)
-            .build()
-            .map_err(|e| LlmError::Config {
-                provider,
-                message: format!("cannot build the HTTP client: {e}"),
-            })?;
-        Ok(Http {
-            client,
-            options,
+impl Transport {
+    pub(crate) fn new(provider: &'static str, api_key: Option<ApiKey>, base_url: &str) -> Self {
+        let mut t = Transport {
             provider,
-        })
+            api_key,
+            base_url: String::new(),
+            options: HttpOptions::default(),
+            client: OnceLock::new(),
+        };
+        t.set_base_url(base_url);
+        t
     }
 
-    /// POSTs `body` as JSON and returns the JSON answer, retrying what is
-    /// worth retrying.
-    pub(crate) async fn post_json(
+    /// The key from the first set variable of `key_vars`, and the base URL
+    /// from `url_var` when it is set, as the official SDKs read them.
+    pub(crate) fn from_env(
+        provider: &'static str,
+        key_vars: &[&str],
+        url_var: &str,
+        default_url: &str,
+    ) -> Result<Self, LlmError> {
+        let key = ApiKey::from_env(key_vars).ok_or_else(|| LlmError::Config {
+            provider,
+            message: format!(
+                "set {} (or pass the key to the builder)",
+                key_vars.join(" or ")
+            ),
+        })?;
+        let mut t = Transport::new(provider, Some(key), default_url);
+        if let Ok(url) = std::env::var(url_var)
+            && !url.trim().is_empty()
+        {
+            t.set_base_url(&url);
+        }
+        Ok(t)
+    }
+
+    pub(crate) fn set_base_url(&mut self, url: &str) {
+        url.trim()
+            .trim_end_matches('/')
+            .clone_into(&mut self.base_url);
+    }
+
+    pub(crate) fn set_http_options(&mut self, options: HttpOptions) {
+        self.options = options;
+        self.client = OnceLock::new();
+    }
+
+    pub(crate) fn clear_key(&mut self) {
+        self.api_key = None;
+    }
+
+    /// The key, for the request header and nothing else.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.api_key
+            .as_ref()
+            .map(ApiKey::expose)
+            .filter(|k| !k.is_empty())
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, LlmError> {
+        self.client
+            .get_or_init(|| {
+                // reqwest is built without a bundled crypto provider; install
+                // ring once (an error only means one is installed already).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::builder()
+                    .connect_timeout(self.options.connect_timeout)
+                    .timeout(self.options.request_timeout)
+                    .build()
+                    .map_err(|e| LlmError::Config {
+                        provider: self.provider,
+                        message: format!("cannot build the HTTP client: {e}"),
+                    })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// POSTs `body` as JSON to `base_url + path` and returns the JSON
+    /// answer, retrying what is worth retrying.
+    pub(crate) async fn post(
         &self,
-        url: &str,
+        path: &str,
         headers: &[(&'static str, String)],
         body: &Value,
     ) -> Result<Value, LlmError> {
+        let client = self.client()?;
+        let url = format!("{}{path}", self.base_url);
         let mut header_map = HeaderMap::new();
         for (name, value) in headers {
             let value = HeaderValue::from_str(value).map_err(|_| LlmError::Config {
@@ -92,9 +162,8 @@ impl Http {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let sent = self
-                .client
-                .post(url)
+            let sent = client
+                .post(&url)
                 .headers(header_map.clone())
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.clone())
@@ -111,7 +180,7 @@ impl Http {
                 Err(e) => {
                     return Err(LlmError::Transport {
                         provider: self.provider,
-                        url: url.to_owned(),
+                        url,
                         message: e.without_url().to_string(),
                         attempts: attempt,
                     });
@@ -258,15 +327,12 @@ mod tests {
 
     #[test]
     fn backoff_grows_is_jittered_and_capped() {
-        let http = Http::new(
-            "test",
-            HttpOptions {
-                initial_backoff: Duration::from_millis(100),
-                max_backoff: Duration::from_secs(1),
-                ..HttpOptions::default()
-            },
-        )
-        .unwrap();
+        let mut http = Transport::new("test", None, "http://127.0.0.1:9");
+        http.set_http_options(HttpOptions {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            ..HttpOptions::default()
+        });
         for attempt in 1..10 {
             let d = http.backoff(attempt, None);
             let ceiling =
