@@ -120,21 +120,21 @@ async fn round_trip(f: Fixture) {
                 let mut m =
                     Message::new("s", role, kind, format!("héllo 🌍 {n}\nline two\t\u{0}end"))
                         .with_status(status)
-                        .with_sender(if n % 2 == 0 { "" } else { "gpt-ö" });
+                        .with_sender(if n.is_multiple_of(2) { "" } else { "gpt-ö" });
                 m.timestamp = at(i64::from(n), n * 7_654_321 % 1_000_000_000);
-                if n % 3 == 0 {
+                if n.is_multiple_of(3) {
                     m = m.with_parent(format!("parent-{n}"));
                 }
-                if n % 5 != 0 {
+                if !n.is_multiple_of(5) {
                     // Keys out of alphabetical order: their order must survive.
-                    m.metadata = json!({
+                    let serde_json::Value::Object(metadata) = json!({
                         "z": n, "a": [1.5, -2, null, true, "ü"],
                         "m": {"nested": {"deep": [{"k": "v"}]}, "b": 1e300},
                         "big": u64::MAX, "neg": i64::MIN, "empty": {}
-                    })
-                    .as_object()
-                    .unwrap()
-                    .clone();
+                    }) else {
+                        unreachable!()
+                    };
+                    m.metadata = metadata;
                 }
                 store.insert(&m).await.unwrap();
                 stored.push(m);
