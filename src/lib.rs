@@ -42,6 +42,24 @@
 
 pub use kesoku_core::*;
 pub use kesoku_llm as llm;
+
+/// Where sessions and their messages are kept: the [`Store`](store::Store)
+/// trait, [`MemoryStore`](store::MemoryStore), and, with the `sqlite`
+/// feature (on by default), `SqliteStore`, the embedded store in a `SQLite`
+/// file.
+///
+/// ```
+/// # #[cfg(feature = "sqlite")] {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = kesoku::store::SqliteStore::open(dir.path().join("kesoku.sqlite"))?;
+/// # }
+/// # Ok::<(), kesoku::store::StoreError>(())
+/// ```
+pub mod store {
+    pub use kesoku_core::store::*;
+    #[cfg(feature = "sqlite")]
+    pub use kesoku_sqlite::{SqliteOptions, SqliteStore};
+}
 /// Derives [`ToolArg`] for a struct or enum, following its serde
 /// representation.
 pub use kesoku_macros::ToolArg;

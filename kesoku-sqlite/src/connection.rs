@@ -1,0 +1,58 @@
+//! Opening a connection: the file, the pragmas, and the migrations.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::options::SqliteOptions;
+use crate::schema;
+
+/// The connection that writes: creates the file if missing, turns on WAL,
+/// and brings the schema to the latest version.
+pub(crate) fn writer(path: &Path, options: &SqliteOptions) -> Result<Connection, String> {
+    let mut conn = Connection::open(path).map_err(|e| e.to_string())?;
+    configure(&conn, options).map_err(|e| e.to_string())?;
+    // WAL lets readers run beside the writer, and makes a commit one
+    // append to the log: with `synchronous=NORMAL` a crash of the process
+    // loses nothing committed (a power cut may lose the last commits,
+    // never the file's integrity).
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| e.to_string())?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!(
+            "cannot use write-ahead logging here (journal mode `{mode}`)"
+        ));
+    }
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// A connection that only reads, for a file [`writer`] has prepared.
+pub(crate) fn reader(path: &Path, options: &SqliteOptions) -> Result<Connection, String> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| e.to_string())?;
+    configure(&conn, options).map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+/// A private database in memory, migrated.
+pub(crate) fn memory() -> Result<Connection, String> {
+    let mut conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+    configure(&conn, &SqliteOptions::default()).map_err(|e| e.to_string())?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+fn configure(conn: &Connection, options: &SqliteOptions) -> rusqlite::Result<()> {
+    // First, so that even the pragmas below wait for a busy database.
+    conn.busy_timeout(options.busy_timeout)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), String> {
+    schema::migrations()
+        .to_latest(conn)
+        .map_err(|e| format!("cannot migrate the schema: {e}"))
+}

@@ -1,0 +1,24 @@
+//! [`SqliteStore`]: kesoku's embedded session store, a
+//! [`Store`](kesoku_core::store::Store) in a `SQLite` file.
+//!
+//! Modules, each using only those listed before it:
+//! - `options`: [`SqliteOptions`], how a database is opened;
+//! - `error`: how failures name the database and the call;
+//! - `schema`: the versioned migrations;
+//! - `codec`: a message as a row, and back;
+//! - `connection`: opening a connection (pragmas, migrations);
+//! - `sql`: the statements of each store call;
+//! - `worker`: the threads that own the connections;
+//! - `store`: [`SqliteStore`] itself.
+
+mod codec;
+mod connection;
+mod error;
+mod options;
+mod schema;
+mod sql;
+mod store;
+mod worker;
+
+pub use options::SqliteOptions;
+pub use store::SqliteStore;

@@ -1,0 +1,165 @@
+//! The statements of each store call, run on a connection's thread.
+
+use kesoku_core::Message;
+use kesoku_core::store::{Seq, SessionInfo};
+use rusqlite::{Connection, Params, TransactionBehavior, ffi, params, params_from_iter};
+
+use crate::codec::{self, COLUMNS, Row};
+use crate::error::{Failure, Undecodable};
+
+/// Saves `row` and its session in one transaction; its seq.
+pub(crate) fn insert(conn: &mut Connection, row: &Row) -> Result<Seq, Failure> {
+    // IMMEDIATE takes the write lock up front, waiting out another writer
+    // through the busy timeout; a deferred transaction that reads first
+    // could only fail with SQLITE_BUSY when it tries to write.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.prepare_cached(
+        "INSERT INTO sessions (id, title, created, updated, messages) VALUES (?1, ?2, ?3, ?3, 1)
+         ON CONFLICT (id) DO UPDATE SET
+             title = coalesce(sessions.title, excluded.title),
+             updated = max(sessions.updated, excluded.updated),
+             messages = sessions.messages + 1",
+    )?
+    .execute(params![row.session_id, row.title, row.timestamp])?;
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO messages
+                 (id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(params![
+            row.id,
+            row.session_id,
+            row.sender,
+            row.role,
+            row.kind,
+            row.status,
+            row.content,
+            row.metadata,
+            row.timestamp,
+            row.parent_id,
+        ]);
+    match inserted {
+        // Dropping `tx` rolls the session's update back too.
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.extended_code == ffi::SQLITE_CONSTRAINT_UNIQUE =>
+        {
+            return Err(Failure::Duplicate(row.id.clone()));
+        }
+        other => other?,
+    };
+    let seq = tx.last_insert_rowid();
+    tx.commit()?;
+    Ok(seq)
+}
+
+/// The message with this id.
+pub(crate) fn get(conn: &mut Connection, id: &str) -> Result<Option<Message>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM messages WHERE id = ?1");
+    Ok(messages(conn, &sql, [id])?.pop().map(|(_, m)| m))
+}
+
+/// A session's messages, in order.
+pub(crate) fn history(conn: &mut Connection, session_id: &str) -> Result<Vec<Message>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM messages WHERE session_id = ?1 ORDER BY seq");
+    Ok(messages(conn, &sql, [session_id])?
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect())
+}
+
+/// Up to `limit` messages after `seq`.
+pub(crate) fn after(
+    conn: &mut Connection,
+    seq: Seq,
+    limit: usize,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM messages WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    messages(conn, &sql, params![seq, limit])
+}
+
+/// The messages with status `status` (its stored name).
+pub(crate) fn with_status(
+    conn: &mut Connection,
+    status: &str,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM messages WHERE status = ?1 ORDER BY seq");
+    messages(conn, &sql, [status])
+}
+
+/// Sets the status of `id` to `to` if it is one of `from`, in one
+/// conditional update; whether a row changed.
+pub(crate) fn transition(
+    conn: &mut Connection,
+    id: &str,
+    from: &[String],
+    to: &str,
+) -> Result<bool, Failure> {
+    if from.is_empty() {
+        return Ok(false);
+    }
+    let marks = vec!["?"; from.len()].join(", ");
+    let sql = format!("UPDATE messages SET status = ? WHERE id = ? AND status IN ({marks})");
+    let values = [to, id].into_iter().chain(from.iter().map(String::as_str));
+    let changed = conn
+        .prepare_cached(&sql)?
+        .execute(params_from_iter(values))?;
+    Ok(changed == 1)
+}
+
+/// Every session, the most recently updated first.
+pub(crate) fn sessions(conn: &mut Connection) -> Result<Vec<SessionInfo>, Failure> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, title, created, updated, messages FROM sessions ORDER BY updated DESC, id",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let bad = |message: String| Undecodable {
+            id: id.clone(),
+            message,
+        };
+        let created = codec::parse_time(&row.get::<_, String>(2)?).map_err(bad)?;
+        let mut info = SessionInfo::new(id.clone(), created);
+        info.title = row.get(1)?;
+        info.updated = codec::parse_time(&row.get::<_, String>(3)?).map_err(bad)?;
+        info.messages = u64::try_from(row.get::<_, i64>(4)?)
+            .map_err(|_| bad("a negative message count".into()))?;
+        out.push(info);
+    }
+    Ok(out)
+}
+
+/// The largest seq, 0 when empty.
+pub(crate) fn last_seq(conn: &mut Connection) -> Result<Seq, Failure> {
+    let seq = conn
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM messages")?
+        .query_row([], |row| row.get(0))?;
+    Ok(seq)
+}
+
+/// `PRAGMA integrity_check`: "ok", or its findings, one per line.
+pub(crate) fn integrity_check(conn: &mut Connection) -> Result<String, Failure> {
+    let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+    let lines = stmt
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(lines.join("\n"))
+}
+
+/// The messages `sql` selects (its columns [`COLUMNS`]).
+fn messages(
+    conn: &mut Connection,
+    sql: &str,
+    params: impl Params,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(codec::decode(row)?);
+    }
+    Ok(out)
+}

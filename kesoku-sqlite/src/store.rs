@@ -1,0 +1,269 @@
+//! [`SqliteStore`]: the [`Store`] on a `SQLite` file.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kesoku_core::store::{Seq, SessionInfo, Store, StoreError, StoreFuture};
+use kesoku_core::{Message, Status};
+use rusqlite::Connection;
+
+use crate::codec;
+use crate::connection;
+use crate::error::{Failure, Place};
+use crate::options::SqliteOptions;
+use crate::sql;
+use crate::worker::{Lane, Workers};
+
+/// A [`Store`] in a `SQLite` file: sessions and messages survive the
+/// process, and several processes can share the file (each claim is one
+/// conditional update, so two agents never take the same message).
+///
+/// The database runs in WAL mode with `synchronous=NORMAL`, foreign keys
+/// on and a busy timeout; every call is one transaction, run on a thread
+/// the store owns, never on the async runtime's workers. A message whose
+/// `insert` returned survives the process being killed.
+///
+/// Cloning is cheap: clones share the connections. They close when the
+/// last clone is dropped.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use kesoku_core::{Message, MessageType, Role, Status};
+/// use kesoku_core::store::Store;
+/// use kesoku_sqlite::SqliteStore;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = SqliteStore::open(dir.path().join("kesoku.sqlite")).unwrap();
+/// let prompt = Message::new("s1", Role::User, MessageType::Text, "Add 2 and 3")
+///     .with_status(Status::PendingAgent);
+/// store.insert(&prompt).await.unwrap();
+/// let claim = [Status::PendingAgent];
+/// assert!(store.transition(&prompt.id, &claim, Status::Processing).await.unwrap());
+/// assert!(!store.transition(&prompt.id, &claim, Status::Processing).await.unwrap());
+///
+/// // Reopened, the file holds the session.
+/// drop(store);
+/// let store = SqliteStore::open(dir.path().join("kesoku.sqlite")).unwrap();
+/// let history = store.history("s1").await.unwrap();
+/// assert_eq!(history[0].status, Status::Processing);
+/// assert_eq!(store.sessions().await.unwrap()[0].title.as_deref(), Some("Add 2 and 3"));
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The file; `None` in memory.
+    path: Option<PathBuf>,
+    place: Place,
+    workers: Workers,
+}
+
+impl SqliteStore {
+    /// Opens the database at `path` with the default [`SqliteOptions`],
+    /// creating the file if it does not exist and migrating its schema to
+    /// the latest version. Its directory must exist.
+    ///
+    /// This blocks while it opens the file and migrates (briefly, but do
+    /// not call it on an async worker in a hot path).
+    ///
+    /// ```
+    /// use kesoku_core::store::StoreError;
+    /// use kesoku_sqlite::SqliteStore;
+    ///
+    /// let err = SqliteStore::open("/no/such/dir/kesoku.sqlite").unwrap_err();
+    /// assert!(matches!(err, StoreError::Backend { .. }));
+    /// assert!(err.to_string().contains("/no/such/dir"));
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, &SqliteOptions::default())
+    }
+
+    /// Opens the database at `path` with `options`; see
+    /// [`open`](Self::open).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kesoku_sqlite::{SqliteOptions, SqliteStore};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let options = SqliteOptions::new().with_busy_timeout(Duration::from_secs(30));
+    /// let store = SqliteStore::open_with(dir.path().join("kesoku.sqlite"), &options).unwrap();
+    /// assert!(format!("{store:?}").contains("kesoku.sqlite"));
+    /// ```
+    pub fn open_with(path: impl AsRef<Path>, options: &SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let place = Place::new(format!("SQLite at `{}`", path.display()));
+        let fail = |e: String| place.backend("open the database".into(), e);
+        // SQLite's own error for this is "unable to open database file",
+        // which does not say what is missing.
+        let missing = |d: &&Path| !d.as_os_str().is_empty() && !d.is_dir();
+        if let Some(dir) = path.parent().filter(missing) {
+            return Err(fail(format!(
+                "its directory `{}` does not exist",
+                dir.display()
+            )));
+        }
+        let writer = connection::writer(&path, options).map_err(fail)?;
+        let readers = (0..options.readers)
+            .map(|_| connection::reader(&path, options))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(fail)?;
+        Self::start(Some(path), place, writer, readers)
+    }
+
+    /// A private database in memory, for tests: lost when the last clone
+    /// is dropped.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use kesoku_core::store::Store;
+    ///
+    /// let store = kesoku_sqlite::SqliteStore::in_memory().unwrap();
+    /// assert_eq!(store.last_seq().await.unwrap(), 0);
+    /// # });
+    /// ```
+    pub fn in_memory() -> Result<Self, StoreError> {
+        let place = Place::new("SQLite in memory".into());
+        let writer =
+            connection::memory().map_err(|e| place.backend("open the database".into(), e))?;
+        Self::start(None, place, writer, Vec::new())
+    }
+
+    fn start(
+        path: Option<PathBuf>,
+        place: Place,
+        writer: Connection,
+        readers: Vec<Connection>,
+    ) -> Result<Self, StoreError> {
+        let workers = Workers::start(writer, readers)
+            .map_err(|e| place.backend("start its threads".into(), e))?;
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path,
+                place,
+                workers,
+            }),
+        })
+    }
+
+    /// The database file; `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Runs `SQLite`'s `PRAGMA integrity_check`: `"ok"` when the file is
+    /// sound, else its findings, one per line.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = kesoku_sqlite::SqliteStore::in_memory().unwrap();
+    /// assert_eq!(store.check_integrity().await.unwrap(), "ok");
+    /// # });
+    /// ```
+    pub fn check_integrity(&self) -> StoreFuture<'_, String> {
+        self.call(
+            Lane::Write,
+            || "check its integrity".into(),
+            sql::integrity_check,
+        )
+    }
+
+    /// Runs `job` on a connection of `lane`; a failure names `action`.
+    fn call<'a, T: Send + 'static>(
+        &'a self,
+        lane: Lane,
+        action: impl FnOnce() -> String + Send + 'a,
+        job: impl FnOnce(&mut Connection) -> Result<T, Failure> + Send + 'static,
+    ) -> StoreFuture<'a, T> {
+        let reply = self.inner.workers.run(lane, job);
+        Box::pin(async move {
+            let place = &self.inner.place;
+            match reply.await {
+                Ok(result) => result.map_err(|f| place.fail(f, action)),
+                Err(_) => Err(place.backend(action(), "its SQLite thread has stopped")),
+            }
+        })
+    }
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store for SqliteStore {
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
+        let row = codec::encode(message);
+        self.call(
+            Lane::Write,
+            || format!("save message `{}`", message.id),
+            move |conn| sql::insert(conn, &row),
+        )
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
+        let owned = id.to_owned();
+        self.call(
+            Lane::Read,
+            move || format!("read message `{id}`"),
+            move |conn| sql::get(conn, &owned),
+        )
+    }
+
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
+        let owned = session_id.to_owned();
+        self.call(
+            Lane::Read,
+            move || format!("load the history of session `{session_id}`"),
+            move |conn| sql::history(conn, &owned),
+        )
+    }
+
+    fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        self.call(
+            Lane::Read,
+            move || format!("read the messages after seq {seq}"),
+            move |conn| sql::after(conn, seq, limit),
+        )
+    }
+
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let name = codec::name(status);
+        self.call(
+            Lane::Read,
+            move || format!("list the messages with status `{}`", codec::name(status)),
+            move |conn| sql::with_status(conn, &name),
+        )
+    }
+
+    fn transition<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, bool> {
+        let owned = id.to_owned();
+        let from_names: Vec<String> = from.iter().map(|s| codec::name(*s)).collect();
+        let to_name = codec::name(to);
+        self.call(
+            Lane::Write,
+            move || format!("set the status of message `{id}` to `{}`", codec::name(to)),
+            move |conn| sql::transition(conn, &owned, &from_names, &to_name),
+        )
+    }
+
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        self.call(Lane::Read, || "list the sessions".into(), sql::sessions)
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        self.call(Lane::Read, || "read the last seq".into(), sql::last_seq)
+    }
+}
