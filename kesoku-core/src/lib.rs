@@ -1,5 +1,6 @@
 //! The core of kesoku: compile-time tool schemas, the typed argument
-//! decoder, the tool registry and the call context.
+//! decoder, the tool registry, the runner, the call context, messages, the
+//! session store and the gateway.
 //!
 //! Most users depend on the `kesoku` facade crate, which re-exports all of
 //! this next to the `#[tool]` macro.

@@ -1,13 +1,21 @@
 //! Code generation for `#[tool]`.
 //!
 //! Next to the user's function (emitted unchanged, minus our parameter
-//! attributes) it emits, all `__kesoku_`-prefixed:
-//! - a `const` [`ToolSchema`] built from the parameters' `ToolArg::SCHEMA`s;
-//! - an invoker that decodes JSON into typed parameters and calls the function;
-//! - a module named after the function with `SCHEMA` and the `TOOL` handle;
-//! - an `inventory` submission into the global registry;
-//! - per-parameter trait checks spanned at each type, so a missing impl is
-//!   reported on the parameter rather than somewhere in generated code.
+//! attributes) it emits:
+//! - `__kesoku_schema_x`, a `const` `ToolSchema` built from the parameters'
+//!   `ToolArg::SCHEMA`s;
+//! - `__kesoku_prepare_x`, the one function a call goes through: it splits
+//!   the arguments by parameter, asks the interruption check, decodes each
+//!   parameter, produces the injected ones and returns the call ready to
+//!   run (kesoku-core drives it on both its paths, see its `decode.rs`);
+//! - `__kesoku_cache_x`, the `static` that caches the rendered schema;
+//! - an empty `enum x {}` named after the function, holding `SCHEMA` and
+//!   the `TOOL` handle;
+//! - an `inventory` submission into the global registry.
+//!
+//! Trait bounds are checked where the types are written (`quote_spanned!`
+//! at each parameter's and the return type), so an unmet bound is reported
+//! there, through a public trait, rather than somewhere in generated code.
 //!
 //! On error it emits the function, the errors and, in place of the rest,
 //! the companion type with placeholder `SCHEMA` and `TOOL`.
