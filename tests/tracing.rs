@@ -1,5 +1,5 @@
 //! Each tool call gets a `tracing` span with the tool name, call id,
-//! duration and outcome.
+//! duration and outcome; each agent turn and model call gets one too.
 
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +34,9 @@ impl Visit for Fields<'_> {
     }
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.push((field.name().to_owned(), value.to_owned()));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.push((field.name().to_owned(), value.to_string()));
     }
 }
 
@@ -84,4 +87,80 @@ async fn every_call_has_a_span_with_name_id_duration_and_outcome() {
             .all(|d| d.parse::<f64>().is_ok_and(|ms| ms >= 0.0)),
         "{durations:?}"
     );
+}
+
+/// Every field recorded on any span, as (span name, field, value) text.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<(String, String, String)>>>);
+
+impl Spans {
+    fn record(&self, span: &str, visit: impl FnOnce(&mut Fields<'_>)) {
+        let mut fields = Vec::new();
+        visit(&mut Fields(&mut fields));
+        let mut all = self.0.lock().unwrap();
+        for (name, value) in fields {
+            all.push((span.to_owned(), name, value));
+        }
+    }
+
+    fn get(&self, span: &str, field: &str) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(s, f, _)| s == span && f == field)
+            .map(|(_, _, v)| v.clone())
+            .collect()
+    }
+}
+
+impl<S> Layer<S> for Spans
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+        self.record(attrs.metadata().name(), |f| attrs.record(f));
+    }
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            self.record(span.metadata().name(), |f| values.record(f));
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_turn_and_model_call_has_a_span() {
+    use kesoku::llm::{Agent, ScriptedLlm};
+
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let model = ScriptedLlm::from_json(json!([
+        {"tool_calls": [{"id": "c", "name": "add", "arguments": {"a": 1, "b": 2}}]},
+        {"text": "{{c}}"}
+    ]))
+    .unwrap();
+    let agent = Agent::builder(model)
+        .registry(kesoku::default_registry())
+        .model("scripted-model")
+        .build()
+        .unwrap();
+    let outcome = agent.send("traced", "1+2?").await.unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("3"));
+
+    assert_eq!(spans.get("agent_turn", "session"), ["traced"]);
+    assert_eq!(spans.get("agent_turn", "steps"), ["1", "2"]);
+    assert_eq!(spans.get("agent_turn", "status"), ["Completed"]);
+    assert_eq!(spans.get("model_call", "step"), ["1", "2"]);
+    assert_eq!(
+        spans.get("model_call", "model"),
+        ["scripted-model", "scripted-model"]
+    );
+    assert_eq!(
+        spans.get("model_call", "provider"),
+        ["Scripted", "Scripted"]
+    );
+    assert_eq!(spans.get("model_call", "output_tokens").len(), 2);
+    assert_eq!(spans.get("tool_call", "tool"), ["add"]);
 }
