@@ -215,6 +215,11 @@ fn run_child_until_slow_tool(path: &Path, stderr_path: &Path) -> Vec<Message> {
     posted
 }
 
+/// The ids of `messages`, in order.
+fn ids(messages: &[Message]) -> Vec<&str> {
+    messages.iter().map(|m| m.id.as_str()).collect()
+}
+
 /// Every tool call in `history` has exactly one result, pointing at it,
 /// and no result lacks its call.
 fn assert_paired(history: &[Message]) {
@@ -271,7 +276,7 @@ fn a_killed_agent_loses_nothing_and_its_turn_resumes() {
         ],
         "the messages the child saw posted: {posted:#?}"
     );
-    let (warm_prompt, prompt, slow_call) = (&posted[0], &posted[2], &posted[5]);
+    let (prompt, slow_call) = (&posted[2], &posted[5]);
     assert_eq!(prompt.content, PROMPT);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -281,129 +286,153 @@ fn a_killed_agent_loses_nothing_and_its_turn_resumes() {
         .unwrap();
     runtime.block_on(async {
         let store = Arc::new(SqliteStore::open(&path).unwrap());
-        assert_eq!(
-            store.check_integrity().await.unwrap(),
-            "ok",
-            "PRAGMA integrity_check after the kill"
-        );
-
-        // Every message whose post returned is stored as posted, field for
-        // field. User messages alone have moved on since, through their
-        // status: the first turn finished, the second was claimed.
-        for m in &posted {
-            let expected_status = if m.id == warm_prompt.id {
-                Status::Processed
-            } else if m.id == prompt.id {
-                Status::Processing
-            } else {
-                m.status
-            };
-            let expected = Message {
-                status: expected_status,
-                ..m.clone()
-            };
-            let stored = store.get(&m.id).await.unwrap();
-            assert_eq!(
-                stored.as_ref(),
-                Some(&expected),
-                "the stored {:?} {:?} message `{}`",
-                m.role,
-                m.kind,
-                m.id
-            );
-        }
-        // Nothing else was posted: the slow call has no result yet.
-        let before = store.history(SESSION).await.unwrap();
-        let ids = |h: &[Message]| h.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
-        assert_eq!(ids(&before), ids(&posted), "the stored session");
-
-        // A new agent on the reopened file, as after a restart. Its script
-        // starts at turn 1 for the session: the resumed turn answers.
-        let script = json!([{"text": "resumed: {{fast}}"}]);
-        let agent = Agent::builder(ScriptedLlm::from_json(script).unwrap())
-            .registry(tools())
-            .store(Arc::clone(&store))
-            .build()
-            .unwrap();
-        assert_eq!(
-            agent.recover().await.unwrap(),
-            1,
-            "the one user message left `processing` goes back to `pending_agent`"
-        );
-        assert_eq!(
-            store.get(&prompt.id).await.unwrap().map(|m| m.status),
-            Some(Status::PendingAgent)
-        );
-        let server = {
-            let agent = agent.clone();
-            tokio::spawn(async move { agent.serve().await })
-        };
-        let deadline = Instant::now() + RESUME_DEADLINE;
-        loop {
-            let status = store.get(&prompt.id).await.unwrap().map(|m| m.status);
-            if status == Some(Status::Processed) {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the resumed turn did not finish within {RESUME_DEADLINE:?}: the prompt is {status:?}; history: {:#?}",
-                store.history(SESSION).await.unwrap()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        server.abort();
-
-        let history = store.history(SESSION).await.unwrap();
-        // What was there is untouched and first.
-        assert_eq!(ids(&history[..before.len()]), ids(&before));
-        let added = &history[before.len()..];
-        assert_eq!(
-            added.iter().map(|m| (m.role, m.kind)).collect::<Vec<_>>(),
-            [
-                (Role::Tool, MessageType::ToolResult),
-                (Role::Assistant, MessageType::Text)
-            ],
-            "the resumed turn adds the healing result, then the answer: {added:#?}"
-        );
-
-        // The slow call, orphaned by the kill, got exactly one result: an
-        // error saying it was interrupted.
-        let slow_results: Vec<&Message> = history
-            .iter()
-            .filter(|m| {
-                m.kind == MessageType::ToolResult
-                    && m.parent_id.as_deref() == Some(slow_call.id.as_str())
-            })
-            .collect();
-        assert_eq!(slow_results.len(), 1, "results of the slow call: {slow_results:#?}");
-        let healed = slow_results[0];
-        assert!(healed.is_tool_error(), "the healing result is an error: {healed:#?}");
-        assert!(
-            healed.content.contains("interrupted"),
-            "the healing result says the call was interrupted: {}",
-            healed.content
-        );
-        assert_eq!(healed.meta_str(keys::ERROR_KIND), Some("interrupted"));
-        assert_eq!(healed.meta_str(keys::CALL_ID), Some("slow"));
-        assert_paired(&history);
-
-        // The answer quotes the fast tool's real result, from before the
-        // kill, and answers the resumed prompt.
-        let answer = history.last().unwrap();
-        assert_eq!(answer.role, Role::Assistant);
-        assert_eq!(answer.content, "resumed: 5");
-        assert_eq!(answer.parent_id.as_deref(), Some(prompt.id.as_str()));
-        let prompts: Vec<Status> = history
-            .iter()
-            .filter(|m| m.role == Role::User)
-            .map(|m| m.status)
-            .collect();
-        assert_eq!(prompts, [Status::Processed, Status::Processed]);
-        assert_eq!(store.check_integrity().await.unwrap(), "ok");
+        let before = assert_intact_after_kill(&store, &posted).await;
+        resume_and_check(&store, &before, prompt, slow_call).await;
     });
     assert!(
         started.elapsed() < CHILD_DEADLINE,
         "the test took {:?}",
         started.elapsed()
     );
+}
+
+/// Checks the reopened file: sound, and every message the child saw
+/// posted stored as it was posted. Returns the stored session.
+async fn assert_intact_after_kill(store: &SqliteStore, posted: &[Message]) -> Vec<Message> {
+    let (warm_prompt, prompt) = (&posted[0], &posted[2]);
+    assert_eq!(
+        store.check_integrity().await.unwrap(),
+        "ok",
+        "PRAGMA integrity_check after the kill"
+    );
+
+    // Every message whose post returned is stored as posted, field for
+    // field. User messages alone have moved on since, through their
+    // status: the first turn finished, the second was claimed.
+    for m in posted {
+        let expected_status = if m.id == warm_prompt.id {
+            Status::Processed
+        } else if m.id == prompt.id {
+            Status::Processing
+        } else {
+            m.status
+        };
+        let expected = Message {
+            status: expected_status,
+            ..m.clone()
+        };
+        let stored = store.get(&m.id).await.unwrap();
+        assert_eq!(
+            stored.as_ref(),
+            Some(&expected),
+            "the stored {:?} {:?} message `{}`",
+            m.role,
+            m.kind,
+            m.id
+        );
+    }
+    // Nothing else was posted: the slow call has no result yet.
+    let before = store.history(SESSION).await.unwrap();
+    assert_eq!(ids(&before), ids(posted), "the stored session");
+    before
+}
+
+/// Resumes the interrupted turn in a new agent on the reopened `store`,
+/// and checks that it completes with the orphaned call healed.
+async fn resume_and_check(
+    store: &Arc<SqliteStore>,
+    before: &[Message],
+    prompt: &Message,
+    slow_call: &Message,
+) {
+    // A new agent on the reopened file, as after a restart. Its script
+    // starts at turn 1 for the session: the resumed turn answers.
+    let script = json!([{"text": "resumed: {{fast}}"}]);
+    let agent = Agent::builder(ScriptedLlm::from_json(script).unwrap())
+        .registry(tools())
+        .store(Arc::clone(store))
+        .build()
+        .unwrap();
+    assert_eq!(
+        agent.recover().await.unwrap(),
+        1,
+        "the one user message left `processing` goes back to `pending_agent`"
+    );
+    assert_eq!(
+        store.get(&prompt.id).await.unwrap().map(|m| m.status),
+        Some(Status::PendingAgent)
+    );
+    let server = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.serve().await })
+    };
+    let deadline = Instant::now() + RESUME_DEADLINE;
+    loop {
+        let status = store.get(&prompt.id).await.unwrap().map(|m| m.status);
+        if status == Some(Status::Processed) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the resumed turn did not finish within {RESUME_DEADLINE:?}: the prompt is {status:?}; history: {:#?}",
+            store.history(SESSION).await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.abort();
+
+    let history = store.history(SESSION).await.unwrap();
+    // What was there is untouched and first.
+    assert_eq!(ids(&history[..before.len()]), ids(before));
+    let added = &history[before.len()..];
+    assert_eq!(
+        added.iter().map(|m| (m.role, m.kind)).collect::<Vec<_>>(),
+        [
+            (Role::Tool, MessageType::ToolResult),
+            (Role::Assistant, MessageType::Text)
+        ],
+        "the resumed turn adds the healing result, then the answer: {added:#?}"
+    );
+
+    // The slow call, orphaned by the kill, got exactly one result: an
+    // error saying it was interrupted.
+    let slow_results: Vec<&Message> = history
+        .iter()
+        .filter(|m| {
+            m.kind == MessageType::ToolResult
+                && m.parent_id.as_deref() == Some(slow_call.id.as_str())
+        })
+        .collect();
+    assert_eq!(
+        slow_results.len(),
+        1,
+        "results of the slow call: {slow_results:#?}"
+    );
+    let healed = slow_results[0];
+    assert!(
+        healed.is_tool_error(),
+        "the healing result is an error: {healed:#?}"
+    );
+    assert!(
+        healed.content.contains("interrupted"),
+        "the healing result says the call was interrupted: {}",
+        healed.content
+    );
+    assert_eq!(healed.meta_str(keys::ERROR_KIND), Some("interrupted"));
+    assert_eq!(healed.meta_str(keys::CALL_ID), Some("slow"));
+    assert_paired(&history);
+
+    // The answer quotes the fast tool's real result, from before the
+    // kill, and answers the resumed prompt.
+    let answer = history.last().unwrap();
+    assert_eq!(answer.role, Role::Assistant);
+    assert_eq!(answer.content, "resumed: 5");
+    assert_eq!(answer.parent_id.as_deref(), Some(prompt.id.as_str()));
+    let prompts: Vec<Status> = history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.status)
+        .collect();
+    assert_eq!(prompts, [Status::Processed, Status::Processed]);
+    assert_eq!(store.check_integrity().await.unwrap(), "ok");
 }

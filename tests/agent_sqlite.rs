@@ -6,7 +6,7 @@ use std::error::Error;
 
 use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
 use kesoku::store::{SqliteStore, Store};
-use kesoku::{MessageType, Role, Status, ToolRegistry, keys, tool};
+use kesoku::{Message, MessageType, Role, Status, ToolRegistry, keys, tool};
 use serde_json::json;
 
 /// Adds two integers.
@@ -25,7 +25,7 @@ fn add(a: i64, b: i64) -> i64 {
 /// * `a` - The first.
 /// * `b` - The second.
 #[tool]
-async fn multiply(a: i64, b: i64) -> i64 {
+fn multiply(a: i64, b: i64) -> i64 {
     a * b
 }
 
@@ -34,6 +34,35 @@ fn registry() -> Result<ToolRegistry, Box<dyn Error>> {
     registry.register(add::TOOL)?;
     registry.register(multiply::TOOL)?;
     Ok(registry)
+}
+
+/// The call `call_id` to `tool` answers the session's first (user)
+/// message, and has exactly one result, `result`, whose `parent_id` is
+/// the call's message id.
+fn assert_answered(
+    history: &[Message],
+    call_id: &str,
+    tool: &str,
+    result: &str,
+) -> Result<(), Box<dyn Error>> {
+    let user = &history[0];
+    let call = history
+        .iter()
+        .find(|m| m.kind == MessageType::ToolCall && m.meta_str(keys::CALL_ID) == Some(call_id))
+        .ok_or_else(|| format!("no stored call `{call_id}`"))?;
+    assert_eq!(call.meta_str(keys::TOOL_NAME), Some(tool));
+    assert_eq!(call.parent_id.as_deref(), Some(user.id.as_str()));
+    let results: Vec<&Message> = history
+        .iter()
+        .filter(|m| {
+            m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(call.id.as_str())
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "one result for `{call_id}`: {results:#?}");
+    assert_eq!(results[0].content, result, "the result of `{call_id}`");
+    assert_eq!(results[0].meta_str(keys::CALL_ID), Some(call_id));
+    assert!(!results[0].is_tool_error(), "`{call_id}` succeeded");
+    Ok(())
 }
 
 const PROMPT: &str = "What are 2 + 3 and 4 * 5?\nBe brief.";
@@ -86,25 +115,8 @@ async fn a_multi_step_turn_is_kept_in_the_file_and_resumed() -> Result<(), Box<d
     assert_eq!(user.sender, "user");
 
     // Each result answers its call, by the call's message id.
-    for (call_id, tool, result) in [("call-add", "add", "5"), ("call-mul", "multiply", "20")] {
-        let call = history
-            .iter()
-            .find(|m| m.kind == MessageType::ToolCall && m.meta_str(keys::CALL_ID) == Some(call_id))
-            .ok_or_else(|| format!("no stored call `{call_id}`"))?;
-        assert_eq!(call.meta_str(keys::TOOL_NAME), Some(tool));
-        assert_eq!(call.parent_id.as_deref(), Some(user.id.as_str()));
-        let results: Vec<_> = history
-            .iter()
-            .filter(|m| {
-                m.kind == MessageType::ToolResult
-                    && m.parent_id.as_deref() == Some(call.id.as_str())
-            })
-            .collect();
-        assert_eq!(results.len(), 1, "one result for `{call_id}`: {results:#?}");
-        assert_eq!(results[0].content, result, "the result of `{call_id}`");
-        assert_eq!(results[0].meta_str(keys::CALL_ID), Some(call_id));
-        assert!(!results[0].is_tool_error());
-    }
+    assert_answered(&history, "call-add", "add", "5")?;
+    assert_answered(&history, "call-mul", "multiply", "20")?;
 
     let answer = history.last().ok_or("an empty history")?;
     assert_eq!(answer.content, "2 + 3 = 5 and 4 * 5 = 20.");
