@@ -209,7 +209,13 @@ impl Transport {
                 message: format!("the body was cut off or unreadable: {}", e.without_url()),
             })?;
             if !(200..300).contains(&status) {
-                return Err(api_error(self.provider, status, &bytes, attempt));
+                return Err(api_error(
+                    self.provider,
+                    status,
+                    &bytes,
+                    attempt,
+                    self.key(),
+                ));
             }
             return serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed {
                 provider: self.provider,
@@ -217,7 +223,7 @@ impl Transport {
                 message: format!(
                     "{} JSON: {e}; the body starts with {}",
                     if e.is_eof() { "truncated" } else { "malformed" },
-                    preview(&bytes)
+                    preview(&bytes, self.key())
                 ),
             });
         }
@@ -252,8 +258,16 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// Reads the provider's error body: Anthropic `{"error": {"type",
 /// "message"}}`, OpenAI `{"error": {"type", "code", "message"}}`, Gemini
-/// `{"error": {"status", "message"}}`.
-fn api_error(provider: &'static str, status: u16, body: &[u8], attempts: u32) -> LlmError {
+/// `{"error": {"status", "message"}}`. Any copy of `key` in it is
+/// redacted: providers quote the key they reject, and the error ends up in
+/// stored messages and logs.
+fn api_error(
+    provider: &'static str,
+    status: u16,
+    body: &[u8],
+    attempts: u32,
+    key: Option<&str>,
+) -> LlmError {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let error = parsed.as_ref().map(|v| v.get("error").unwrap_or(v));
     let field = |k: &str| {
@@ -269,21 +283,30 @@ fn api_error(provider: &'static str, status: u16, body: &[u8], attempts: u32) ->
         if body.is_empty() {
             "(empty body)".to_owned()
         } else {
-            preview(body)
+            preview(body, key)
         }
     });
     LlmError::Api {
         provider,
         status,
-        error_type,
-        message,
+        error_type: error_type.map(|t| redact(t, key)),
+        message: redact(message, key),
         attempts,
     }
 }
 
-/// The first 200 characters of a body, quoted.
-fn preview(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
+/// `text` with every occurrence of `key` replaced by `[redacted]`.
+fn redact(text: String, key: Option<&str>) -> String {
+    match key {
+        Some(key) if !key.is_empty() && text.contains(key) => text.replace(key, "[redacted]"),
+        _ => text,
+    }
+}
+
+/// The first 200 characters of a body, quoted, `key` redacted (before
+/// the cut, so no part of it is left).
+fn preview(body: &[u8], key: Option<&str>) -> String {
+    let text = redact(String::from_utf8_lossy(body).into_owned(), key);
     let head: String = text.chars().take(200).collect();
     if head.len() < text.len() {
         format!("{head:?}...")
@@ -354,17 +377,37 @@ mod tests {
         let anthropic =
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(
-            api_error("Claude", 529, anthropic, 5).to_string(),
+            api_error("Claude", 529, anthropic, 5, None).to_string(),
             "Claude returned HTTP 529 (overloaded_error): Overloaded (after 5 attempts)"
         );
         let gemini = br#"{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}"#;
         assert_eq!(
-            api_error("Gemini", 400, gemini, 1).to_string(),
+            api_error("Gemini", 400, gemini, 1, None).to_string(),
             "Gemini returned HTTP 400 (INVALID_ARGUMENT): Invalid JSON payload"
         );
         assert_eq!(
-            api_error("OpenAI", 502, b"<html>bad gateway</html>", 1).to_string(),
+            api_error("OpenAI", 502, b"<html>bad gateway</html>", 1, None).to_string(),
             "OpenAI returned HTTP 502: \"<html>bad gateway</html>\""
         );
+    }
+
+    #[test]
+    fn a_key_echoed_in_an_error_body_is_redacted() {
+        let key = Some("sk-ant-SECRET-123");
+        let json = br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-ant-SECRET-123 (sk-ant-SECRET-123)"}}"#;
+        assert_eq!(
+            api_error("Claude", 401, json, 1, key).to_string(),
+            "Claude returned HTTP 401 (authentication_error): invalid x-api-key [redacted] ([redacted])"
+        );
+        // A body that is not JSON is quoted as it came: redacted too.
+        let text = api_error("OpenAI", 401, b"bad key sk-ant-SECRET-123", 1, key).to_string();
+        assert_eq!(text, "OpenAI returned HTTP 401: \"bad key [redacted]\"");
+        // Redacted before the preview is cut: no prefix of it is left.
+        let long = format!("{}sk-ant-SECRET-123", "x".repeat(190));
+        let cut = preview(long.as_bytes(), key);
+        assert!(!cut.contains("sk-ant"), "{cut}");
+        // No key (a local server), or an empty one, changes nothing.
+        assert_eq!(redact("a b".to_owned(), None), "a b");
+        assert_eq!(redact("a b".to_owned(), Some("")), "a b");
     }
 }
