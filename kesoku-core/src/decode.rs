@@ -124,8 +124,9 @@ pub enum PrepareError {
     /// must not start.
     Interrupted,
     /// The arguments decoded, but an injected parameter could not be
-    /// produced.
-    Inject(ToolError),
+    /// produced. Boxed: every parameter's decode returns this type, so it
+    /// stays three words.
+    Inject(Box<ToolError>),
 }
 
 impl PrepareError {
@@ -140,7 +141,7 @@ impl PrepareError {
 
 impl From<ToolError> for PrepareError {
     fn from(e: ToolError) -> Self {
-        PrepareError::Inject(e)
+        PrepareError::Inject(Box::new(e))
     }
 }
 
@@ -346,6 +347,11 @@ mod tests {
 
     fn text(s: &str) -> Option<(i64, Option<String>)> {
         ab(RawArgs::Text(s)).ok()
+    }
+
+    #[test]
+    fn the_error_of_every_parameter_decode_stays_small() {
+        assert!(std::mem::size_of::<PrepareError>() <= 4 * std::mem::size_of::<usize>());
     }
 
     #[test]

@@ -388,7 +388,7 @@ impl ToolRunner {
         match fast {
             Ok(invocation) => Some(Ok((tool, invocation))),
             Err(e) if e.is_argument_error() => None,
-            Err(PrepareError::Inject(e)) => Some(Err(e.into())),
+            Err(PrepareError::Inject(e)) => Some(Err((*e).into())),
             Err(_) => Some(Err(CallError::interrupted(tool.name()))),
         }
     }

@@ -69,7 +69,7 @@ impl ToolDef {
         let args = ValidArgs::new(self.schema, args)?;
         match (self.prepare)(RawArgs::Json(args.value()), ctx, None) {
             Ok(invocation) => Ok(invocation),
-            Err(PrepareError::Inject(e)) => Err(e),
+            Err(PrepareError::Inject(e)) => Err(*e),
             // Without a check there is no interruption: only a
             // `Deserialize` stricter than its schema gets here.
             Err(why) => Err(args.rejected(&why).into()),
