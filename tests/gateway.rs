@@ -124,6 +124,64 @@ async fn messages_from_another_process_arrive_through_the_store() {
 }
 
 #[tokio::test]
+async fn a_local_message_does_not_hide_an_earlier_one_from_another_process() {
+    // The live message has the larger `Seq`; the earlier one reaches this
+    // process only through the store, after it.
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let here = Gateway::from_arc(Arc::clone(&store)).with_poll_interval(Duration::from_millis(20));
+    let there = Gateway::from_arc(store);
+    let mut waiting = here.listen(Filter::new()).await.unwrap();
+    // Let the interval's immediate first tick pass, so the live message
+    // is read before the store is.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    there.post(prompt("s", "earlier")).await.unwrap();
+    here.post(prompt("s", "later")).await.unwrap();
+    let mut got = vec![
+        next(&mut waiting).await.content,
+        next(&mut waiting).await.content,
+    ];
+    got.sort();
+    assert_eq!(got, ["earlier", "later"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_posts_from_two_processes_reach_every_listener_once() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let gateways = [
+        Gateway::from_arc(Arc::clone(&store)).with_poll_interval(Duration::from_millis(3)),
+        Gateway::from_arc(store).with_poll_interval(Duration::from_millis(3)),
+    ];
+    let mut listeners = Vec::new();
+    for g in &gateways {
+        listeners.push(g.listen(Filter::new()).await.unwrap());
+    }
+    let per_task = 50;
+    let mut posters = Vec::new();
+    for task in 0..8 {
+        let gateway = gateways[task % 2].clone();
+        posters.push(tokio::spawn(async move {
+            for i in 0..per_task {
+                gateway
+                    .post(prompt("s", &format!("{task}-{i}")))
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    for p in posters {
+        p.await.unwrap();
+    }
+    for mut listener in listeners {
+        let mut got = HashSet::new();
+        for _ in 0..8 * per_task {
+            assert!(got.insert(next(&mut listener).await.content), "a duplicate");
+        }
+        assert_eq!(got.len(), 8 * per_task);
+    }
+}
+
+#[tokio::test]
 async fn after_replays_from_a_position() {
     let gateway = Gateway::in_memory();
     let first = gateway.post(prompt("s", "one")).await.unwrap();

@@ -9,7 +9,7 @@
 //! messages, and messages that another process posted to the same store
 //! arrive through a periodic read of the store.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -236,6 +236,7 @@ impl Gateway {
             store: Arc::clone(&self.inner.store),
             filter,
             seen: 0,
+            seen_above: BTreeSet::new(),
             ready: VecDeque::new(),
             poll: tokio::time::interval(self.inner.poll),
         };
@@ -282,6 +283,12 @@ struct Listening {
     filter: Filter,
     /// Every message up to this `Seq` was delivered or filtered out.
     seen: Seq,
+    /// The live messages above `seen` that were delivered or filtered out.
+    /// Live messages arrive out of `Seq` order (two posts race between
+    /// their insert and their send, or another process posted in between),
+    /// so one with a larger `Seq` says nothing about those below it: only
+    /// a read of the store moves `seen`.
+    seen_above: BTreeSet<Seq>,
     ready: VecDeque<Delivery>,
     poll: tokio::time::Interval,
 }
@@ -292,7 +299,6 @@ impl Listening {
             if let Some(message) = self.ready.pop_front() {
                 return Some((Ok(message), self));
             }
-            let seen = self.seen;
             tokio::select! {
                 biased;
                 live = self.live.recv() => match live {
@@ -300,7 +306,7 @@ impl Listening {
                     // Fell behind the live channel: what was missed is in
                     // the store.
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        if let Err(e) = self.catch_up(seen).await {
+                        if let Err(e) = self.catch_up().await {
                             return Some((Err(e.into()), self));
                         }
                     }
@@ -308,7 +314,7 @@ impl Listening {
                 },
                 // Messages other processes posted reach this one's store only.
                 _ = self.poll.tick() => {
-                    if let Err(e) = self.catch_up(seen).await {
+                    if let Err(e) = self.catch_up().await {
                         return Some((Err(e.into()), self));
                     }
                 }
@@ -334,21 +340,23 @@ impl Listening {
         Ok(())
     }
 
-    /// Everything stored after what was seen.
-    async fn catch_up(&mut self, seen: Seq) -> Result<(), StoreError> {
+    /// Everything stored after what was seen. A store's messages become
+    /// visible in `Seq` order, so after this read nothing at or below
+    /// `upto` can still arrive.
+    async fn catch_up(&mut self) -> Result<(), StoreError> {
         let upto = self.store.last_seq().await?;
-        for (seq, message) in read_after(&*self.store, seen, upto).await? {
+        for (seq, message) in read_after(&*self.store, self.seen, upto).await? {
             self.take(seq, message);
         }
+        self.seen = self.seen.max(upto);
+        self.seen_above = self.seen_above.split_off(&(self.seen + 1));
         Ok(())
     }
 
+    /// Queues `message` unless it was seen already or the filter rejects it.
     fn take(&mut self, seq: Seq, message: Message) {
-        if seq > self.seen {
-            self.seen = seq;
-            if self.filter.matches(&message) {
-                self.ready.push_back(Delivery { seq, message });
-            }
+        if seq > self.seen && self.seen_above.insert(seq) && self.filter.matches(&message) {
+            self.ready.push_back(Delivery { seq, message });
         }
     }
 }

@@ -110,7 +110,9 @@ pub trait Store: Send + Sync + 'static {
     /// Saves a new message, creating its session on first use (titled after
     /// its first user message), and returns the message's [`Seq`]. An id
     /// that is stored already is [`StoreError::Duplicate`], and nothing is
-    /// written.
+    /// written. Messages become visible to [`after`](Store::after) and
+    /// [`last_seq`](Store::last_seq) in `Seq` order: once one is, every
+    /// smaller `Seq` is too (listeners rely on it to catch up).
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq>;
 
     /// The message with this id.
