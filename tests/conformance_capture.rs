@@ -174,12 +174,12 @@ fn capture_request_bodies() {
         ("any_tool", &simple[..], &tools[..], &any),
     ] {
         let req = claude.__request_body(msgs, tools, opts).unwrap();
-        save("anthropic", name, &req.body);
+        save("anthropic", name, &req.json());
     }
     let claude_conv = claude
         .__request_body(&history, &tools, &options)
         .unwrap()
-        .body;
+        .json();
     // Every tool_use is answered in the next user message, results first.
     let msgs = claude_conv["messages"].as_array().unwrap();
     assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
@@ -200,7 +200,7 @@ fn capture_request_bodies() {
         save(
             "openai",
             name,
-            &llm.__request_body(msgs, tools, opts).unwrap().body,
+            &llm.__request_body(msgs, tools, opts).unwrap().json(),
         );
     }
 
@@ -218,7 +218,7 @@ fn capture_request_bodies() {
             &options,
         ),
     ] {
-        let body = llm.__request_body(msgs, tools, opts).unwrap().body;
+        let body = llm.__request_body(msgs, tools, opts).unwrap().json();
         // Gemini wants user and model turns to alternate.
         let roles: Vec<&str> = body["contents"]
             .as_array()

@@ -1,12 +1,14 @@
 //! [`Backend`]: the one implementation of a model call, over a
 //! [`WireFormat`]. It lowers the tools (cached per set), reads the history
-//! once, lets the format encode it, sends it through the [`Transport`] and
+//! once (or only what is new since the session's last request, see
+//! `prefix.rs`), lets the format encode it, sends it through the [`Transport`] and
 //! lets the format decode the answer.
 //!
 //! The public backends (`ClaudeLlm`, `OpenAiLlm`, `GeminiLlm`) are thin
 //! wrappers declared with [`public_backend!`], which gives each the same
 //! constructors, builder methods and [`Llm`](crate::Llm) implementation.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kesoku_core::Message;
@@ -15,9 +17,10 @@ use serde_json::Value;
 use crate::declaration::ToolDeclaration;
 use crate::error::LlmError;
 use crate::fallback::ContentFallback;
-use crate::history;
+use crate::history::{self, Item};
 use crate::key::ApiKey;
 use crate::options::LlmOptions;
+use crate::prefix::{Prefix, Prefixes};
 use crate::schemas::{LoweredTools, SchemaCache};
 use crate::transport::Transport;
 use crate::turn::AssistantTurn;
@@ -28,17 +31,35 @@ use crate::wire::{Request, WireFormat};
 #[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct RequestBody {
-    /// The JSON body.
-    pub body: Value,
+    /// The JSON body, as sent.
+    pub bytes: Vec<u8>,
     /// Blocks the provider cannot take where they were, sent as text notes.
     pub fallbacks: Vec<ContentFallback>,
 }
 
+impl RequestBody {
+    /// The body, parsed.
+    ///
+    /// # Panics
+    /// If the body is not JSON, which would be a bug.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes).expect("a request body is JSON")
+    }
+}
+
 /// A request ready to send, with the lowered tools its answer is read with.
 struct Encoded {
-    body: Value,
+    body: Vec<u8>,
     fallbacks: Vec<ContentFallback>,
     lowered: Arc<LoweredTools>,
+}
+
+/// The call a result names (by `parent_id`) but that was not found.
+fn unpaired_parent<'a>(item: &Item<'a>) -> Option<&'a str> {
+    match item {
+        Item::ToolResult(r) if r.call.is_none() => r.message.parent_id.as_deref(),
+        _ => None,
+    }
 }
 
 /// A provider backend: where and how to reach it, and its wire format.
@@ -47,6 +68,8 @@ pub(crate) struct Backend<F> {
     pub(crate) format: F,
     pub(crate) transport: Transport,
     schemas: SchemaCache,
+    /// Each session's history as already encoded.
+    prefixes: Prefixes,
     /// Whether an `Unsupported` lowering finding fails the call.
     pub(crate) deny_unsupported: bool,
 }
@@ -68,6 +91,7 @@ impl<F: WireFormat> Backend<F> {
             format,
             transport,
             schemas: SchemaCache::default(),
+            prefixes: Prefixes::default(),
             deny_unsupported: false,
         }
     }
@@ -95,27 +119,129 @@ impl<F: WireFormat> Backend<F> {
         Ok(lowered)
     }
 
+    /// The request body. With a `session`, the wire messages kept from
+    /// its last request are reused when `messages` start with them (see
+    /// `prefix.rs`), and what this one adds is kept for the next.
     fn encode(
         &self,
+        session: Option<&str>,
         messages: &[Message],
         tools: &[ToolDeclaration],
         options: &LlmOptions,
     ) -> Result<Encoded, LlmError> {
         let lowered = self.lowered(tools)?;
-        let history = history::read(options.system.as_deref(), messages);
+        let system = options.system.as_deref();
+        let kept = session.and_then(|s| self.prefixes.take(s, &lowered, system, messages));
+        let start = kept.as_ref().map_or(0, Prefix::len);
+        let no_calls = HashMap::new();
+        // The options' instructions are the first item, so a kept prefix
+        // holds them.
+        let read = history::read_from(
+            if kept.is_some() { None } else { system },
+            messages,
+            start,
+            kept.as_ref().map_or(&no_calls, |p| &p.calls),
+        );
         let mut fallbacks = Vec::new();
+        let wire = self
+            .format
+            .encode_history(&read.items, &lowered.names, &mut fallbacks);
         let request = Request {
-            history: &history,
             tools,
             lowered: &lowered,
             options,
         };
-        let body = self.format.encode(&request, &mut fallbacks);
+        let mut system_texts: Vec<&str> = kept
+            .as_ref()
+            .map(|p| p.system_texts.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        system_texts.extend(wire.system.iter().map(|&(_, t)| t));
+        let fields = self.format.encode_body(&request, &system_texts);
+
+        let mut body = Vec::with_capacity(
+            kept.as_ref().map_or(0, |p| p.json.len()) + 256 * (wire.messages.len() + 4),
+        );
+        body.extend_from_slice(b"{\"");
+        body.extend_from_slice(F::HISTORY_KEY.as_bytes());
+        body.extend_from_slice(b"\":[");
+        if let Some(p) = &kept {
+            body.extend_from_slice(&p.json);
+        }
+        // Where this request's wire messages start, and its last one.
+        let new_from = body.len();
+        let mut last_from = body.len();
+        for (_, m) in &wire.messages {
+            if body.last() != Some(&b'[') {
+                body.push(b',');
+            }
+            last_from = body.len();
+            serde_json::to_writer(&mut body, m).map_err(|e| Self::unencodable(&e))?;
+        }
+        body.push(b']');
+        for (key, value) in &fields {
+            body.push(b',');
+            serde_json::to_writer(&mut body, key).map_err(|e| Self::unencodable(&e))?;
+            body.push(b':');
+            serde_json::to_writer(&mut body, value).map_err(|e| Self::unencodable(&e))?;
+        }
+        body.push(b'}');
+
+        let mut all_fallbacks = kept
+            .as_ref()
+            .map(|p| p.fallbacks.clone())
+            .unwrap_or_default();
+        all_fallbacks.extend(fallbacks.iter().cloned());
+
+        if let Some(session) = session {
+            // Keep every wire message but the last, which the next
+            // messages may still add to.
+            match wire.messages.last() {
+                Some(&(cut, _)) if cut > 0 => {
+                    let mut prefix =
+                        kept.unwrap_or_else(|| Prefix::new(Arc::clone(&lowered), system));
+                    let until = read.at[cut];
+                    let covered = &messages[prefix.len()..until];
+                    let ids: HashSet<&str> = if fallbacks.is_empty() {
+                        HashSet::new()
+                    } else {
+                        covered.iter().map(|m| m.id.as_str()).collect()
+                    };
+                    let json = &body[new_from..last_from];
+                    let json = json.strip_prefix(b",").unwrap_or(json);
+                    let json = json.strip_suffix(b",").unwrap_or(json);
+                    prefix.extend(
+                        covered,
+                        json,
+                        wire.system
+                            .iter()
+                            .filter(|&&(i, _)| i < cut)
+                            .map(|&(_, t)| t),
+                        fallbacks
+                            .into_iter()
+                            .filter(|f| ids.contains(f.message_id.as_str())),
+                        read.items[..cut].iter().filter_map(unpaired_parent),
+                    );
+                    self.prefixes.put(session, prefix);
+                }
+                _ => {
+                    if let Some(prefix) = kept {
+                        self.prefixes.put(session, prefix);
+                    }
+                }
+            }
+        }
         Ok(Encoded {
             body,
-            fallbacks,
+            fallbacks: all_fallbacks,
             lowered,
         })
+    }
+
+    fn unencodable(e: &serde_json::Error) -> LlmError {
+        LlmError::Config {
+            provider: F::NAME,
+            message: format!("cannot encode the request: {e}"),
+        }
     }
 
     /// One call: encode, send, decode.
@@ -126,10 +252,10 @@ impl<F: WireFormat> Backend<F> {
         tools: &[ToolDeclaration],
         options: &LlmOptions,
     ) -> Result<AssistantTurn, LlmError> {
-        let request = self.encode(messages, tools, options)?;
+        let request = self.encode(Some(session_id), messages, tools, options)?;
         let headers = self.format.auth_headers(self.transport.key());
         let path = self.format.path(options);
-        let body = self.transport.post(&path, &headers, &request.body).await?;
+        let body = self.transport.post(&path, &headers, request.body).await?;
         let mut turn = self
             .format
             .decode(session_id, &body, &request.lowered.names)?;
@@ -137,17 +263,23 @@ impl<F: WireFormat> Backend<F> {
         Ok(turn)
     }
 
-    /// The body [`complete`](Self::complete) would send.
+    /// The body [`complete`](Self::complete) would send for `session`
+    /// (reusing and keeping its encoded prefix), or for a history of no
+    /// session (encoded whole).
     pub(crate) fn request_body(
         &self,
+        session: Option<&str>,
         messages: &[Message],
         tools: &[ToolDeclaration],
         options: &LlmOptions,
     ) -> Result<RequestBody, LlmError> {
         let Encoded {
             body, fallbacks, ..
-        } = self.encode(messages, tools, options)?;
-        Ok(RequestBody { body, fallbacks })
+        } = self.encode(session, messages, tools, options)?;
+        Ok(RequestBody {
+            bytes: body,
+            fallbacks,
+        })
     }
 
     /// Reads `body` as [`complete`](Self::complete) would, for `tools`.
@@ -219,7 +351,7 @@ macro_rules! public_backend {
                 self
             }
 
-            /// The body `complete` would send. Not a public API.
+            /// The body `complete` would send, encoded whole. Not a public API.
             #[doc(hidden)]
             pub fn __request_body(
                 &self,
@@ -227,7 +359,20 @@ macro_rules! public_backend {
                 tools: &[crate::declaration::ToolDeclaration],
                 options: &crate::options::LlmOptions,
             ) -> Result<crate::backend::RequestBody, crate::error::LlmError> {
-                self.0.request_body(messages, tools, options)
+                self.0.request_body(None, messages, tools, options)
+            }
+
+            /// The body `complete` would send for this session, reusing
+            /// what its last request encoded. Not a public API.
+            #[doc(hidden)]
+            pub fn __session_request_body(
+                &self,
+                session_id: &str,
+                messages: &[kesoku_core::Message],
+                tools: &[crate::declaration::ToolDeclaration],
+                options: &crate::options::LlmOptions,
+            ) -> Result<crate::backend::RequestBody, crate::error::LlmError> {
+                self.0.request_body(Some(session_id), messages, tools, options)
             }
 
             /// Reads a response body as `complete` would. Not a public API.

@@ -11,7 +11,7 @@ use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult};
 use crate::options::ToolChoice;
 use crate::turn::{AssistantTurn, StopReason, TurnBuilder};
-use crate::wire::{Request, WireFormat, push_merged};
+use crate::wire::{Request, WireFormat, WireHistory, push_merged};
 
 const PROVIDER: &str = "Claude";
 
@@ -61,15 +61,20 @@ impl WireFormat for Messages {
         ]
     }
 
-    fn encode(&self, request: &Request<'_>, fallbacks: &mut Vec<ContentFallback>) -> Value {
-        let names = request.names();
-        let options = request.options;
-        let mut system: Vec<&str> = Vec::new();
-        let mut wire: Vec<(&'static str, Vec<Value>)> = Vec::new();
-        for item in request.history {
+    const HISTORY_KEY: &'static str = "messages";
+
+    fn encode_history<'a>(
+        &self,
+        history: &[Item<'a>],
+        names: &ToolNames,
+        fallbacks: &mut Vec<ContentFallback>,
+    ) -> WireHistory<'a> {
+        let mut system = Vec::new();
+        let mut wire: Vec<(usize, &'static str, Vec<Value>)> = Vec::new();
+        for (i, item) in history.iter().enumerate() {
             let (role, blocks) = match item {
                 Item::System(text) => {
-                    system.push(text);
+                    system.push((i, *text));
                     continue;
                 }
                 Item::ToolCall(call) => ("assistant", vec![tool_use(call, names)]),
@@ -78,25 +83,29 @@ impl WireFormat for Messages {
                 Item::User(text) => ("user", text_blocks(text, fallbacks)),
             };
             if !blocks.is_empty() {
-                push_merged(&mut wire, role, blocks);
+                push_merged(&mut wire, i, role, blocks);
             }
         }
-        let messages: Vec<Value> = wire
+        let messages = wire
             .into_iter()
-            .map(|(role, mut content)| {
+            .map(|(i, role, mut content)| {
                 // Claude wants a turn's tool results before anything else.
                 content.sort_by_key(|b| b["type"] != "tool_result");
-                json!({"role": role, "content": content})
+                (i, json!({"role": role, "content": content}))
             })
             .collect();
+        WireHistory { messages, system }
+    }
 
+    fn encode_body(&self, request: &Request<'_>, system: &[&str]) -> Map<String, Value> {
+        let names = request.names();
+        let options = request.options;
         let mut body = Map::new();
         body.insert("model".into(), options.model.clone().into());
         body.insert("max_tokens".into(), options.max_tokens.into());
         if !system.is_empty() {
             body.insert("system".into(), system.join("\n\n").into());
         }
-        body.insert("messages".into(), Value::Array(messages));
         if options.temperature.is_some() {
             // The current Messages API (anthropic SDK 2.15) has no sampling
             // parameters; only older models honour them.
@@ -124,7 +133,7 @@ impl WireFormat for Messages {
             };
             body.insert("tool_choice".into(), choice);
         }
-        Value::Object(body)
+        body
     }
 
     fn decode(

@@ -13,7 +13,7 @@ use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult, provider_fields};
 use crate::options::{LlmOptions, ToolChoice};
 use crate::turn::{AssistantTurn, PROVIDER_KEY, StopReason, TurnBuilder};
-use crate::wire::{Request, WireFormat, push_merged};
+use crate::wire::{Request, WireFormat, WireHistory, push_merged};
 
 const PROVIDER: &str = "Gemini";
 /// Set in a call's provider fields when Gemini sent no call id and kesoku
@@ -87,15 +87,20 @@ impl WireFormat for GenerateContent {
         vec![("x-goog-api-key", key.unwrap_or_default().to_owned())]
     }
 
-    fn encode(&self, request: &Request<'_>, _fallbacks: &mut Vec<ContentFallback>) -> Value {
-        let names = request.names();
-        let options = request.options;
-        let mut system: Vec<&str> = Vec::new();
-        let mut contents: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    const HISTORY_KEY: &'static str = "contents";
+
+    fn encode_history<'a>(
+        &self,
+        history: &[Item<'a>],
+        names: &ToolNames,
+        _fallbacks: &mut Vec<ContentFallback>,
+    ) -> WireHistory<'a> {
+        let mut system = Vec::new();
+        let mut contents: Vec<(usize, &'static str, Vec<Value>)> = Vec::new();
         // The turn whose parts were replayed verbatim: its other messages are
         // already in them.
         let mut replayed: Option<&str> = None;
-        for item in request.history {
+        for (i, item) in history.iter().enumerate() {
             if let Some(fields) = item.message().and_then(provider_fields) {
                 let turn = fields.get(TURN).and_then(Value::as_str);
                 if turn.is_some() && turn == replayed {
@@ -105,13 +110,13 @@ impl WireFormat for GenerateContent {
                     // Gemini wants its parts back unchanged: order, text split
                     // and every signature as they came.
                     replayed = turn;
-                    push_merged(&mut contents, "model", raw.clone());
+                    push_merged(&mut contents, i, "model", raw.clone());
                     continue;
                 }
             }
             let (role, parts) = match item {
                 Item::System(text) => {
-                    system.push(text);
+                    system.push((i, *text));
                     continue;
                 }
                 Item::ToolCall(call) => ("model", vec![function_call(call, names)]),
@@ -120,21 +125,30 @@ impl WireFormat for GenerateContent {
                 Item::User(text) => ("user", text_parts(text)),
             };
             if !parts.is_empty() {
-                push_merged(&mut contents, role, parts);
+                // A replayed turn ends where another role starts, so what
+                // follows a new wire message never depends on what came
+                // before it (the backend keeps those encoded).
+                if contents.last().is_none_or(|(_, r, _)| *r != role) {
+                    replayed = None;
+                }
+                push_merged(&mut contents, i, role, parts);
             }
         }
+        let messages = contents
+            .into_iter()
+            .map(|(i, role, mut parts)| {
+                // A turn's function responses first, as many as it had calls.
+                parts.sort_by_key(|p| p.get("functionResponse").is_none());
+                (i, json!({"role": role, "parts": parts}))
+            })
+            .collect();
+        WireHistory { messages, system }
+    }
+
+    fn encode_body(&self, request: &Request<'_>, system: &[&str]) -> Map<String, Value> {
+        let names = request.names();
+        let options = request.options;
         let mut body = Map::new();
-        body.insert(
-            "contents".into(),
-            contents
-                .into_iter()
-                .map(|(role, mut parts)| {
-                    // A turn's function responses first, as many as it had calls.
-                    parts.sort_by_key(|p| p.get("functionResponse").is_none());
-                    json!({"role": role, "parts": parts})
-                })
-                .collect(),
-        );
         if !system.is_empty() {
             body.insert(
                 "systemInstruction".into(),
@@ -176,7 +190,7 @@ impl WireFormat for GenerateContent {
             generation["temperature"] = json!(t);
         }
         body.insert("generationConfig".into(), generation);
-        Value::Object(body)
+        body
     }
 
     /// Keeps each part's `thoughtSignature` on the message made from that

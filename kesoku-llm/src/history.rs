@@ -115,17 +115,44 @@ impl ToolResult<'_> {
     }
 }
 
+/// A history read into items.
+#[derive(Debug)]
+pub(crate) struct Read<'a> {
+    pub(crate) items: Vec<Item<'a>>,
+    /// The index in the messages of each item's message (for the options'
+    /// system text, of the first message).
+    pub(crate) at: Vec<usize>,
+}
+
 /// Reads `messages` into items, `system` (the options' instructions)
 /// first.
+#[cfg(test)]
 pub(crate) fn read<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<Item<'a>> {
-    let mut items = Vec::with_capacity(messages.len() + 1);
-    items.extend(system.map(Item::System));
+    read_from(system, messages, 0, &HashMap::new()).items
+}
+
+/// Reads `messages[start..]` into items, `system` first. A result pairs
+/// with a call among them, else with one of the earlier ones `earlier`
+/// indexes (call message id → its index in `messages`).
+pub(crate) fn read_from<'a>(
+    system: Option<&'a str>,
+    messages: &'a [Message],
+    start: usize,
+    earlier: &HashMap<String, usize>,
+) -> Read<'a> {
+    let tail = &messages[start..];
+    let mut items = Vec::with_capacity(tail.len() + 1);
+    let mut at = Vec::with_capacity(tail.len() + 1);
+    if let Some(system) = system {
+        items.push(Item::System(system));
+        at.push(start);
+    }
     // Tool-call message id → the call, for pairing results; and the
     // results to pair once every call is known.
     let mut calls: HashMap<&str, Call<'a>> = HashMap::new();
     let mut results = Vec::new();
     let mut scratch = Vec::new();
-    for m in messages {
+    for (j, m) in tail.iter().enumerate() {
         if m.kind == MessageType::ToolCall {
             calls.entry(m.id.as_str()).or_insert_with(|| Call::of(m));
         }
@@ -151,17 +178,19 @@ pub(crate) fn read<'a>(system: Option<&'a str>, messages: &'a [Message]) -> Vec<
             }),
         };
         items.push(item);
+        at.push(start + j);
     }
     for i in results {
         if let Item::ToolResult(r) = &mut items[i] {
-            r.call = r
-                .message
-                .parent_id
-                .as_deref()
-                .and_then(|p| calls.get(p).copied());
+            r.call = r.message.parent_id.as_deref().and_then(|p| {
+                calls
+                    .get(p)
+                    .copied()
+                    .or_else(|| earlier.get(p).map(|&j| Call::of(&messages[j])))
+            });
         }
     }
-    items
+    Read { items, at }
 }
 
 #[cfg(test)]

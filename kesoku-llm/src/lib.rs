@@ -5,7 +5,8 @@
 //! reads the kesoku [`Message`](kesoku_core::Message) history once, pairing
 //! each tool result with its call through `parent_id`; lowers the tool
 //! schemas to the provider's dialect (see `kesoku_core::lowering`) once per
-//! set of tools, logging what that cost; encodes the request; retries
+//! set of tools, logging what that cost; encodes the request (for a session
+//! it served, only the messages added since its last request); retries
 //! what is worth retrying; and reads the answer into an [`AssistantTurn`].
 //!
 //! # Layers
@@ -18,6 +19,7 @@
 //! | `scripted` | [`ScriptedLlm`], a model that plays a script |
 //! | `claude`, `openai`, `gemini` | each provider's wire format and public backend |
 //! | `backend` | the one [`Llm`] implementation over a wire format |
+//! | `prefix` | each session's history as already encoded, reused by its next request |
 //! | `wire` | what a wire format provides, and the request it encodes |
 //! | `schemas` | tool schemas lowered once per declaration set |
 //! | `history` | the history read once into provider-neutral items |
@@ -41,6 +43,7 @@ mod key;
 mod llm;
 mod openai;
 mod options;
+mod prefix;
 mod schemas;
 mod scripted;
 mod transport;

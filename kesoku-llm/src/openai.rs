@@ -12,7 +12,7 @@ use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult};
 use crate::options::{LlmOptions, ToolChoice};
 use crate::turn::{AssistantTurn, StopReason, TurnBuilder};
-use crate::wire::{Request, WireFormat};
+use crate::wire::{Request, WireFormat, WireHistory};
 
 const PROVIDER: &str = "OpenAI";
 
@@ -125,23 +125,35 @@ impl WireFormat for ChatCompletions {
             .collect()
     }
 
-    fn encode(&self, request: &Request<'_>, fallbacks: &mut Vec<ContentFallback>) -> Value {
-        let names = request.names();
-        let options = request.options;
-        let mut wire: Vec<Value> = Vec::with_capacity(request.history.len());
-        for item in request.history {
+    const HISTORY_KEY: &'static str = "messages";
+
+    fn encode_history<'a>(
+        &self,
+        history: &[Item<'a>],
+        names: &ToolNames,
+        fallbacks: &mut Vec<ContentFallback>,
+    ) -> WireHistory<'a> {
+        let mut wire: Vec<(usize, Value)> = Vec::with_capacity(history.len());
+        for (i, item) in history.iter().enumerate() {
             match item {
-                Item::System(text) => wire.push(json!({"role": "system", "content": text})),
-                Item::ToolCall(call) => push_call(&mut wire, call, names),
-                Item::ToolResult(result) => wire.push(tool_message(result, fallbacks)),
-                Item::AssistantText(text) => push_assistant_text(&mut wire, text.message),
-                Item::User(text) => wire.push(user_message(text, fallbacks)),
+                Item::System(text) => wire.push((i, json!({"role": "system", "content": text}))),
+                Item::ToolCall(call) => push_call(&mut wire, i, call, names),
+                Item::ToolResult(result) => wire.push((i, tool_message(result, fallbacks))),
+                Item::AssistantText(text) => push_assistant_text(&mut wire, i, text.message),
+                Item::User(text) => wire.push((i, user_message(text, fallbacks))),
             }
         }
+        WireHistory {
+            messages: wire,
+            system: Vec::new(),
+        }
+    }
 
+    fn encode_body(&self, request: &Request<'_>, _system: &[&str]) -> Map<String, Value> {
+        let names = request.names();
+        let options = request.options;
         let mut body = Map::new();
         body.insert("model".into(), options.model.clone().into());
-        body.insert("messages".into(), Value::Array(wire));
         let max_key = if self.legacy_max_tokens {
             "max_tokens"
         } else {
@@ -179,7 +191,7 @@ impl WireFormat for ChatCompletions {
                 body.insert("tool_choice".into(), choice);
             }
         }
-        Value::Object(body)
+        body
     }
 
     /// Call arguments stay the JSON string the model wrote: the runner
@@ -236,7 +248,7 @@ impl WireFormat for ChatCompletions {
 
 /// Adds a tool call to the assistant message of its turn: a turn's calls
 /// ride on one message.
-fn push_call(wire: &mut Vec<Value>, call: &Call<'_>, names: &ToolNames) {
+fn push_call(wire: &mut Vec<(usize, Value)>, item: usize, call: &Call<'_>, names: &ToolNames) {
     let arguments = match call.arguments {
         Some(Value::String(raw)) => raw.clone(),
         Some(v) => v.to_string(),
@@ -250,7 +262,7 @@ fn push_call(wire: &mut Vec<Value>, call: &Call<'_>, names: &ToolNames) {
             "arguments": arguments,
         },
     });
-    if let Some(last) = wire.last_mut().filter(|l| l["role"] == "assistant") {
+    if let Some((_, last)) = wire.last_mut().filter(|(_, l)| l["role"] == "assistant") {
         if !last["tool_calls"].is_array() {
             last["tool_calls"] = json!([]);
         }
@@ -258,21 +270,24 @@ fn push_call(wire: &mut Vec<Value>, call: &Call<'_>, names: &ToolNames) {
             calls.push(call);
         }
     } else {
-        wire.push(json!({"role": "assistant", "content": null, "tool_calls": [call]}));
+        wire.push((
+            item,
+            json!({"role": "assistant", "content": null, "tool_calls": [call]}),
+        ));
     }
 }
 
 /// Assistant text, on the message of its turn's calls when that has none
 /// yet. Chat Completions takes no blocks from the assistant.
-fn push_assistant_text(wire: &mut Vec<Value>, m: &Message) {
+fn push_assistant_text(wire: &mut Vec<(usize, Value)>, item: usize, m: &Message) {
     if m.content.is_empty() {
         return;
     }
     match wire.last_mut() {
-        Some(last) if last["role"] == "assistant" && last["content"].is_null() => {
+        Some((_, last)) if last["role"] == "assistant" && last["content"].is_null() => {
             last["content"] = m.content.clone().into();
         }
-        _ => wire.push(json!({"role": "assistant", "content": m.content})),
+        _ => wire.push((item, json!({"role": "assistant", "content": m.content}))),
     }
 }
 

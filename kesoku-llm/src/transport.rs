@@ -142,7 +142,7 @@ impl Transport {
         &self,
         path: &str,
         headers: &[(&'static str, String)],
-        body: &Value,
+        body: Vec<u8>,
     ) -> Result<Value, LlmError> {
         let client = self.client()?;
         let url = format!("{}{path}", self.base_url);
@@ -155,10 +155,8 @@ impl Transport {
             })?;
             header_map.insert(HeaderName::from_static(name), value);
         }
-        let body = serde_json::to_vec(body).map_err(|e| LlmError::Config {
-            provider: self.provider,
-            message: format!("cannot encode the request: {e}"),
-        })?;
+        // Shared by the retries, not copied.
+        let body = bytes::Bytes::from(body);
         let mut attempt = 0;
         loop {
             attempt += 1;

@@ -1,14 +1,15 @@
 //! [`WireFormat`]: what differs between providers. The shared backend
 //! ([`crate::backend`]) reads the history, lowers the tools and sends the
 //! request; a wire format only names its provider, says where and how to
-//! authenticate, encodes a [`Request`] into its body, and decodes a
+//! authenticate, encodes the history into wire messages and a [`Request`]
+//! into the rest of its body, and decodes a
 //! response into an [`AssistantTurn`] through the shared
 //! [`TurnBuilder`](crate::turn::TurnBuilder).
 
 use std::fmt;
 
 use kesoku_core::lowering::{Dialect, ToolNames};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::declaration::ToolDeclaration;
 use crate::error::LlmError;
@@ -18,10 +19,9 @@ use crate::options::LlmOptions;
 use crate::schemas::LoweredTools;
 use crate::turn::AssistantTurn;
 
-/// One request, provider-neutral: what a wire format encodes.
+/// One request, provider-neutral: what a wire format encodes around the
+/// history.
 pub(crate) struct Request<'a> {
-    /// The history, read once ([`crate::history::read`]).
-    pub(crate) history: &'a [Item<'a>],
     /// The tools as the caller declared them.
     pub(crate) tools: &'a [ToolDeclaration],
     /// The same tools lowered for this provider, cached per set.
@@ -45,6 +45,21 @@ impl<'a> Request<'a> {
     pub(crate) fn names(&self) -> &'a ToolNames {
         &self.lowered.names
     }
+}
+
+/// A history, encoded: the wire messages in order, each with the index of
+/// the [`Item`] it starts with, and the system texts a format sends apart
+/// from the messages, each with its item's index.
+///
+/// A wire message's first item always starts it, whatever follows; so the
+/// encoding of the items from there on does not depend on those before
+/// (but for the call a result pairs with, which [`Item`] carries), and the
+/// backend can keep the messages before the last one for the next request
+/// of the same session (see `backend.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct WireHistory<'a> {
+    pub(crate) messages: Vec<(usize, Value)>,
+    pub(crate) system: Vec<(usize, &'a str)>,
 }
 
 /// A provider's wire format.
@@ -81,9 +96,22 @@ pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
     /// unless the provider wants an empty one).
     fn auth_headers(&self, key: Option<&str>) -> Vec<(&'static str, String)>;
 
-    /// The request body. Blocks the provider cannot take where they stand
-    /// are sent as text notes and recorded in `fallbacks`.
-    fn encode(&self, request: &Request<'_>, fallbacks: &mut Vec<ContentFallback>) -> Value;
+    /// The body's key for the history's messages.
+    const HISTORY_KEY: &'static str;
+
+    /// The history's wire messages. Blocks the provider cannot take where
+    /// they stand are sent as text notes and recorded in `fallbacks`.
+    fn encode_history<'a>(
+        &self,
+        history: &[Item<'a>],
+        names: &ToolNames,
+        fallbacks: &mut Vec<ContentFallback>,
+    ) -> WireHistory<'a>;
+
+    /// The rest of the body: everything but [`HISTORY_KEY`](Self::HISTORY_KEY),
+    /// with the system texts [`encode_history`](Self::encode_history) set
+    /// apart, in order.
+    fn encode_body(&self, request: &Request<'_>, system: &[&str]) -> Map<String, Value>;
 
     /// Reads a whole (non-streamed) response.
     fn decode(
@@ -94,15 +122,17 @@ pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
     ) -> Result<AssistantTurn, LlmError>;
 }
 
-/// Appends `parts` to the last wire message when it has the same role, else
-/// starts a new one: Claude and Gemini want roles to alternate.
+/// Appends `parts` (from item `item`) to the last wire message when it has
+/// the same role, else starts a new one: Claude and Gemini want roles to
+/// alternate.
 pub(crate) fn push_merged(
-    wire: &mut Vec<(&'static str, Vec<Value>)>,
+    wire: &mut Vec<(usize, &'static str, Vec<Value>)>,
+    item: usize,
     role: &'static str,
     parts: Vec<Value>,
 ) {
     match wire.last_mut() {
-        Some((last, p)) if *last == role => p.extend(parts),
-        _ => wire.push((role, parts)),
+        Some((_, last, p)) if *last == role => p.extend(parts),
+        _ => wire.push((item, role, parts)),
     }
 }

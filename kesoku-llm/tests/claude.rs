@@ -228,7 +228,8 @@ async fn errors_are_flagged_and_media_falls_back_to_a_reported_note() {
     let req = llm
         .__request_body(&[photo.clone(), call, result], &[], &LlmOptions::new("m"))
         .unwrap();
-    let messages = req.body["messages"].as_array().unwrap();
+    let body = req.json();
+    let messages = body["messages"].as_array().unwrap();
     let content = &messages[0]["content"];
     assert_eq!(
         content[1],

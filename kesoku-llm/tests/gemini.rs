@@ -177,7 +177,7 @@ async fn legacy_parameters_are_sanitized() {
         .with_legacy_parameters(true)
         .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
         .unwrap();
-    let decl = &req.body["tools"][0]["functionDeclarations"][0];
+    let decl = &req.json()["tools"][0]["functionDeclarations"][0];
     assert!(decl.get("parametersJsonSchema").is_none());
     let params = &decl["parameters"];
     assert!(params.get("additionalProperties").is_none(), "{params}");
@@ -296,7 +296,7 @@ fn the_model_parts_are_replayed_unchanged() {
     let replay = llm
         .__request_body(&history, &tools, &LlmOptions::new("m"))
         .unwrap()
-        .body;
+        .json();
     assert_eq!(replay["contents"][1]["role"], "model");
     assert_eq!(replay["contents"][1]["parts"], parts);
     assert_eq!(replay["contents"].as_array().unwrap().len(), 2);

@@ -157,14 +157,14 @@ async fn strict_mode_and_compatible_servers() {
         .with_strict(true)
         .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
         .unwrap();
-    let f = &strict.body["tools"][0]["function"];
+    let f = &strict.json()["tools"][0]["function"];
     assert_eq!(f["strict"], true);
     assert_eq!(f["parameters"]["required"], json!(["city", "unit"]));
     let ollama = OpenAiLlm::compatible("http://localhost:11434/v1")
         .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
         .unwrap();
-    assert!(ollama.body.get("tool_choice").is_none());
-    assert_eq!(ollama.body["max_tokens"], 4096);
+    assert!(ollama.json().get("tool_choice").is_none());
+    assert_eq!(ollama.json()["max_tokens"], 4096);
 }
 
 #[tokio::test]

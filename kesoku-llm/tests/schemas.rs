@@ -244,7 +244,7 @@ fn a_tool_declared_without_a_schema_is_not_lowered_or_judged() {
     let llm = GeminiLlm::new("k")
         .with_legacy_parameters(true)
         .deny_unsupported_schemas(true);
-    let body = llm.body(&[none]).unwrap().body;
+    let body = llm.body(&[none]).unwrap().json();
     assert_eq!(
         body["tools"][0]["functionDeclarations"][0],
         json!({"name": "ping", "description": "A tool."})

@@ -101,15 +101,22 @@ struct Transport {
 impl Transport {
     fn body(
         &self,
+        session_id: &str,
         messages: &[Message],
         tools: &[ToolDeclaration],
         options: &LlmOptions,
     ) -> Result<RequestBody, LlmError> {
         let b = &self.backends;
         match self.wire {
-            Wire::Claude => b.claude.__request_body(messages, tools, options),
-            Wire::OpenAi => b.openai.__request_body(messages, tools, options),
-            Wire::Gemini => b.gemini.__request_body(messages, tools, options),
+            Wire::Claude => b
+                .claude
+                .__session_request_body(session_id, messages, tools, options),
+            Wire::OpenAi => b
+                .openai
+                .__session_request_body(session_id, messages, tools, options),
+            Wire::Gemini => b
+                .gemini
+                .__session_request_body(session_id, messages, tools, options),
         }
     }
 }
@@ -127,8 +134,8 @@ impl Llm for Transport {
         options: &'a LlmOptions,
     ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
         Box::pin(async move {
-            let body = self.body(messages, tools, options)?;
-            // What a transport would serialize and send.
+            let body = self.body(session_id, messages, tools, options)?;
+            // What a transport would send.
             std::hint::black_box(body);
             self.script
                 .complete(session_id, messages, tools, options)

@@ -2,16 +2,21 @@
 //! 10,000 messages: user questions, tool calls, their results (one in
 //! eight with an image) and assistant answers. Nothing is sent.
 //!
+//! `request/*` encodes the whole history, as the first request of a
+//! session does; `request_next/*` encodes the next request of a session
+//! the backend served, four messages longer, reusing the encoded prefix
+//! it kept.
+//!
 //! Run with `cargo bench -p kesoku-bench --bench request`.
 
 #![allow(missing_docs)]
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion};
+use criterion::{BatchSize, BenchmarkId, Criterion};
 use kesoku::llm::{ClaudeLlm, ContentBlock, GeminiLlm, LlmOptions, OpenAiLlm, ToolDeclaration};
 use kesoku::{Message, MessageType, Role, ToolRequest, keys};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// A history of `n` messages, four per round: question, call, result, answer.
 fn history(n: usize) -> Vec<Message> {
@@ -86,7 +91,7 @@ macro_rules! body {
     ($llm:expr, $history:expr, $tools:expr, $options:expr) => {
         $llm.__request_body($history, $tools, $options)
             .unwrap()
-            .body
+            .bytes
     };
 }
 
@@ -100,14 +105,48 @@ fn bench(c: &mut Criterion) {
     for n in [10, 1_000, 10_000] {
         let h = history(n);
         group.bench_with_input(BenchmarkId::new("claude", n), &h, |b, h| {
-            b.iter(|| -> Value { body!(claude, black_box(h), &tools, &options) });
+            b.iter(|| -> Vec<u8> { body!(claude, black_box(h), &tools, &options) });
         });
         group.bench_with_input(BenchmarkId::new("openai", n), &h, |b, h| {
-            b.iter(|| -> Value { body!(openai, black_box(h), &tools, &options) });
+            b.iter(|| -> Vec<u8> { body!(openai, black_box(h), &tools, &options) });
         });
         group.bench_with_input(BenchmarkId::new("gemini", n), &h, |b, h| {
-            b.iter(|| -> Value { body!(gemini, black_box(h), &tools, &options) });
+            b.iter(|| -> Vec<u8> { body!(gemini, black_box(h), &tools, &options) });
         });
+    }
+    group.finish();
+
+    // The next request of a session whose last one the backend encoded:
+    // four more messages (a round) on top of the kept prefix.
+    let mut group = c.benchmark_group("request_next");
+    let next = std::sync::atomic::AtomicU64::new(0);
+    for n in [10, 1_000, 10_000] {
+        let h = history(n);
+        let before = &h[..n - 4];
+        macro_rules! next {
+            ($name:literal, $llm:expr) => {
+                group.bench_with_input(BenchmarkId::new($name, n), &h, |b, h| {
+                    b.iter_batched(
+                        || {
+                            let session = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let session = format!("s{session}");
+                            $llm.__session_request_body(&session, before, &tools, &options)
+                                .unwrap();
+                            session
+                        },
+                        |session| {
+                            $llm.__session_request_body(&session, black_box(h), &tools, &options)
+                                .unwrap()
+                                .bytes
+                        },
+                        BatchSize::PerIteration,
+                    );
+                });
+            };
+        }
+        next!("claude", claude);
+        next!("openai", openai);
+        next!("gemini", gemini);
     }
     group.finish();
 }

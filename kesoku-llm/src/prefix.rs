@@ -1,0 +1,226 @@
+//! [`Prefixes`]: each session's history as already encoded for one
+//! backend, so that a request encodes only what is new since the last one.
+//!
+//! An agent sends a session's whole history on every step, and the history
+//! only grows. A wire message, once the next one has started, never changes
+//! (see [`WireHistory`](crate::wire::WireHistory)): the backend keeps every
+//! wire message but the last as JSON text, with what is needed to check
+//! that the next request starts with the same messages and to go on from
+//! there. Building a request then costs the new messages plus one copy of
+//! the kept text, instead of a walk, a JSON tree and a serialization of the
+//! whole history.
+//!
+//! The store is the truth and this is only a cache: a request whose
+//! messages do not start with the kept ones (another history, an edited
+//! one, other tools or instructions) is encoded from scratch, and replaces
+//! it. It holds a bounded number of bytes; the sessions used least
+//! recently are dropped first.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use kesoku_core::{Message, MessageType};
+
+use crate::fallback::ContentFallback;
+use crate::schemas::LoweredTools;
+
+/// What one session's requests start with.
+#[derive(Debug)]
+pub(crate) struct Prefix {
+    /// The tools it was encoded with (their wire names are in it).
+    lowered: Arc<LoweredTools>,
+    /// The options' instructions it was encoded with.
+    system: Option<String>,
+    /// Each message it covers, in order, to recognize them.
+    marks: Vec<Mark>,
+    /// Its wire messages, as JSON joined by commas.
+    pub(crate) json: Vec<u8>,
+    /// The system texts the format sends apart, in order.
+    pub(crate) system_texts: Vec<String>,
+    /// The blocks it sent as text notes.
+    pub(crate) fallbacks: Vec<ContentFallback>,
+    /// Call message id → its index in the messages: a later result pairs
+    /// with it.
+    pub(crate) calls: HashMap<String, usize>,
+    /// The call message ids its results name but that it does not hold: a
+    /// later call with one of them would change how that result reads, so
+    /// the prefix no longer holds.
+    unpaired: HashSet<String>,
+}
+
+/// A message, recognized by its id and the size of what is sent of it
+/// (ids are unique, and a stored message never changes but for its
+/// status, which is not sent).
+#[derive(Debug, PartialEq, Eq)]
+struct Mark {
+    id: String,
+    content: usize,
+    metadata: usize,
+}
+
+impl Mark {
+    fn of(m: &Message) -> Self {
+        Mark {
+            id: m.id.clone(),
+            content: m.content.len(),
+            metadata: m.metadata.len(),
+        }
+    }
+
+    fn matches(&self, m: &Message) -> bool {
+        self.id == m.id && self.content == m.content.len() && self.metadata == m.metadata.len()
+    }
+}
+
+impl Prefix {
+    /// An empty prefix for requests with these tools and instructions.
+    pub(crate) fn new(lowered: Arc<LoweredTools>, system: Option<&str>) -> Self {
+        Prefix {
+            lowered,
+            system: system.map(str::to_owned),
+            marks: Vec::new(),
+            json: Vec::new(),
+            system_texts: Vec::new(),
+            fallbacks: Vec::new(),
+            calls: HashMap::new(),
+            unpaired: HashSet::new(),
+        }
+    }
+
+    /// How many messages it covers: a request encodes the ones after.
+    pub(crate) fn len(&self) -> usize {
+        self.marks.len()
+    }
+
+    /// Whether a request of `messages` with these tools and instructions
+    /// starts with it.
+    fn starts(
+        &self,
+        lowered: &Arc<LoweredTools>,
+        system: Option<&str>,
+        messages: &[Message],
+    ) -> bool {
+        Arc::ptr_eq(&self.lowered, lowered)
+            && self.system.as_deref() == system
+            && self.marks.len() <= messages.len()
+            && self.marks.iter().zip(messages).all(|(k, m)| k.matches(m))
+            && (self.unpaired.is_empty()
+                || !messages[self.marks.len()..]
+                    .iter()
+                    .any(|m| m.kind == MessageType::ToolCall && self.unpaired.contains(&m.id)))
+    }
+
+    /// Takes in `messages` (the ones after those it covers), whose wire
+    /// messages are `json` (joined by commas, or empty when they produced
+    /// none), with these system texts and fallbacks. `unpaired` are the
+    /// call ids their results name but found no call for.
+    pub(crate) fn extend<'a>(
+        &mut self,
+        messages: &[Message],
+        json: &[u8],
+        system_texts: impl IntoIterator<Item = &'a str>,
+        fallbacks: impl IntoIterator<Item = ContentFallback>,
+        unpaired: impl IntoIterator<Item = &'a str>,
+    ) {
+        let start = self.marks.len();
+        for (j, m) in messages.iter().enumerate() {
+            if m.kind == MessageType::ToolCall {
+                self.calls.entry(m.id.clone()).or_insert(start + j);
+            }
+            self.marks.push(Mark::of(m));
+        }
+        if !json.is_empty() {
+            if !self.json.is_empty() {
+                self.json.push(b',');
+            }
+            self.json.extend_from_slice(json);
+        }
+        self.system_texts
+            .extend(system_texts.into_iter().map(str::to_owned));
+        self.fallbacks.extend(fallbacks);
+        self.unpaired
+            .extend(unpaired.into_iter().map(str::to_owned));
+    }
+
+    /// The bytes it holds, to bound the cache.
+    fn weight(&self) -> usize {
+        self.json.len() + self.marks.len() * (std::mem::size_of::<Mark>() + 40)
+    }
+}
+
+/// The prefixes of the sessions a backend served lately.
+#[derive(Debug, Default)]
+pub(crate) struct Prefixes {
+    inner: Mutex<Kept>,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    by_session: HashMap<String, (u64, Prefix)>,
+    /// The sum of their weights.
+    weight: usize,
+    /// Counts uses, to find the least recent.
+    clock: u64,
+}
+
+/// How many bytes the prefixes of one backend may hold in all.
+const BUDGET: usize = 64 << 20;
+
+impl Prefixes {
+    /// Takes out the prefix of `session` if a request of `messages` with
+    /// these tools and instructions starts with it. It is out while the
+    /// request is encoded (a concurrent request of the same session encodes
+    /// from scratch); [`put`](Self::put) brings it back.
+    pub(crate) fn take(
+        &self,
+        session: &str,
+        lowered: &Arc<LoweredTools>,
+        system: Option<&str>,
+        messages: &[Message],
+    ) -> Option<Prefix> {
+        let (_, prefix) = {
+            let mut kept = self.lock();
+            let taken = kept.by_session.remove(session)?;
+            kept.weight -= taken.1.weight();
+            taken
+        };
+        prefix.starts(lowered, system, messages).then_some(prefix)
+    }
+
+    /// Keeps `prefix` as `session`'s, dropping the least recently used
+    /// ones while the total is over budget.
+    pub(crate) fn put(&self, session: &str, prefix: Prefix) {
+        let weight = prefix.weight();
+        if weight > BUDGET {
+            return;
+        }
+        let mut kept = self.lock();
+        kept.clock += 1;
+        let now = kept.clock;
+        if let Some((_, old)) = kept.by_session.insert(session.to_owned(), (now, prefix)) {
+            kept.weight -= old.weight();
+        }
+        kept.weight += weight;
+        while kept.weight > BUDGET {
+            let Some(oldest) = kept
+                .by_session
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(s, _)| s.clone())
+            else {
+                break;
+            };
+            if let Some((_, p)) = kept.by_session.remove(&oldest) {
+                kept.weight -= p.weight();
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        // The map is valid after any panic: each change is one insert or
+        // remove.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
