@@ -56,7 +56,8 @@ fn sqlite_in_memory() -> Fixture {
 
 macro_rules! store_suite {
     ($backend:ident, $fixture:path) => {
-        store_suite!(@tests $backend, $fixture; round_trip, history_order, duplicate_writes_nothing,
+        store_suite!(@tests $backend, $fixture; round_trip, history_order, history_after_resumes,
+            duplicate_writes_nothing,
             after_pages_in_order, with_status_lists_in_order, transition_is_conditional,
             concurrent_claims_have_one_winner, sessions_listing, reopening_sees_everything);
     };
@@ -173,6 +174,36 @@ async fn history_order(f: Fixture) {
     assert_eq!(store.history("a").await.unwrap(), a);
     assert_eq!(store.history("b").await.unwrap(), b);
     assert!(store.history("c").await.unwrap().is_empty());
+}
+
+/// A session's history after a `Seq` is the rest of `history`, with the
+/// seqs a listener sees; other sessions' messages are not in it.
+async fn history_after_resumes(f: Fixture) {
+    let store = f.store;
+    let mut seqs = Vec::new();
+    for i in 0..12 {
+        let session = if i % 2 == 0 { "a" } else { "b" };
+        let m = msg(&format!("m{i}"), session, Role::User, "x", at(i, 0));
+        seqs.push((store.insert(&m).await.unwrap(), m));
+    }
+    let of_a: Vec<_> = seqs
+        .iter()
+        .filter(|(_, m)| m.session_id == "a")
+        .cloned()
+        .collect();
+    assert_eq!(store.history_after("a", 0).await.unwrap(), of_a);
+    for k in 0..of_a.len() {
+        let after = of_a[k].0;
+        assert_eq!(
+            store.history_after("a", after).await.unwrap(),
+            of_a[k + 1..]
+        );
+    }
+    // A seq of another session's message resumes just the same.
+    let b_seq = seqs[5].0;
+    let rest: Vec<_> = of_a.iter().filter(|(q, _)| *q > b_seq).cloned().collect();
+    assert_eq!(store.history_after("a", b_seq).await.unwrap(), rest);
+    assert!(store.history_after("c", 0).await.unwrap().is_empty());
 }
 
 /// A second message with a stored id is rejected, and nothing of it is

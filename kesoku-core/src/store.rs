@@ -121,6 +121,15 @@ pub trait Store: Send + Sync + 'static {
     /// A session's messages, in the order they were stored.
     fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>>;
 
+    /// A session's messages stored after `seq`, in order, each with its
+    /// `Seq` (`0`: the whole history): how an agent catches up on a session
+    /// it loaded before.
+    fn history_after<'a>(
+        &'a self,
+        session_id: &'a str,
+        seq: Seq,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>>;
+
     /// Up to `limit` messages stored after `seq`, of every session, in
     /// order, each with its `Seq`: how a listener catches up.
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>>;
@@ -249,6 +258,27 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(messages)))
     }
 
+    fn history_after<'a>(
+        &'a self,
+        session_id: &'a str,
+        seq: Seq,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        let m = self.lock();
+        let found = m
+            .by_session
+            .get(session_id)
+            .map(|ix| {
+                // Indexes ascend, so those after `seq` are a suffix.
+                let from = ix.partition_point(|&i| seq_of(i) <= seq);
+                ix[from..]
+                    .iter()
+                    .map(|&i| (seq_of(i), m.log[i].clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         let m = self.lock();
         let start = usize::try_from(seq.max(0)).unwrap_or(usize::MAX);
@@ -314,6 +344,13 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
         (**self).history(session_id)
+    }
+    fn history_after<'a>(
+        &'a self,
+        session_id: &'a str,
+        seq: Seq,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        (**self).history_after(session_id, seq)
     }
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         (**self).after(seq, limit)

@@ -68,6 +68,17 @@ pub(crate) fn history(conn: &mut Connection, session_id: &str) -> Result<Vec<Mes
         .collect())
 }
 
+/// A session's messages after `seq`, in order.
+pub(crate) fn history_after(
+    conn: &mut Connection,
+    session_id: &str,
+    seq: Seq,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM messages WHERE session_id = ?1 AND seq > ?2 ORDER BY seq");
+    messages(conn, &sql, params![session_id, seq])
+}
+
 /// Up to `limit` messages after `seq`.
 pub(crate) fn after(
     conn: &mut Connection,

@@ -226,6 +226,19 @@ impl Store for SqliteStore {
         )
     }
 
+    fn history_after<'a>(
+        &'a self,
+        session_id: &'a str,
+        seq: Seq,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        let owned = session_id.to_owned();
+        self.call(
+            Lane::Read,
+            move || format!("load the history of session `{session_id}` after seq {seq}"),
+            move |conn| sql::history_after(conn, &owned, seq),
+        )
+    }
+
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         self.call(
             Lane::Read,

@@ -1,4 +1,5 @@
-//! One turn, one step at a time: load the history, heal orphaned calls,
+//! One turn, one step at a time: load the history (only what is new since
+//! the session's last turn here, see `sessions.rs`), heal orphaned calls,
 //! ask the model, post its text and calls, run the calls, post the
 //! results; until the model answers without calls, the step limit, an
 //! error, or a newer user message.
@@ -10,7 +11,7 @@
 use std::fmt::Write as _;
 use std::pin::pin;
 
-use kesoku_core::store::Seq;
+use kesoku_core::store::{Seq, Store};
 use kesoku_core::{
     CancellationToken, Message, MessageType, Role, Status, ToolContext, ToolRequest, ToolRunner,
 };
@@ -19,10 +20,18 @@ use tracing::Instrument;
 use super::Shared;
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::sessions::Slot;
-use super::view::{healing_result, model_view, orphans};
+use super::view::{View, healing_result, orphans};
 
 /// What the model is told when it answered with nothing.
 const NUDGE: &str = "Your last reply was empty. Answer the user's last message now.";
+
+/// A session's whole stored history.
+async fn whole(store: &dyn Store, session: &str) -> Result<Vec<(Seq, Message)>, AgentError> {
+    Ok(store
+        .history_after(session, 0)
+        .await
+        .map_err(kesoku_core::GatewayError::from)?)
+}
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end.
 pub(crate) async fn turn(
@@ -119,21 +128,59 @@ impl Turn<'_> {
             runner = runner.with_default_timeout(limit);
         }
 
-        let mut history = self.shared.gateway.history(&self.user.session_id).await?;
-        let healed: Vec<Message> = orphans(&history).into_iter().map(healing_result).collect();
-        for result in healed {
-            self.post(result.clone()).await?;
-            history.push(result);
-        }
-        let mut view = model_view(history);
+        let mut view = self.load_view().await?;
+        // The turn adds to the view as it goes; what it stored is read
+        // back, in the store's order, by the next turn.
+        let kept = view.messages.len();
+        let outcome = self.steps(&runner, &mut view.messages).await;
+        view.messages.truncate(kept);
+        self.shared.sessions.put_view(&self.user.session_id, view);
+        outcome
+    }
 
+    /// The session's history for the model: the view kept from its last
+    /// turn here, brought up to date with what was stored since, else the
+    /// whole stored history; with every unanswered call healed.
+    async fn load_view(&mut self) -> Result<View, AgentError> {
+        let session = self.user.session_id.clone();
+        let store = self.shared.gateway.store();
+        if let Some(mut view) = self.shared.sessions.take_view(&session) {
+            let newer = store
+                .history_after(&session, view.seq)
+                .await
+                .map_err(kesoku_core::GatewayError::from)?;
+            if view.extend(newer) && !view.has_orphans() {
+                return Ok(view);
+            }
+        }
+        let view = View::new(whole(&**store, &session).await?);
+        if !view.has_orphans() {
+            return Ok(view);
+        }
+        let healed: Vec<Message> = orphans(&view.messages)
+            .into_iter()
+            .map(healing_result)
+            .collect();
+        for result in healed {
+            self.post(result).await?;
+        }
+        // Read again, so each healed result stands after its call.
+        Ok(View::new(whole(&**store, &session).await?))
+    }
+
+    /// The steps, until the turn ends.
+    async fn steps(
+        &mut self,
+        runner: &ToolRunner,
+        view: &mut Vec<Message>,
+    ) -> Result<TurnOutcome, AgentError> {
         let mut nudged = false;
         for step in 1..=self.shared.max_steps {
             tracing::Span::current().record("steps", step);
             if self.interrupted() {
                 return self.end_interrupted().await;
             }
-            let Some(reply) = self.ask(&view, step).await else {
+            let Some(reply) = self.ask(view, step).await else {
                 return self.end_interrupted().await;
             };
             let reply = match reply {
@@ -177,7 +224,7 @@ impl Turn<'_> {
                 }
                 view.push(m);
             }
-            let results = self.execute(&runner, &calls).await;
+            let results = self.execute(runner, &calls).await;
             for result in results {
                 self.post(result.clone()).await?;
                 view.push(result);

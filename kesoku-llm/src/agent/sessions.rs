@@ -1,11 +1,23 @@
-//! The agent's per-session state in this process: one turn at a time, and
-//! the newest user message seen, which is what interrupts a running turn.
+//! The agent's per-session state in this process: one turn at a time, the
+//! newest user message seen (which is what interrupts a running turn), and
+//! the session's [`View`] kept between turns.
+//!
+//! A kept view is a cache, never the truth: a turn brings it up to date
+//! from the store (only the messages stored since), so turns other agents
+//! ran on the session, in this process or another, are in it. The views
+//! of the sessions used least recently are dropped when they hold more
+//! than a budget of messages.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kesoku_core::store::Seq;
 use tokio::sync::watch;
+
+use super::view::View;
+
+/// How many messages the kept views of one agent may hold in all.
+const VIEW_BUDGET: usize = 200_000;
 
 /// One session's state.
 #[derive(Debug)]
@@ -37,6 +49,16 @@ impl Slot {
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    views: Mutex<Views>,
+}
+
+/// The kept views, each with when it was last put back.
+#[derive(Debug, Default)]
+struct Views {
+    by_session: HashMap<String, (u64, View)>,
+    /// The messages they hold in all.
+    messages: usize,
+    clock: u64,
 }
 
 impl Sessions {
@@ -64,5 +86,39 @@ impl Sessions {
             }
             newer
         });
+    }
+
+    /// Takes out the kept view of `session`, if any; the turn puts it
+    /// back when it ends.
+    pub(crate) fn take_view(&self, session: &str) -> Option<View> {
+        let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, view) = views.by_session.remove(session)?;
+        views.messages -= view.messages.len();
+        Some(view)
+    }
+
+    /// Keeps `view` as `session`'s, dropping the least recently used
+    /// views while they hold more than the budget.
+    pub(crate) fn put_view(&self, session: &str, view: View) {
+        let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
+        views.clock += 1;
+        let now = views.clock;
+        views.messages += view.messages.len();
+        if let Some((_, old)) = views.by_session.insert(session.to_owned(), (now, view)) {
+            views.messages -= old.messages.len();
+        }
+        while views.messages > VIEW_BUDGET {
+            let Some(oldest) = views
+                .by_session
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(s, _)| s.clone())
+            else {
+                break;
+            };
+            if let Some((_, dropped)) = views.by_session.remove(&oldest) {
+                views.messages -= dropped.messages.len();
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use kesoku_core::store::Seq;
 use kesoku_core::{Message, MessageType, Status, ToolRequest, keys};
 
 /// The tool calls of `history` that have no result: a turn cut short
@@ -109,6 +110,60 @@ pub(crate) fn model_view(history: Vec<Message>) -> Vec<Message> {
     out
 }
 
+/// A session's history as the model is shown it, as of a `Seq`: loaded
+/// once, then kept between turns and brought up to date with only the
+/// messages stored since (see `sessions.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct View {
+    /// Every message of the session up to this one is in `messages`.
+    pub(crate) seq: Seq,
+    /// The history ordered for the model ([`model_view`]).
+    pub(crate) messages: Vec<Message>,
+    /// Whether a call has no result yet (or is last): a later result would
+    /// move into the middle, so the view cannot simply grow.
+    open: bool,
+}
+
+impl View {
+    /// The view of a whole stored history.
+    pub(crate) fn new(history: Vec<(Seq, Message)>) -> Self {
+        let mut view = View::default();
+        view.grow(history);
+        view
+    }
+
+    /// Brings the view up to date with the messages stored after its
+    /// `Seq`. `false` (and the view unchanged) when it cannot grow by
+    /// them alone: it must then be loaded whole.
+    pub(crate) fn extend(&mut self, newer: Vec<(Seq, Message)>) -> bool {
+        if self.open && !newer.is_empty() {
+            return false;
+        }
+        self.grow(newer);
+        true
+    }
+
+    /// Whether a call has no result: the turn heals it first.
+    pub(crate) fn has_orphans(&self) -> bool {
+        self.open
+    }
+
+    fn grow(&mut self, newer: Vec<(Seq, Message)>) {
+        let Some(&(last, _)) = newer.last() else {
+            return;
+        };
+        self.seq = last;
+        let newer: Vec<Message> = newer.into_iter().map(|(_, m)| m).collect();
+        // Nothing before is open, so no result in `newer` belongs
+        // before it, and the two order independently.
+        self.open = !orphans(&newer).is_empty()
+            || newer
+                .last()
+                .is_some_and(|m| m.kind == MessageType::ToolCall);
+        self.messages.extend(model_view(newer));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +203,50 @@ mod tests {
             contents(&view),
             ["q1", "t({})", "t({})", "ra", "rb", "q2", "done"]
         );
+    }
+
+    #[test]
+    fn a_view_grown_in_parts_is_the_view_of_the_whole() {
+        let (a, b, c) = (call("a"), call("b"), call("c"));
+        let mut note = text(Role::Assistant, "halfway");
+        note.metadata.insert("progress".into(), true.into());
+        let history = vec![
+            text(Role::User, "q1"),
+            a.clone(),
+            b.clone(),
+            note,
+            result(&b, "rb"),
+            result(&a, "ra"),
+            text(Role::Assistant, "a1"),
+            text(Role::User, "q2"),
+            c.clone(),
+            result(&c, "rc"),
+            result(&c, "rc again"),
+            text(Role::Assistant, "a2"),
+        ];
+        let seqs: Vec<(Seq, Message)> = (1..).zip(history).collect();
+        let ids = |v: &[Message]| v.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        for split in 0..=seqs.len() {
+            for second in split..=seqs.len() {
+                let mut view = View::new(seqs[..split].to_vec());
+                let grew = view.extend(seqs[split..second].to_vec());
+                let whole = model_view(seqs[..second].iter().map(|(_, m)| m.clone()).collect());
+                // Where it cannot grow (a call still open), the turn loads
+                // the whole history instead.
+                let open = !orphans(
+                    &seqs[..split]
+                        .iter()
+                        .map(|(_, m)| m.clone())
+                        .collect::<Vec<_>>(),
+                )
+                .is_empty();
+                assert_eq!(grew, !open || split == second, "{split}..{second}");
+                if grew {
+                    assert_eq!(ids(&view.messages), ids(&whole), "{split}..{second}");
+                    assert_eq!(view.seq, if second == 0 { 0 } else { seqs[second - 1].0 });
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,157 @@
+//! An agent keeps each session's history between turns and reads only
+//! what was stored since. The model must still be shown the whole session,
+//! as the store holds it: turns another agent (another process) ran on the
+//! same session, and a call someone left unanswered, which is healed with
+//! its result right after it.
+
+use std::sync::{Arc, Mutex};
+
+use kesoku::llm::{
+    Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
+    TurnStatus,
+};
+use kesoku::store::{MemoryStore, Store};
+use kesoku::{Message, MessageType, Role, Status, ToolRegistry, ToolRequest, tool};
+use serde_json::json;
+
+/// Adds two integers.
+///
+/// # Arguments
+/// * `a` - The first.
+/// * `b` - The second.
+#[tool]
+fn view_add(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+/// A scripted model that records the ids of the messages of each call.
+struct Recorder {
+    script: ScriptedLlm,
+    seen: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+impl Llm for Recorder {
+    fn provider(&self) -> &'static str {
+        "Recorder"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a LlmOptions,
+    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(messages.iter().map(|m| m.id.clone()).collect());
+        self.script.complete(session_id, messages, tools, options)
+    }
+}
+
+type Seen = Arc<Mutex<Vec<Vec<String>>>>;
+
+/// An agent on `store` whose model adds once, then answers, every turn.
+fn agent(store: &Arc<dyn Store>) -> (Agent, Seen) {
+    let mut registry = ToolRegistry::new();
+    registry.register(view_add::TOOL).unwrap();
+    let turn = json!([
+        {"tool_calls": [{"id": "c", "name": "view_add", "arguments": {"a": 2, "b": 3}}]},
+        {"text": "{{c}}"}
+    ]);
+    // Enough turns for every test here.
+    let script: Vec<_> = (0..6)
+        .flat_map(|_| turn.as_array().unwrap().clone())
+        .collect();
+    let seen = Seen::default();
+    let model = Recorder {
+        script: ScriptedLlm::from_json(json!(script)).unwrap(),
+        seen: Arc::clone(&seen),
+    };
+    let agent = Agent::builder(model)
+        .registry(registry)
+        .store(Arc::clone(store))
+        .build()
+        .unwrap();
+    (agent, seen)
+}
+
+fn ids(history: &[Message]) -> Vec<String> {
+    history.iter().map(|m| m.id.clone()).collect()
+}
+
+#[tokio::test]
+async fn a_turn_sees_the_turns_another_agent_ran_on_the_session() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (here, seen_here) = agent(&store);
+    let (there, _) = agent(&store);
+    for (i, is_here) in [true, false, true, false, true].into_iter().enumerate() {
+        let a = if is_here { &here } else { &there };
+        let before = store.history("s").await.unwrap();
+        let outcome = a.send("s", &format!("turn {i}")).await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::Completed);
+        if is_here {
+            // The first model call of the turn saw the whole session as
+            // stored, and this turn's prompt.
+            let first = {
+                let seen = seen_here.lock().unwrap();
+                seen[seen.len() - 2].clone()
+            };
+            let mut expected = ids(&before);
+            expected.push(outcome_prompt_id(&store, i).await);
+            assert_eq!(first, expected, "turn {i}");
+        }
+    }
+}
+
+/// The id of the prompt of turn `i` (`"turn {i}"`).
+async fn outcome_prompt_id(store: &Arc<dyn Store>, i: usize) -> String {
+    let prompt = format!("turn {i}");
+    store
+        .history("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|m| m.role == Role::User && m.content == prompt)
+        .unwrap()
+        .id
+}
+
+#[tokio::test]
+async fn a_call_left_unanswered_between_turns_is_healed_in_place() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (agent, seen) = agent(&store);
+    agent.send("s", "first").await.unwrap();
+    // Another process stores a call and dies before its result.
+    let mut call = Message::tool_call(
+        "s",
+        &ToolRequest::new("x", "view_add", json!({"a": 1, "b": 1})),
+    );
+    call.status = Status::Responded;
+    store.insert(&call).await.unwrap();
+    let outcome = agent.send("s", "second").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    let shown = seen.lock().unwrap()[2].clone();
+    let at = shown
+        .iter()
+        .position(|id| *id == call.id)
+        .expect("the call is shown");
+    let history = store.history("s").await.unwrap();
+    let healed = history
+        .iter()
+        .find(|m| m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(&call.id))
+        .expect("a healing result is stored");
+    assert!(healed.is_tool_error());
+    assert_eq!(shown[at + 1], healed.id, "the result right after its call");
+    // And the prompt after them: nothing was lost or repeated.
+    let mut unique = shown.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), shown.len());
+    assert_eq!(
+        shown.len(),
+        history.len() - 3,
+        "all but this turn's call, result and answer"
+    );
+}
