@@ -24,6 +24,7 @@
 //! | `schemas` | tool schemas lowered once per declaration set |
 //! | `history` | the history read once into provider-neutral items |
 //! | `blocks` | content blocks read where they are stored, without copies |
+//! | `lru` | what is kept per session between requests, within a budget |
 //! | `llm` | the [`Llm`] trait |
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
 //! | `options`, `declaration` | [`LlmOptions`], [`ToolChoice`], [`ToolDeclaration`] |
@@ -41,6 +42,7 @@ mod gemini;
 mod history;
 mod key;
 mod llm;
+mod lru;
 mod openai;
 mod options;
 mod prefix;

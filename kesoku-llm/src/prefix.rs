@@ -17,11 +17,12 @@
 //! recently are dropped first.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kesoku_core::{Message, MessageType};
 
 use crate::fallback::ContentFallback;
+use crate::lru::{Lru, Weigh};
 use crate::schemas::LoweredTools;
 
 /// What one session's requests start with.
@@ -141,30 +142,31 @@ impl Prefix {
         self.unpaired
             .extend(unpaired.into_iter().map(str::to_owned));
     }
-
-    /// The bytes it holds, to bound the cache.
-    fn weight(&self) -> usize {
-        self.json.len() + self.marks.len() * (std::mem::size_of::<Mark>() + 40)
-    }
 }
 
 /// The prefixes of the sessions a backend served lately.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Prefixes {
-    inner: Mutex<Kept>,
-}
-
-#[derive(Debug, Default)]
-struct Kept {
-    by_session: HashMap<String, (u64, Prefix)>,
-    /// The sum of their weights.
-    weight: usize,
-    /// Counts uses, to find the least recent.
-    clock: u64,
+    kept: Lru<Prefix>,
 }
 
 /// How many bytes the prefixes of one backend may hold in all.
 const BUDGET: usize = 64 << 20;
+
+impl Default for Prefixes {
+    fn default() -> Self {
+        Prefixes {
+            kept: Lru::new(BUDGET),
+        }
+    }
+}
+
+impl Weigh for Prefix {
+    /// The bytes it holds.
+    fn weight(&self) -> usize {
+        self.json.len() + self.marks.len() * (std::mem::size_of::<Mark>() + 40)
+    }
+}
 
 impl Prefixes {
     /// Takes out the prefix of `session` if a request of `messages` with
@@ -178,49 +180,13 @@ impl Prefixes {
         system: Option<&str>,
         messages: &[Message],
     ) -> Option<Prefix> {
-        let (_, prefix) = {
-            let mut kept = self.lock();
-            let taken = kept.by_session.remove(session)?;
-            kept.weight -= taken.1.weight();
-            taken
-        };
+        let prefix = self.kept.take(session)?;
         prefix.starts(lowered, system, messages).then_some(prefix)
     }
 
     /// Keeps `prefix` as `session`'s, dropping the least recently used
     /// ones while the total is over budget.
     pub(crate) fn put(&self, session: &str, prefix: Prefix) {
-        let weight = prefix.weight();
-        if weight > BUDGET {
-            return;
-        }
-        let mut kept = self.lock();
-        kept.clock += 1;
-        let now = kept.clock;
-        if let Some((_, old)) = kept.by_session.insert(session.to_owned(), (now, prefix)) {
-            kept.weight -= old.weight();
-        }
-        kept.weight += weight;
-        while kept.weight > BUDGET {
-            let Some(oldest) = kept
-                .by_session
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(s, _)| s.clone())
-            else {
-                break;
-            };
-            if let Some((_, p)) = kept.by_session.remove(&oldest) {
-                kept.weight -= p.weight();
-            }
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
-        // The map is valid after any panic: each change is one insert or
-        // remove.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.kept.put(session, prefix);
     }
 }

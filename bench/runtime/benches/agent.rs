@@ -38,6 +38,11 @@ const LENGTHS: [usize; 3] = [10, 1_000, 10_000];
 /// Model calls per measured turn: one answer alone (the turn overhead),
 /// and three tool steps before it.
 const STEPS: [usize; 2] = [1, 4];
+/// Untimed turns before a warm one. The first loads and encodes the whole
+/// history; the second pays for the allocator's tidying after it (glibc
+/// consolidates the first's freed blocks at its next large allocation),
+/// which is no step's cost.
+const WARM_TURNS: usize = 2;
 /// Concurrent sessions, and the turn limit the agent is given for them.
 const SESSIONS: usize = 1_000;
 /// Messages each concurrent turn stores: the prompt, the call, its
@@ -144,19 +149,20 @@ impl Llm for Transport {
     }
 }
 
-/// `steps − 1` calls of `get_weather`, then an answer.
-fn script(steps: usize) -> ScriptedLlm {
-    let mut turns: Vec<_> = (1..steps)
-        .map(|i| {
+/// `turns` times: `steps − 1` calls of `get_weather`, then an answer.
+fn script(steps: usize, turns: usize) -> ScriptedLlm {
+    let mut replies = Vec::new();
+    for turn in 0..turns {
+        replies.extend((1..steps).map(|i| {
             json!({"tool_calls": [{
-                "id": format!("step_{i}"),
+                "id": format!("turn_{turn}_step_{i}"),
                 "name": "get_weather",
                 "arguments": {"city": "Paris", "days": 2}
             }]})
-        })
-        .collect();
-    turns.push(json!({"text": "It will be sunny in Paris."}));
-    ScriptedLlm::from_json(turns.into()).expect("a valid script")
+        }));
+        replies.push(json!({"text": "It will be sunny in Paris."}));
+    }
+    ScriptedLlm::from_json(replies.into()).expect("a valid script")
 }
 
 fn registry() -> Arc<ToolRegistry> {
@@ -293,17 +299,20 @@ fn case(wire: Wire, kind: Kind, steps: usize) -> String {
     format!("{}_{}_k{steps}", wire.name(), kind.name())
 }
 
-/// One K-step turn on a history of N, per backend and store.
-fn steps(c: &mut Criterion) {
+/// One K-step turn on a history of N, per backend and store: the first
+/// turn of an agent on the session (`warm` false), or a turn after one it
+/// already ran there (`warm` true), which is what every turn of a
+/// conversation but its first costs.
+fn turns(c: &mut Criterion, name: &str, warm: bool, steps: &[usize]) {
     let rt = runtime();
     let backends = Backends::new();
     let tools = registry();
-    let mut group = c.benchmark_group("agent_turn");
+    let mut group = c.benchmark_group(name);
     group.sample_size(10).sampling_mode(SamplingMode::Flat);
     for n in LENGTHS {
         for kind in Kind::ALL {
             for wire in Wire::ALL {
-                for k in STEPS {
+                for &k in steps {
                     let id = BenchmarkId::new(case(wire, kind, k), n);
                     group.bench_function(id, |b| {
                         b.iter_custom(|iters| {
@@ -314,7 +323,8 @@ fn steps(c: &mut Criterion) {
                             let model = Transport {
                                 wire,
                                 backends: backends.clone(),
-                                script: script(k),
+                                // The untimed turns play it too.
+                                script: script(k, 1 + WARM_TURNS),
                             };
                             let agent = Agent::builder(model)
                                 .registry(Arc::clone(&tools))
@@ -326,8 +336,21 @@ fn steps(c: &mut Criterion) {
                                 let mut timed = Duration::ZERO;
                                 for _ in 0..iters {
                                     let session = session_id("turn");
-                                    for m in history(&session, n) {
+                                    // A warm turn's history holds N
+                                    // messages once the untimed turns
+                                    // stored their prompts, calls,
+                                    // results and answers (2K each).
+                                    let warm_turns = if warm { WARM_TURNS } else { 0 };
+                                    let before = n.saturating_sub(2 * k * warm_turns);
+                                    for m in history(&session, before) {
                                         store.insert(&m).await.expect("prefill");
+                                    }
+                                    for _ in 0..warm_turns {
+                                        let outcome = agent
+                                            .send(&session, "And in Lyon?")
+                                            .await
+                                            .expect("a turn");
+                                        assert_eq!(outcome.status, TurnStatus::Completed);
                                     }
                                     let start = Instant::now();
                                     let outcome = agent
@@ -416,7 +439,7 @@ fn sessions(c: &mut Criterion) {
         .throughput(Throughput::Elements((SESSIONS * MESSAGES_PER_TURN) as u64));
     for kind in Kind::ALL {
         let (store, _dir) = kind.open();
-        let model = script(2).with_latency(Duration::from_millis(20));
+        let model = script(2, 1).with_latency(Duration::from_millis(20));
         let agent = Agent::builder(model)
             .registry(Arc::clone(&tools))
             .store(Arc::clone(&store))
@@ -479,7 +502,8 @@ fn main() {
     let mut c = Criterion::default()
         .output_directory(&kesoku_bench::criterion_dir())
         .configure_from_args();
-    steps(&mut c);
+    turns(&mut c, "agent_turn", true, &STEPS);
+    turns(&mut c, "agent_first_turn", false, &STEPS[..1]);
     sessions(&mut c);
     c.final_summary();
     summary();

@@ -15,6 +15,7 @@ use kesoku_core::store::Seq;
 use tokio::sync::watch;
 
 use super::view::View;
+use crate::lru::{Lru, Weigh};
 
 /// How many messages the kept views of one agent may hold in all.
 const VIEW_BUDGET: usize = 200_000;
@@ -46,19 +47,26 @@ impl Slot {
 }
 
 /// Every session's [`Slot`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Sessions {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
-    views: Mutex<Views>,
+    views: Lru<View>,
 }
 
-/// The kept views, each with when it was last put back.
-#[derive(Debug, Default)]
-struct Views {
-    by_session: HashMap<String, (u64, View)>,
-    /// The messages they hold in all.
-    messages: usize,
-    clock: u64,
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            slots: Mutex::default(),
+            views: Lru::new(VIEW_BUDGET),
+        }
+    }
+}
+
+impl Weigh for View {
+    /// How many messages it holds.
+    fn weight(&self) -> usize {
+        self.messages.len()
+    }
 }
 
 impl Sessions {
@@ -91,34 +99,12 @@ impl Sessions {
     /// Takes out the kept view of `session`, if any; the turn puts it
     /// back when it ends.
     pub(crate) fn take_view(&self, session: &str) -> Option<View> {
-        let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
-        let (_, view) = views.by_session.remove(session)?;
-        views.messages -= view.messages.len();
-        Some(view)
+        self.views.take(session)
     }
 
     /// Keeps `view` as `session`'s, dropping the least recently used
     /// views while they hold more than the budget.
     pub(crate) fn put_view(&self, session: &str, view: View) {
-        let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
-        views.clock += 1;
-        let now = views.clock;
-        views.messages += view.messages.len();
-        if let Some((_, old)) = views.by_session.insert(session.to_owned(), (now, view)) {
-            views.messages -= old.messages.len();
-        }
-        while views.messages > VIEW_BUDGET {
-            let Some(oldest) = views
-                .by_session
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(s, _)| s.clone())
-            else {
-                break;
-            };
-            if let Some((_, dropped)) = views.by_session.remove(&oldest) {
-                views.messages -= dropped.messages.len();
-            }
-        }
+        self.views.put(session, view);
     }
 }
