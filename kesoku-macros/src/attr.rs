@@ -26,6 +26,9 @@ pub(crate) struct ToolOptions {
     pub(crate) timeout: Option<syn::LitStr>,
     /// The tool runs alone, never beside another call.
     pub(crate) sequential: Flag,
+    /// `register = false`: not added to the default registry; users add
+    /// its `TOOL` to theirs (for a library's built-in tools).
+    pub(crate) register: Option<bool>,
 }
 
 /// What `#[arg(...)]` on a parameter says.

@@ -109,7 +109,7 @@ fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
                 cx.error_at(
                     e.span(),
                     format!(
-                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `allow_undocumented_args` and `crate = path`"
+                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `allow_undocumented_args`, `register = false` and `crate = path`"
                     ),
                 );
             }
@@ -158,6 +158,16 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
         .collect();
     let schema = schema_tokens(f, opts, checked, &krate);
     let prepare = prepare_tokens(f, checked, &krate, &schema_const);
+    let submit = if opts.register == Some(false) {
+        TokenStream::new()
+    } else {
+        quote! {
+            #(#cfgs)*
+            #krate::__private::inventory::submit! {
+                #krate::__private::ToolEntry(#fn_ident::TOOL)
+            }
+        }
+    };
     let module_doc = format!(
         "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
     );
@@ -197,11 +207,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
                 &#krate::ToolDef::new(Self::SCHEMA, #prepare_fn, #is_async, #cache_fn);
         }
 
-        #(#cfgs)*
-        #krate::__private::inventory::submit! {
-            #krate::__private::ToolEntry(#fn_ident::TOOL)
-        }
-
+        #submit
     }
 }
 
@@ -475,6 +481,19 @@ mod tests {
         );
         // Nothing is registered.
         assert!(!out.contains("inventory"), "{out}");
+    }
+
+    #[test]
+    fn register_false_leaves_the_default_registry_alone() {
+        let item = quote! {
+            /// Does it.
+            fn builtin() {}
+        };
+        let registered = expand(quote!(), &item);
+        assert!(registered.contains("inventory"), "{registered}");
+        let unregistered = expand(quote!(register = false), &item);
+        assert!(!unregistered.contains("inventory"), "{unregistered}");
+        assert!(unregistered.contains("const TOOL"), "{unregistered}");
     }
 
     #[test]

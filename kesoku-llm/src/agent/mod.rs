@@ -19,12 +19,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kesoku_core::gateway::{Filter, Gateway};
 use kesoku_core::store::{MemoryStore, Seq, Store};
-use kesoku_core::{Message, MessageType, RegistryRef, Role, Status, ToolRegistry};
+use kesoku_core::{Message, MessageType, RegistryRef, Role, Status, ToolContext, ToolRegistry};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 pub use outcome::{AgentError, TurnOutcome, TurnStatus};
 
+use crate::tools::{Sandbox, TurnModel};
 use crate::{Llm, LlmOptions, ToolDeclaration};
 use sessions::Sessions;
 
@@ -73,7 +74,15 @@ pub(crate) struct Shared {
     pub(crate) sessions: Sessions,
     pub(crate) sessions_dir: Option<PathBuf>,
     pub(crate) tool_timeout: Option<Duration>,
+    /// Given to every turn's tools, in their context's state.
+    pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) turn_model: Arc<TurnModel>,
+    /// The user's state, each added to every turn's context.
+    pub(crate) states: Vec<AddState>,
 }
+
+/// Adds one value of the user's state to a context.
+pub(crate) type AddState = Arc<dyn Fn(ToolContext) -> ToolContext + Send + Sync>;
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,6 +107,8 @@ pub struct AgentBuilder {
     max_concurrent_turns: usize,
     sessions_dir: Option<PathBuf>,
     tool_timeout: Option<Duration>,
+    sandbox: Option<Sandbox>,
+    states: Vec<AddState>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -176,6 +187,35 @@ impl AgentBuilder {
         self
     }
 
+    /// Where the built-in file tools ([`tools`](crate::tools)) may read,
+    /// and the working directory they resolve relative paths against.
+    /// Default: `Sandbox::new(current directory)`, whose roots are it and
+    /// the session's directory under [`sessions_dir`](Self::sessions_dir).
+    pub fn sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Shared state for the tools, as [`ToolContext::with_state`] gives
+    /// it: every turn's context carries `value` (one per type; a later
+    /// value of a type replaces an earlier one).
+    ///
+    /// ```
+    /// use kesoku_llm::{Agent, ScriptedLlm};
+    ///
+    /// struct Db(&'static str);
+    /// let model = ScriptedLlm::from_json(serde_json::json!([])).unwrap();
+    /// let agent = Agent::builder(model).state(Db("sqlite://notes")).build().unwrap();
+    /// # let _ = agent;
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        let value = Arc::new(value);
+        self.states.push(Arc::new(move |ctx: ToolContext| {
+            ctx.with_state_arc(Arc::clone(&value))
+        }));
+        self
+    }
+
     /// The agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         if self.max_steps == 0 {
@@ -201,6 +241,15 @@ impl AgentBuilder {
         if self.system_prompt.is_some() {
             options.system = self.system_prompt;
         }
+        let sandbox = match self.sandbox {
+            Some(s) => s,
+            None => Sandbox::new(std::env::current_dir().map_err(|e| {
+                AgentError::Config(format!(
+                    "the current directory, the default working directory of tools, is unknown ({e}); set one with `sandbox`"
+                ))
+            })?),
+        };
+        let turn_model = Arc::new(TurnModel::new(Arc::clone(&self.llm), options.clone()));
         Ok(Agent {
             shared: Arc::new(Shared {
                 llm: self.llm,
@@ -215,6 +264,9 @@ impl AgentBuilder {
                 sessions: Sessions::default(),
                 sessions_dir: self.sessions_dir,
                 tool_timeout: self.tool_timeout,
+                sandbox: Arc::new(sandbox),
+                turn_model,
+                states: self.states,
             }),
         })
     }
@@ -247,6 +299,8 @@ impl Agent {
             max_concurrent_turns: 64,
             sessions_dir: None,
             tool_timeout: None,
+            sandbox: None,
+            states: Vec::new(),
         }
     }
 

@@ -10,6 +10,7 @@
 
 use std::fmt::Write as _;
 use std::pin::pin;
+use std::sync::Arc;
 
 use kesoku_core::store::{Seq, Store};
 use kesoku_core::{
@@ -239,7 +240,12 @@ impl Turn<'_> {
         let mut ctx = ToolContext::new(session.clone())
             .with_original_msg_id(self.user.id.clone())
             .with_gateway(self.shared.gateway.clone())
-            .with_cancellation(self.cancel.clone());
+            .with_cancellation(self.cancel.clone())
+            .with_state_arc(Arc::clone(&self.shared.sandbox))
+            .with_state_arc(Arc::clone(&self.shared.turn_model));
+        for add in &self.shared.states {
+            ctx = add(ctx);
+        }
         if let Some(root) = &self.shared.sessions_dir {
             let dir = root.join(dir_name(session));
             tokio::fs::create_dir_all(&dir)

@@ -1,0 +1,463 @@
+//! The kesoku demo agent: a few tools, an agent over a model, and a
+//! session kept in a `SQLite` file.
+//!
+//! `cargo run --example demo` runs offline, on a scripted model playing
+//! `script.json` (beside this file): one tool call, two calls in one step,
+//! a call with a wrong argument that gets the validation error back and is
+//! corrected, a tool posting progress through the gateway, and
+//! `analyze_media` on `sample.png`; then a final answer quoting the tools'
+//! real results. `--provider anthropic|gemini|openai` uses a real model
+//! (the backends' environment variables: `ANTHROPIC_API_KEY`,
+//! `GEMINI_API_KEY`, `OPENAI_API_KEY`, and their `*_BASE_URL`).
+//!
+//! ```text
+//! demo                      the offline showcase, or an interactive prompt on a terminal
+//! demo "Add 2 and 3"        one prompt, then exit
+//! demo --session ID         go on with a stored session
+//! demo --history --session ID
+//! demo --show-schemas       every tool as each provider receives it
+//! ```
+
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anstream::{eprintln, println};
+use anstyle::{AnsiColor, Style};
+use clap::{Parser, ValueEnum};
+use futures_util::StreamExt as _;
+use kesoku::gateway::Filter;
+use kesoku::llm::tools::{Sandbox, analyze_media, list_files, read_file};
+use kesoku::llm::{
+    Agent, ClaudeLlm, GeminiLlm, Llm, OpenAiLlm, ScriptedLlm, ToolDeclaration, TurnStatus,
+};
+use kesoku::lowering::Dialect;
+use kesoku::store::SqliteStore;
+use kesoku::{Message, MessageType, Role, State, ToolContext, ToolRegistry, keys, tool};
+
+/// The offline model's script: turns played in order for each session.
+const SCRIPT: &str = include_str!("script.json");
+/// The sample image `analyze_media` looks at offline.
+const SAMPLE: &[u8] = include_bytes!("sample.png");
+/// The prompt of the offline showcase.
+const SHOWCASE: &str = "What are 2 + 40 and 7 + 8, and the time in Tokyo? Check 40 + 2, \
+                        note the sums, and tell me what sample.png shows.";
+
+/// Adds two integers.
+///
+/// # Arguments
+/// * `a` - The first integer.
+/// * `b` - The second integer.
+#[tool]
+fn calculate_sum(a: i64, b: i64) -> Result<i64, String> {
+    a.checked_add(b)
+        .ok_or_else(|| format!("{a} + {b} does not fit in a 64-bit integer"))
+}
+
+/// Tells the current date and time.
+///
+/// # Arguments
+/// * `timezone` - An IANA time zone, such as `Europe/Paris`; UTC if
+///   omitted.
+#[tool]
+fn current_time(timezone: Option<String>) -> Result<String, String> {
+    let name = timezone.as_deref().unwrap_or("UTC");
+    let zone = jiff::tz::TimeZone::get(name).map_err(|e| {
+        format!("unknown time zone `{name}` (use an IANA name such as `Europe/Paris`): {e}")
+    })?;
+    let now = jiff::Zoned::now().with_time_zone(zone);
+    Ok(now.strftime("%Y-%m-%d %H:%M %Z").to_string())
+}
+
+/// The notes `save_note` keeps, shared by every turn.
+#[derive(Default)]
+struct Notebook(Mutex<Vec<String>>);
+
+/// Saves a note for later.
+///
+/// # Arguments
+/// * `text` - The note.
+#[tool]
+async fn save_note(
+    text: String,
+    context: &ToolContext,
+    notebook: State<Notebook>,
+) -> Result<String, String> {
+    context
+        .post(format!(
+            "saving a note of {} characters",
+            text.chars().count()
+        ))
+        .await
+        .map_err(|e| format!("could not post progress: {e}"))?;
+    let count = {
+        let Notebook(notes) = &*notebook.0;
+        let mut notes = notes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        notes.push(text);
+        notes.len()
+    };
+    Ok(format!("Saved as note {count}"))
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Provider {
+    Anthropic,
+    Gemini,
+    Openai,
+}
+
+/// The kesoku demo agent.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// A prompt to answer, then exit. Without one: an interactive prompt on
+    /// a terminal, else the offline showcase.
+    prompt: Option<String>,
+    /// A real model instead of the offline script.
+    #[arg(long, env = "KESOKU_PROVIDER", value_enum)]
+    provider: Option<Provider>,
+    /// The model, such as `claude-sonnet-4-5`; the provider's usual one
+    /// if omitted.
+    #[arg(long, env = "KESOKU_MODEL")]
+    model: Option<String>,
+    /// Go on with this stored session (a new one if omitted).
+    #[arg(long)]
+    session: Option<String>,
+    /// Print the session's stored messages and exit.
+    #[arg(long, requires = "session")]
+    history: bool,
+    /// Print every tool's declaration as each provider receives it, with
+    /// what lowering changed, and exit.
+    #[arg(long)]
+    show_schemas: bool,
+    /// The session store.
+    #[arg(long, default_value = "kesoku-demo.sqlite")]
+    store: PathBuf,
+}
+
+fn registry() -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    for tool in [
+        calculate_sum::TOOL,
+        current_time::TOOL,
+        save_note::TOOL,
+        list_files::TOOL,
+        read_file::TOOL,
+        analyze_media::TOOL,
+    ] {
+        registry.register(tool).expect("distinct tool names");
+    }
+    registry
+}
+
+/// Styles, which anstream drops when stdout is not a terminal or
+/// `NO_COLOR` is set.
+const DIM: Style = AnsiColor::BrightBlack.on_default();
+const CALL: Style = AnsiColor::Cyan.on_default();
+const GOOD: Style = AnsiColor::Green.on_default();
+const BAD: Style = AnsiColor::Red.on_default();
+const BOLD: Style = Style::new().bold();
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{BAD}error:{BAD:#} {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, String> {
+    let registry = registry();
+    if cli.show_schemas {
+        show_schemas(&registry);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = SqliteStore::open(&cli.store)
+        .map_err(|e| format!("cannot open the store {}: {e}", cli.store.display()))?;
+    let (llm, label): (Box<dyn Llm>, String) = match cli.provider {
+        None => (
+            Box::new(
+                ScriptedLlm::from_json(serde_json::from_str(SCRIPT).map_err(|e| e.to_string())?)
+                    .map_err(|e| e.to_string())?,
+            ),
+            "offline: a scripted model, no network".to_owned(),
+        ),
+        Some(Provider::Anthropic) => (
+            Box::new(ClaudeLlm::from_env().map_err(|e| e.to_string())?),
+            "Anthropic".to_owned(),
+        ),
+        Some(Provider::Gemini) => (
+            Box::new(GeminiLlm::from_env().map_err(|e| e.to_string())?),
+            "Gemini".to_owned(),
+        ),
+        Some(Provider::Openai) => (
+            Box::new(OpenAiLlm::from_env().map_err(|e| e.to_string())?),
+            "OpenAI".to_owned(),
+        ),
+    };
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("the current directory is unknown: {e}"))?;
+    let sessions_dir = cwd.join("kesoku-demo-sessions");
+    let mut builder = Agent::builder(BoxedLlm(llm))
+        .registry(registry)
+        .system_prompt(
+            "You are a helpful assistant. Use the tools when they help, and quote their results.",
+        )
+        .store(store)
+        .sessions_dir(&sessions_dir)
+        .sandbox(Sandbox::new(&cwd))
+        .state(Notebook::default());
+    if let Some(model) = &cli.model {
+        builder = builder.model(model.clone());
+    }
+    let agent = builder.build().map_err(|e| e.to_string())?;
+    // Crash recovery: turns a killed run left `processing` go again.
+    agent.recover().await.map_err(|e| e.to_string())?;
+
+    let session = cli
+        .session
+        .clone()
+        .unwrap_or_else(|| format!("demo-{}", jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S")));
+    if cli.history {
+        print_history(&agent, &session).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{DIM}kesoku demo · {label} · session {session}{DIM:#}");
+    if cli.provider.is_none() {
+        // As if the user had attached it: attachments go to the session's
+        // staging directory, where `analyze_media` finds relative paths.
+        let staging = sessions_dir.join(&session);
+        std::fs::create_dir_all(&staging).map_err(|e| e.to_string())?;
+        std::fs::write(staging.join("sample.png"), SAMPLE).map_err(|e| e.to_string())?;
+    }
+    let printer = tokio::spawn(print_messages(agent.clone(), session.clone()));
+    let code = match (&cli.prompt, std::io::stdin().is_terminal()) {
+        (Some(prompt), _) => turn(&agent, &session, prompt).await?,
+        (None, true) => interactive(&agent, &session).await?,
+        (None, false) => {
+            println!("{BOLD}> {SHOWCASE}{BOLD:#}");
+            turn(&agent, &session, SHOWCASE).await?
+        }
+    };
+    printer.abort();
+    Ok(code)
+}
+
+/// Runs one turn and prints how it ended.
+async fn turn(agent: &Agent, session: &str, prompt: &str) -> Result<ExitCode, String> {
+    let start = Instant::now();
+    let outcome = agent
+        .send(session, prompt)
+        .await
+        .map_err(|e| e.to_string())?;
+    // Let the printer show the turn's last messages first.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let took = start.elapsed();
+    match outcome.status {
+        TurnStatus::Completed => {
+            println!("\n{BOLD}{}{BOLD:#}", outcome.answer.unwrap_or_default());
+            println!("{DIM}({} ms){DIM:#}", took.as_millis());
+            Ok(ExitCode::SUCCESS)
+        }
+        TurnStatus::Interrupted => {
+            println!("{DIM}(interrupted by a newer prompt){DIM:#}");
+            Ok(ExitCode::SUCCESS)
+        }
+        TurnStatus::StepLimit => {
+            println!("{BAD}stopped at the step limit{BAD:#}");
+            Ok(ExitCode::FAILURE)
+        }
+        _ => {
+            let why = outcome
+                .messages
+                .iter()
+                .rev()
+                .find_map(|m| m.meta_str("error").map(str::to_owned))
+                .unwrap_or_else(|| "the turn failed".to_owned());
+            Err(why)
+        }
+    }
+}
+
+/// A line editor; each line is a prompt. A line typed while a turn runs
+/// interrupts it, as a newer prompt does.
+async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
+    println!("{DIM}type a prompt; a new one interrupts the running turn; Ctrl-D quits{DIM:#}");
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        let Ok(mut editor) = rustyline::DefaultEditor::new() else {
+            return;
+        };
+        while let Ok(line) = editor.readline("> ") {
+            let _ = editor.add_history_entry(&line);
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut running = tokio::task::JoinSet::new();
+    while let Some(line) = lines.recv().await {
+        let line = line.trim().to_owned();
+        if line.is_empty() {
+            continue;
+        }
+        let agent = agent.clone();
+        let session = session.to_owned();
+        running.spawn(async move {
+            if let Err(e) = turn(&agent, &session, &line).await {
+                eprintln!("{BAD}error:{BAD:#} {e}");
+            }
+        });
+    }
+    while running.join_next().await.is_some() {}
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the session's messages as they are posted: calls with compact
+/// arguments, results with their timings, and progress notes.
+async fn print_messages(agent: Agent, session: String) {
+    let Ok(mut listener) = agent
+        .gateway()
+        .listen(
+            Filter::new()
+                .session(&session)
+                .after(agent.gateway().store().last_seq().await.unwrap_or(0)),
+        )
+        .await
+    else {
+        return;
+    };
+    while let Some(Ok(delivery)) = listener.next().await {
+        print_message(&delivery.message);
+        let _ = std::io::stdout().flush();
+    }
+}
+
+fn print_message(m: &Message) {
+    match (m.role, m.kind) {
+        (_, MessageType::ToolCall) => {
+            let args = m
+                .metadata
+                .get(keys::ARGUMENTS)
+                .map(compact)
+                .unwrap_or_default();
+            println!(
+                "{CALL}→ {}({args}){CALL:#}",
+                m.meta_str(keys::TOOL_NAME).unwrap_or("?")
+            );
+        }
+        (_, MessageType::ToolResult) => {
+            let ms = m
+                .metadata
+                .get(keys::DURATION_MS)
+                .and_then(serde_json::Value::as_f64)
+                .map(|d| {
+                    if d < 1.0 {
+                        format!(" {DIM}(<1 ms){DIM:#}")
+                    } else {
+                        format!(" {DIM}({d:.0} ms){DIM:#}")
+                    }
+                })
+                .unwrap_or_default();
+            let style = if m.is_tool_error() { BAD } else { GOOD };
+            println!("  {style}← {}{style:#}{ms}", one_line(&m.content));
+        }
+        (Role::Assistant, MessageType::Text) if m.metadata.get("progress").is_some() => {
+            println!("  {DIM}… {}{DIM:#}", m.content);
+        }
+        _ => {}
+    }
+}
+
+/// Arguments as `a=1, b="x"`.
+fn compact(args: &serde_json::Value) -> String {
+    let args = match args {
+        serde_json::Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| args.clone()),
+        other => other.clone(),
+    };
+    match args {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
+}
+
+fn one_line(text: &str) -> String {
+    let line = text.replace('\n', " ⏎ ");
+    if line.chars().count() > 160 {
+        line.chars().take(157).collect::<String>() + "..."
+    } else {
+        line
+    }
+}
+
+async fn print_history(agent: &Agent, session: &str) -> Result<(), String> {
+    let history = agent.history(session).await.map_err(|e| e.to_string())?;
+    if history.is_empty() {
+        println!("session {session} has no messages");
+    }
+    for m in history {
+        println!(
+            "{DIM}{} {:?}/{:?} [{:?}]{DIM:#} {}",
+            m.timestamp.format("%H:%M:%S"),
+            m.role,
+            m.kind,
+            m.status,
+            one_line(&m.content)
+        );
+    }
+    Ok(())
+}
+
+fn show_schemas(registry: &ToolRegistry) {
+    let declarations = ToolDeclaration::all(registry);
+    for dialect in [
+        Dialect::Anthropic,
+        Dialect::OpenAi,
+        Dialect::GeminiJsonSchema,
+    ] {
+        println!("{BOLD}== {dialect} =={BOLD:#}");
+        for d in &declarations {
+            let lowered = kesoku::lowering::lower(dialect, &d.name, &d.parameters);
+            println!("{CALL}{}{CALL:#}: {}", d.name, one_line(&d.description));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&lowered.schema).unwrap_or_default()
+            );
+            for entry in &lowered.report {
+                println!("  {DIM}lowering: {entry}{DIM:#}");
+            }
+        }
+        println!();
+    }
+}
+
+/// A boxed model as an `Llm`, so the provider is chosen at run time.
+struct BoxedLlm(Box<dyn Llm>);
+
+impl Llm for BoxedLlm {
+    fn provider(&self) -> &'static str {
+        self.0.provider()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a kesoku::llm::LlmOptions,
+    ) -> kesoku::llm::LlmFuture<'a, Result<kesoku::llm::AssistantTurn, kesoku::llm::LlmError>> {
+        self.0.complete(session_id, messages, tools, options)
+    }
+}

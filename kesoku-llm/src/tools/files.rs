@@ -1,0 +1,130 @@
+//! [`list_files`] and [`read_file`]: the workspace, read inside the
+//! [`Sandbox`](super::Sandbox).
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+
+use kesoku_core::ToolContext;
+use kesoku_macros::tool;
+
+use super::sandbox;
+
+/// The most lines `read_file` returns by default.
+const DEFAULT_LIMIT: usize = 2000;
+/// The most entries `list_files` shows.
+const MAX_ENTRIES: usize = 1000;
+
+/// Lists a directory: one entry per line, directories ending in `/`,
+/// files with their size in bytes.
+///
+/// # Arguments
+/// * `dir` - The directory, relative to the working directory or the
+///   session's staging directory, or absolute; the working directory if
+///   omitted.
+#[tool(crate = kesoku_core, register = false)]
+pub async fn list_files(dir: Option<String>, context: &ToolContext) -> Result<String, String> {
+    let sandbox = sandbox(context)?;
+    let staging = context.workspace().map(std::path::Path::to_path_buf);
+    let shown = dir.unwrap_or_else(|| ".".to_owned());
+    tokio::task::spawn_blocking(move || {
+        let real = sandbox
+            .open_dir(&shown, staging.as_deref())
+            .map_err(|e| e.to_string())?;
+        let entries =
+            std::fs::read_dir(&real).map_err(|e| format!("cannot list '{shown}': {e}"))?;
+        let mut lines: Vec<String> = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot list '{shown}': {e}"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            // Followed only where it stays inside: a link out is named,
+            // not described.
+            let Some(target) = std::fs::canonicalize(&path)
+                .ok()
+                .filter(|t| sandbox.admits(t, staging.as_deref()))
+            else {
+                lines.push(format!("{name} (a link leading outside the sandbox)"));
+                continue;
+            };
+            match std::fs::metadata(&target) {
+                Ok(m) if m.is_dir() => lines.push(format!("{name}/")),
+                Ok(m) => lines.push(format!("{name} ({} bytes)", m.len())),
+                Err(e) => lines.push(format!("{name} (unreadable: {e})")),
+            }
+        }
+        lines.sort();
+        let total = lines.len();
+        let mut out = format!("{} ({total} entries)\n", real.display());
+        for line in lines.iter().take(MAX_ENTRIES) {
+            out.push_str(line);
+            out.push('\n');
+        }
+        if total > MAX_ENTRIES {
+            let _ = writeln!(out, "... and {} more", total - MAX_ENTRIES);
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(|e| format!("listing failed: {e}"))?
+}
+
+/// Reads a text file, by lines.
+///
+/// # Arguments
+/// * `path` - The file, relative to the working directory or the session's
+///   staging directory, or absolute.
+/// * `offset` - The first line to read, counting from 1.
+/// * `limit` - The most lines to read; 2000 if omitted.
+///
+/// # Returns
+/// The lines, each prefixed with its number, and a last line saying how
+/// many the file has when not all were read.
+#[tool(crate = kesoku_core, register = false)]
+pub async fn read_file(
+    path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    context: &ToolContext,
+) -> Result<String, String> {
+    let sandbox = sandbox(context)?;
+    let staging = context.workspace().map(std::path::Path::to_path_buf);
+    tokio::task::spawn_blocking(move || {
+        let mut opened = sandbox
+            .open_file(&path, staging.as_deref())
+            .map_err(|e| e.to_string())?;
+        let mut bytes = Vec::with_capacity(usize::try_from(opened.size).unwrap_or(0));
+        opened
+            .file
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read '{path}': {e}"))?;
+        let text = text_of(&bytes).ok_or_else(|| {
+            let kind = infer::get(&bytes).map_or("binary data", |t| t.mime_type());
+            format!(
+                "'{path}' is not a text file ({kind}); use `analyze_media` to look at images, PDFs, audio or video"
+            )
+        })?;
+        let first = usize::try_from(offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
+        let limit = limit.map_or(DEFAULT_LIMIT, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        let total = text.lines().count();
+        let mut out = String::new();
+        let mut shown = 0;
+        for (i, line) in text.lines().enumerate().skip(first - 1).take(limit) {
+            let _ = writeln!(out, "{:>6}\t{line}", i + 1);
+            shown += 1;
+        }
+        if shown < total {
+            let _ = write!(out, "({shown} of {total} lines shown; read on with `offset`)");
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(|e| format!("reading failed: {e}"))?
+}
+
+/// `bytes` as text: UTF-8 without NUL bytes.
+fn text_of(bytes: &[u8]) -> Option<&str> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()
+}
