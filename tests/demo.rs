@@ -1,0 +1,321 @@
+//! The demo agent (`examples/demo`), run as a user runs it: the binary,
+//! offline and against in-process fake servers of each provider.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kesoku::store::{SqliteStore, Store};
+use kesoku::{MessageType, Role, Status};
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The demo binary `cargo test` built beside this test.
+fn demo() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary");
+    let debug = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let demo = debug
+        .join("examples")
+        .join(format!("demo{}", std::env::consts::EXE_SUFFIX));
+    assert!(demo.exists(), "{} is built by `cargo test`", demo.display());
+    demo
+}
+
+/// Runs the demo in `dir` with `args` and `env`, stdin closed (not a
+/// terminal), and no provider set from the caller's environment.
+async fn run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = tokio::process::Command::new(demo());
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("KESOKU_PROVIDER")
+        .env_remove("KESOKU_MODEL")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().await.expect("the demo runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test]
+async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--session", "s1"], &[]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("offline"), "{stdout}");
+    // One call, two in one step, a refused one and its correction, the
+    // progress note, analyze_media, and the answer quoting real results.
+    assert!(stdout.contains("→ calculate_sum(a=2, b=40)"), "{stdout}");
+    assert!(
+        stdout.contains("→ current_time(timezone=\"Asia/Tokyo\")"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("got string \"forty\""), "{stdout}");
+    assert!(
+        stdout.contains("… saving a note of 27 characters"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("→ analyze_media(path=\"sample.png\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 + 40 = 42 and 7 + 8 = 15."), "{stdout}");
+    assert!(stdout.contains("Saved as note 1."), "{stdout}");
+    assert!(
+        stdout.contains("The picture: A small landscape"),
+        "{stdout}"
+    );
+
+    // The session is in the store file: the prompt processed, every call
+    // answered by a result whose parent is the call.
+    let store = SqliteStore::open(dir.path().join("kesoku-demo.sqlite")).unwrap();
+    let history = store.history("s1").await.unwrap();
+    let prompt = &history[0];
+    assert_eq!(
+        (prompt.role, prompt.status),
+        (Role::User, Status::Processed)
+    );
+    let calls: Vec<_> = history
+        .iter()
+        .filter(|m| m.kind == MessageType::ToolCall)
+        .collect();
+    assert_eq!(calls.len(), 7);
+    for call in calls {
+        let results = history
+            .iter()
+            .filter(|m| m.kind == MessageType::ToolResult && m.parent_id.as_ref() == Some(&call.id))
+            .count();
+        assert_eq!(results, 1, "{call:?}");
+    }
+
+    // --history prints it back.
+    let out = run(dir.path(), &["--history", "--session", "s1"], &[]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("[Processed]") && stdout.contains("Saved as note 1"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn show_schemas_prints_each_provider_s_declarations() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--show-schemas"], &[]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success());
+    for heading in [
+        "== Anthropic ==",
+        "== OpenAI ==",
+        "== Gemini (parametersJsonSchema) ==",
+    ] {
+        assert!(stdout.contains(heading), "{stdout}");
+    }
+    assert_eq!(stdout.matches("analyze_media:").count(), 3, "{stdout}");
+    // Nothing is stored for it.
+    assert!(!dir.path().join("kesoku-demo.sqlite").exists());
+}
+
+/// Plays `replies` in order, keeping every request body.
+struct Playback {
+    replies: Vec<Value>,
+    next: AtomicUsize,
+    bodies: Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Respond for Playback {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        self.bodies
+            .lock()
+            .unwrap()
+            .push(serde_json::from_slice(&request.body).unwrap_or(Value::Null));
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        match self.replies.get(i) {
+            Some(r) => ResponseTemplate::new(200).set_body_json(r),
+            None => ResponseTemplate::new(500).set_body_string("no more replies"),
+        }
+    }
+}
+
+/// A fake provider answering with two parallel sums, then a text; the
+/// demo's request bodies.
+async fn fake(replies: Vec<Value>) -> (MockServer, Arc<std::sync::Mutex<Vec<Value>>>) {
+    let server = MockServer::start().await;
+    let bodies = Arc::default();
+    Mock::given(method("POST"))
+        .respond_with(Playback {
+            replies,
+            next: AtomicUsize::new(0),
+            bodies: Arc::clone(&bodies),
+        })
+        .mount(&server)
+        .await;
+    (server, bodies)
+}
+
+/// Runs a two-step turn against a provider and checks what a user sees.
+async fn two_parallel_sums(provider: &str, key: &str, base_var: &str, base: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        dir.path(),
+        &[
+            "--provider",
+            provider,
+            "--model",
+            "m",
+            "Add 2 and 3, and 10 and 20.",
+        ],
+        &[(key, "test-key"), (base_var, base)],
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("→ calculate_sum(a=2, b=3)"), "{stdout}");
+    assert!(stdout.contains("→ calculate_sum(a=10, b=20)"), "{stdout}");
+    assert!(stdout.contains("The sums are 5 and 30."), "{stdout}");
+    assert!(!stdout.contains("test-key") && !text(&out.stderr).contains("test-key"));
+    stdout
+}
+
+#[tokio::test]
+async fn anthropic_two_parallel_calls_results_paired_then_an_answer() {
+    let (server, bodies) = fake(vec![
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "calculate_sum", "input": {"a": 2, "b": 3}},
+                {"type": "tool_use", "id": "toolu_2", "name": "calculate_sum", "input": {"a": 10, "b": 20}}
+            ],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}),
+        json!({"id": "msg_2", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": "The sums are 5 and 30."}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 20, "output_tokens": 5}}),
+    ])
+    .await;
+    two_parallel_sums(
+        "anthropic",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        &server.uri(),
+    )
+    .await;
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(bodies.len(), 2);
+    let results = &bodies[1]["messages"].as_array().unwrap().last().unwrap()["content"];
+    assert_eq!(results[0]["tool_use_id"], "toolu_1");
+    assert_eq!(results[0]["content"], "5");
+    assert_eq!(results[1]["tool_use_id"], "toolu_2");
+    assert_eq!(results[1]["content"], "30");
+}
+
+#[tokio::test]
+async fn openai_two_parallel_calls_results_paired_then_an_answer() {
+    let call = |id: &str, a: i64, b: i64| {
+        json!({"id": id, "type": "function",
+            "function": {"name": "calculate_sum", "arguments": json!({"a": a, "b": b}).to_string()}})
+    };
+    let (server, bodies) = fake(vec![
+        json!({"id": "c1", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": null,
+                    "tool_calls": [call("call_1", 2, 3), call("call_2", 10, 20)]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
+        json!({"id": "c2", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "The sums are 5 and 30."}}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}),
+    ])
+    .await;
+    two_parallel_sums("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL", &server.uri()).await;
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(bodies.len(), 2);
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    let tool = |id: &str| {
+        messages
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .map(|m| m["content"].clone())
+    };
+    assert_eq!(tool("call_1"), Some(json!("5")));
+    assert_eq!(tool("call_2"), Some(json!("30")));
+}
+
+#[tokio::test]
+async fn gemini_two_parallel_calls_results_paired_then_an_answer() {
+    let (server, bodies) = fake(vec![
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+                {"functionCall": {"name": "calculate_sum", "args": {"a": 2, "b": 3}}},
+                {"functionCall": {"name": "calculate_sum", "args": {"a": 10, "b": 20}}}
+            ]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5}}),
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+                {"text": "The sums are 5 and 30."}
+            ]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 5}}),
+    ])
+    .await;
+    two_parallel_sums(
+        "gemini",
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+        &server.uri(),
+    )
+    .await;
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(bodies.len(), 2);
+    let last = bodies[1]["contents"].as_array().unwrap().last().unwrap();
+    let responses: Vec<&Value> = last["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["functionResponse"])
+        .collect();
+    assert_eq!(responses.len(), 2, "{last}");
+    let text = last.to_string();
+    assert!(
+        text.contains("calculate_sum") && text.contains('5') && text.contains("30"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_key_prints_one_clear_line_exits_non_zero_and_keeps_the_prompt() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(
+            json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+        ))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        dir.path(),
+        &["--provider", "anthropic", "--session", "s", "Hello"],
+        &[
+            ("ANTHROPIC_API_KEY", "bad-key"),
+            ("ANTHROPIC_BASE_URL", &server.uri()),
+        ],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error:") && stderr.contains("401"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("bad-key"), "{stderr}");
+    let store = SqliteStore::open(dir.path().join("kesoku-demo.sqlite")).unwrap();
+    let history = store.history("s").await.unwrap();
+    assert_eq!(history[0].content, "Hello");
+    assert_eq!(history[0].status, Status::Error);
+}
