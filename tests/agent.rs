@@ -50,11 +50,24 @@ async fn agent_slow(label: String, context: ToolContext) -> String {
     }
 }
 
+static WAIT_STARTED: Notify = Notify::const_new();
+
+/// Waits until cancelled, or a minute.
+#[tool]
+async fn agent_wait(context: ToolContext) -> String {
+    WAIT_STARTED.notify_one();
+    tokio::select! {
+        () = context.cancellation().cancelled() => "cancelled".to_owned(),
+        () = tokio::time::sleep(Duration::from_secs(60)) => "done".to_owned(),
+    }
+}
+
 fn tools() -> ToolRegistry {
     let mut r = ToolRegistry::new();
     r.register(agent_add::TOOL).unwrap();
     r.register(agent_mul::TOOL).unwrap();
     r.register(agent_slow::TOOL).unwrap();
+    r.register(agent_wait::TOOL).unwrap();
     r
 }
 
@@ -401,4 +414,44 @@ async fn two_agents_on_one_store_never_take_the_same_message() {
     for s in servers {
         s.abort();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_stops_the_running_turn_and_the_next_prompt_runs() {
+    let agent = agent(json!([
+        {"tool_calls": [{"id": "w", "name": "agent_wait", "arguments": {}}]},
+        {"text": "after: {{w}}"}
+    ]));
+    assert!(!agent.interrupt("s"), "nothing runs yet");
+    let first = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.send("s", "wait").await })
+    };
+    tokio::time::timeout(Duration::from_secs(5), WAIT_STARTED.notified())
+        .await
+        .expect("the tool started");
+    assert!(agent.interrupt("s"));
+    let first = tokio::time::timeout(Duration::from_secs(5), first)
+        .await
+        .expect("the turn ends at once")
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.status, TurnStatus::Interrupted);
+    assert!(!agent.interrupt("s"), "nothing runs any more");
+
+    // The next prompt runs, and its model sees the cancelled call's result.
+    let second = agent.send("s", "go on").await.unwrap();
+    assert_eq!(second.status, TurnStatus::Completed);
+    assert_eq!(
+        second.answer.as_deref(),
+        Some("after: Error: tool `agent_wait` was cancelled")
+    );
+    let history = agent.history("s").await.unwrap();
+    assert_paired(&history);
+    let prompts: Vec<Status> = history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.status)
+        .collect();
+    assert_eq!(prompts, [Status::Interrupted, Status::Processed]);
 }

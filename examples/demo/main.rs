@@ -37,6 +37,21 @@ use kesoku::lowering::Dialect;
 use kesoku::store::SqliteStore;
 use kesoku::{Message, MessageType, Role, State, ToolContext, ToolRegistry, keys, tool};
 
+/// The spinner shown while a turn runs, on a terminal only; what prints
+/// meanwhile hides it for the moment.
+static SPINNER: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+/// Prints through the spinner, if one spins.
+fn show(line: impl FnOnce()) {
+    let spinner = SPINNER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match spinner.as_ref() {
+        Some(bar) => bar.suspend(line),
+        None => line(),
+    }
+}
+
 /// The offline model's script: turns played in order for each session.
 const SCRIPT: &str = include_str!("script.json");
 /// The sample image `analyze_media` looks at offline.
@@ -137,6 +152,10 @@ struct Cli {
     /// The session store.
     #[arg(long, default_value = "kesoku-demo.sqlite")]
     store: PathBuf,
+    /// How long the offline model takes per reply, in milliseconds (to
+    /// try interrupting a turn).
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
 }
 
 fn registry() -> ToolRegistry {
@@ -186,7 +205,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         None => (
             Box::new(
                 ScriptedLlm::from_json(serde_json::from_str(SCRIPT).map_err(|e| e.to_string())?)
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| e.to_string())?
+                    .with_latency(std::time::Duration::from_millis(cli.delay_ms)),
             ),
             "offline: a scripted model, no network".to_owned(),
         ),
@@ -240,26 +260,39 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     }
     let printer = tokio::spawn(print_messages(agent.clone(), session.clone()));
     let code = match (&cli.prompt, std::io::stdin().is_terminal()) {
-        (Some(prompt), _) => turn(&agent, &session, prompt).await?,
+        (Some(prompt), _) => turn(&agent, &session, prompt, true).await?,
         (None, true) => interactive(&agent, &session).await?,
         (None, false) => {
             println!("{BOLD}> {SHOWCASE}{BOLD:#}");
-            turn(&agent, &session, SHOWCASE).await?
+            turn(&agent, &session, SHOWCASE, true).await?
         }
     };
     printer.abort();
     Ok(code)
 }
 
-/// Runs one turn and prints how it ended.
-async fn turn(agent: &Agent, session: &str, prompt: &str) -> Result<ExitCode, String> {
+/// Runs one turn, with a spinner if `spin` and stdout is a terminal, and
+/// prints how it ended.
+async fn turn(agent: &Agent, session: &str, prompt: &str, spin: bool) -> Result<ExitCode, String> {
     let start = Instant::now();
-    let outcome = agent
-        .send(session, prompt)
-        .await
-        .map_err(|e| e.to_string())?;
+    if spin && std::io::stdout().is_terminal() {
+        let bar = indicatif::ProgressBar::new_spinner().with_message("working");
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        *SPINNER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bar);
+    }
+    let outcome = agent.send(session, prompt).await;
     // Let the printer show the turn's last messages first.
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    if let Some(bar) = SPINNER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+    {
+        bar.finish_and_clear();
+    }
+    let outcome = outcome.map_err(|e| e.to_string())?;
     let took = start.elapsed();
     match outcome.status {
         TurnStatus::Completed => {
@@ -268,7 +301,7 @@ async fn turn(agent: &Agent, session: &str, prompt: &str) -> Result<ExitCode, St
             Ok(ExitCode::SUCCESS)
         }
         TurnStatus::Interrupted => {
-            println!("{DIM}(interrupted by a newer prompt){DIM:#}");
+            println!("{DIM}(interrupted){DIM:#}");
             Ok(ExitCode::SUCCESS)
         }
         TurnStatus::StepLimit => {
@@ -287,32 +320,57 @@ async fn turn(agent: &Agent, session: &str, prompt: &str) -> Result<ExitCode, St
     }
 }
 
+/// What the line editor read.
+enum Input {
+    Line(String),
+    /// Ctrl-C.
+    Stop,
+}
+
 /// A line editor; each line is a prompt. A line typed while a turn runs
-/// interrupts it, as a newer prompt does.
+/// interrupts it, as a newer prompt does, and so does Ctrl-C; Ctrl-D
+/// quits.
 async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
-    println!("{DIM}type a prompt; a new one interrupts the running turn; Ctrl-D quits{DIM:#}");
-    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    println!(
+        "{DIM}type a prompt; a new one or Ctrl-C interrupts the running turn; Ctrl-D quits{DIM:#}"
+    );
+    let (input_tx, mut input) = tokio::sync::mpsc::unbounded_channel::<Input>();
     std::thread::spawn(move || {
         let Ok(mut editor) = rustyline::DefaultEditor::new() else {
             return;
         };
-        while let Ok(line) = editor.readline("> ") {
-            let _ = editor.add_history_entry(&line);
-            if lines_tx.send(line).is_err() {
+        loop {
+            let read = match editor.readline("> ") {
+                Ok(line) => {
+                    let _ = editor.add_history_entry(&line);
+                    Input::Line(line)
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => Input::Stop,
+                Err(_) => break,
+            };
+            if input_tx.send(read).is_err() {
                 break;
             }
         }
     });
     let mut running = tokio::task::JoinSet::new();
-    while let Some(line) = lines.recv().await {
-        let line = line.trim().to_owned();
+    while let Some(read) = input.recv().await {
+        let line = match read {
+            Input::Stop => {
+                if !agent.interrupt(session) {
+                    println!("{DIM}(nothing is running; Ctrl-D quits){DIM:#}");
+                }
+                continue;
+            }
+            Input::Line(line) => line.trim().to_owned(),
+        };
         if line.is_empty() {
             continue;
         }
         let agent = agent.clone();
         let session = session.to_owned();
         running.spawn(async move {
-            if let Err(e) = turn(&agent, &session, &line).await {
+            if let Err(e) = turn(&agent, &session, &line, false).await {
                 eprintln!("{BAD}error:{BAD:#} {e}");
             }
         });
@@ -336,7 +394,7 @@ async fn print_messages(agent: Agent, session: String) {
         return;
     };
     while let Some(Ok(delivery)) = listener.next().await {
-        print_message(&delivery.message);
+        show(|| print_message(&delivery.message));
         let _ = std::io::stdout().flush();
     }
 }

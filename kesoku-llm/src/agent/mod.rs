@@ -327,6 +327,27 @@ impl Agent {
         }
     }
 
+    /// Stops the turn this agent runs for `session`, as a newer user
+    /// message would: the model call in flight is dropped, calls not
+    /// started get aborted results, waiting tools are cancelled, and the
+    /// turn ends [`TurnStatus::Interrupted`] with its user message
+    /// `interrupted`. Returns whether a turn was running. A turn another
+    /// process runs is stopped by posting a newer message instead.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use kesoku_llm::{Agent, ScriptedLlm};
+    ///
+    /// let agent = Agent::builder(ScriptedLlm::from_json(serde_json::json!([])).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(!agent.interrupt("no-such-session"));
+    /// # });
+    /// ```
+    pub fn interrupt(&self, session_id: &str) -> bool {
+        self.shared.sessions.stop(session_id)
+    }
+
     /// A session's stored messages, in order.
     pub async fn history(&self, session_id: &str) -> Result<Vec<Message>, AgentError> {
         Ok(self.shared.gateway.history(session_id).await?)

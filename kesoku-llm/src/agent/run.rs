@@ -56,6 +56,7 @@ pub(crate) async fn turn(
         steps = tracing::field::Empty,
         status = tracing::field::Empty,
     );
+    slot.set_running(seq);
     let mut turn = Turn {
         shared,
         slot: &slot,
@@ -65,6 +66,7 @@ pub(crate) async fn turn(
         cancel: CancellationToken::new(),
     };
     let outcome = turn.run().instrument(span.clone()).await;
+    slot.set_running(0);
     if let Ok(o) = &outcome {
         span.record("status", tracing::field::debug(o.status));
     }

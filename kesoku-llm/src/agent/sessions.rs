@@ -9,6 +9,7 @@
 //! than a budget of messages.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kesoku_core::store::Seq;
@@ -25,24 +26,61 @@ const VIEW_BUDGET: usize = 200_000;
 pub(crate) struct Slot {
     /// Held for the length of a turn: a session runs one turn at a time.
     pub(crate) turn: tokio::sync::Mutex<()>,
-    /// The `Seq` of the newest user message seen for the session. A turn
-    /// started for an older one is interrupted.
-    newest: watch::Sender<Seq>,
+    /// What ends the session's turns.
+    marks: watch::Sender<Marks>,
+    /// The `Seq` of the user message whose turn runs; 0 when none does.
+    running: AtomicI64,
+}
+
+/// The turns of a session that are over: a turn for the message at `seq`
+/// is interrupted once a newer user message is seen, or once it was
+/// stopped.
+#[derive(Debug, Default, Clone, Copy)]
+struct Marks {
+    /// The newest user message seen for the session.
+    newest: Seq,
+    /// Turns of messages up to this one were stopped
+    /// ([`Agent::interrupt`](super::Agent::interrupt)).
+    stopped: Seq,
+}
+
+impl Marks {
+    fn ends(self, seq: Seq) -> bool {
+        self.newest > seq || (seq > 0 && self.stopped >= seq)
+    }
 }
 
 impl Slot {
-    /// Whether a user message newer than `seq` arrived.
+    /// Whether the turn of the message at `seq` is interrupted.
     pub(crate) fn is_newer_than(&self, seq: Seq) -> bool {
-        *self.newest.borrow() > seq
+        self.marks.borrow().ends(seq)
     }
 
-    /// Resolves once a user message newer than `seq` arrives.
+    /// Resolves once the turn of the message at `seq` is interrupted.
     pub(crate) async fn newer_than(&self, seq: Seq) {
-        let mut rx = self.newest.subscribe();
-        if rx.wait_for(|&newest| newest > seq).await.is_err() {
+        let mut rx = self.marks.subscribe();
+        if rx.wait_for(|marks| marks.ends(seq)).await.is_err() {
             // The sender lives as long as the slot, which the caller holds.
             std::future::pending::<()>().await;
         }
+    }
+
+    /// Notes that the turn of the message at `seq` runs (0: none does).
+    pub(crate) fn set_running(&self, seq: Seq) {
+        self.running.store(seq, Ordering::Release);
+    }
+
+    /// Stops the running turn, if any; whether there was one.
+    pub(crate) fn stop(&self) -> bool {
+        let running = self.running.load(Ordering::Acquire);
+        running > 0
+            && self.marks.send_if_modified(|marks| {
+                let later = running > marks.stopped;
+                if later {
+                    marks.stopped = running;
+                }
+                later
+            })
     }
 }
 
@@ -78,7 +116,8 @@ impl Sessions {
         }
         let slot = Arc::new(Slot {
             turn: tokio::sync::Mutex::new(()),
-            newest: watch::Sender::new(0),
+            marks: watch::Sender::new(Marks::default()),
+            running: AtomicI64::new(0),
         });
         slots.insert(session.to_owned(), Arc::clone(&slot));
         slot
@@ -87,13 +126,19 @@ impl Sessions {
     /// Notes a user message of `session` at `seq`; a running turn of an
     /// older one sees itself interrupted at once.
     pub(crate) fn saw_user_message(&self, session: &str, seq: Seq) {
-        self.slot(session).newest.send_if_modified(|newest| {
-            let newer = seq > *newest;
+        self.slot(session).marks.send_if_modified(|marks| {
+            let newer = seq > marks.newest;
             if newer {
-                *newest = seq;
+                marks.newest = seq;
             }
             newer
         });
+    }
+
+    /// Stops the turn running for `session` in this agent, if any.
+    pub(crate) fn stop(&self, session: &str) -> bool {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.get(session).is_some_and(|slot| slot.stop())
     }
 
     /// Takes out the kept view of `session`, if any; the turn puts it

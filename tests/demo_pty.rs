@@ -1,0 +1,67 @@
+//! The demo's interactive mode, through a pseudo-terminal: a prompt, a
+//! newer prompt typed while the turn runs (it interrupts it), Ctrl-C
+//! interrupting the next turn, and Ctrl-D quitting.
+#![cfg(unix)]
+
+use std::path::{Path, PathBuf};
+
+use kesoku::store::{SqliteStore, Store};
+use kesoku::{Role, Status};
+
+fn demo() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary");
+    let debug = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let demo = debug.join("examples").join("demo");
+    assert!(demo.exists(), "{} is built by `cargo test`", demo.display());
+    demo
+}
+
+#[test]
+fn typing_interrupts_the_running_turn_and_ctrl_c_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(demo());
+    // Each offline reply takes 1.5 s, so there is time to interrupt.
+    cmd.current_dir(dir.path())
+        .args(["--session", "pty", "--delay-ms", "1500"])
+        .env("NO_COLOR", "1")
+        .env_remove("KESOKU_PROVIDER");
+    let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+    p.exp_string("Ctrl-D quits").unwrap();
+
+    // A prompt; while its model call waits, a newer one.
+    p.send_line("first").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    p.send_line("second").unwrap();
+    p.exp_string("(interrupted)").unwrap();
+    // The second turn runs: the script's first reply is a call.
+    p.exp_string("calculate_sum(a=2, b=40)").unwrap();
+    p.exp_string("42").unwrap();
+
+    // Its next model call waits 1.5 s: Ctrl-C stops the turn.
+    p.send_control('c').unwrap();
+    p.exp_string("(interrupted)").unwrap();
+
+    // Ctrl-D quits.
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+
+    let history = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let store = SqliteStore::open(dir.path().join("kesoku-demo.sqlite")).unwrap();
+        store.history("pty").await.unwrap()
+    });
+    let prompts: Vec<(&str, Status)> = history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| (m.content.as_str(), m.status))
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            ("first", Status::Interrupted),
+            ("second", Status::Interrupted)
+        ]
+    );
+}
