@@ -41,15 +41,22 @@ use kesoku::{Message, MessageType, Role, State, ToolContext, ToolRegistry, keys,
 /// meanwhile hides it for the moment.
 static SPINNER: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
 
-/// Prints through the spinner, if one spins.
-fn show(line: impl FnOnce()) {
+/// Prints a line of the conversation, around the spinner if one spins.
+fn emit(line: &str) {
     let spinner = SPINNER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     match spinner.as_ref() {
-        Some(bar) => bar.suspend(line),
-        None => line(),
+        Some(bar) => bar.suspend(|| println!("{line}")),
+        None => println!("{line}"),
     }
+}
+
+/// `println!` through [`emit`].
+macro_rules! say {
+    ($($arg:tt)*) => {
+        emit(&format!($($arg)*))
+    };
 }
 
 /// The offline model's script: turns played in order for each session.
@@ -296,16 +303,16 @@ async fn turn(agent: &Agent, session: &str, prompt: &str, spin: bool) -> Result<
     let took = start.elapsed();
     match outcome.status {
         TurnStatus::Completed => {
-            println!("\n{BOLD}{}{BOLD:#}", outcome.answer.unwrap_or_default());
-            println!("{DIM}({} ms){DIM:#}", took.as_millis());
+            say!("\n{BOLD}{}{BOLD:#}", outcome.answer.unwrap_or_default());
+            say!("{DIM}({} ms){DIM:#}", took.as_millis());
             Ok(ExitCode::SUCCESS)
         }
         TurnStatus::Interrupted => {
-            println!("{DIM}(interrupted){DIM:#}");
+            say!("{DIM}(interrupted){DIM:#}");
             Ok(ExitCode::SUCCESS)
         }
         TurnStatus::StepLimit => {
-            println!("{BAD}stopped at the step limit{BAD:#}");
+            say!("{BAD}stopped at the step limit{BAD:#}");
             Ok(ExitCode::FAILURE)
         }
         _ => {
@@ -331,7 +338,7 @@ enum Input {
 /// interrupts it, as a newer prompt does, and so does Ctrl-C; Ctrl-D
 /// quits.
 async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
-    println!(
+    say!(
         "{DIM}type a prompt; a new one or Ctrl-C interrupts the running turn; Ctrl-D quits{DIM:#}"
     );
     let (input_tx, mut input) = tokio::sync::mpsc::unbounded_channel::<Input>();
@@ -358,7 +365,7 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
         let line = match read {
             Input::Stop => {
                 if !agent.interrupt(session) {
-                    println!("{DIM}(nothing is running; Ctrl-D quits){DIM:#}");
+                    say!("{DIM}(nothing is running; Ctrl-D quits){DIM:#}");
                 }
                 continue;
             }
@@ -371,7 +378,7 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
         let session = session.to_owned();
         running.spawn(async move {
             if let Err(e) = turn(&agent, &session, &line, false).await {
-                eprintln!("{BAD}error:{BAD:#} {e}");
+                say!("{BAD}error:{BAD:#} {e}");
             }
         });
     }
@@ -394,7 +401,7 @@ async fn print_messages(agent: Agent, session: String) {
         return;
     };
     while let Some(Ok(delivery)) = listener.next().await {
-        show(|| print_message(&delivery.message));
+        print_message(&delivery.message);
         let _ = std::io::stdout().flush();
     }
 }
@@ -407,7 +414,7 @@ fn print_message(m: &Message) {
                 .get(keys::ARGUMENTS)
                 .map(compact)
                 .unwrap_or_default();
-            println!(
+            say!(
                 "{CALL}→ {}({args}){CALL:#}",
                 m.meta_str(keys::TOOL_NAME).unwrap_or("?")
             );
@@ -426,10 +433,10 @@ fn print_message(m: &Message) {
                 })
                 .unwrap_or_default();
             let style = if m.is_tool_error() { BAD } else { GOOD };
-            println!("  {style}← {}{style:#}{ms}", one_line(&m.content));
+            say!("  {style}← {}{style:#}{ms}", one_line(&m.content));
         }
         (Role::Assistant, MessageType::Text) if m.metadata.get("progress").is_some() => {
-            println!("  {DIM}… {}{DIM:#}", m.content);
+            say!("  {DIM}… {}{DIM:#}", m.content);
         }
         _ => {}
     }
