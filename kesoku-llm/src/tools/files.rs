@@ -39,13 +39,14 @@ pub async fn list_files(dir: Option<String>, context: &ToolContext) -> Result<St
             let path = entry.path();
             // Followed only where it stays inside: a link out is named,
             // not described.
-            let Some(target) = std::fs::canonicalize(&path)
-                .ok()
-                .filter(|t| sandbox.admits(t, staging.as_deref()))
-            else {
-                lines.push(format!("{name} (a link leading outside the sandbox)"));
+            let Ok(target) = std::fs::canonicalize(&path) else {
+                lines.push(format!("{name} (a broken link)"));
                 continue;
             };
+            if !sandbox.admits(&target, staging.as_deref()) {
+                lines.push(format!("{name} (a link leading outside the sandbox)"));
+                continue;
+            }
             match std::fs::metadata(&target) {
                 Ok(m) if m.is_dir() => lines.push(format!("{name}/")),
                 Ok(m) => lines.push(format!("{name} ({} bytes)", m.len())),

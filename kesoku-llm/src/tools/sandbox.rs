@@ -112,8 +112,29 @@ impl Sandbox {
         path: &str,
         staging: Option<&Path>,
     ) -> Result<PathBuf, SandboxError> {
-        let given = Path::new(path);
-        let candidates = self.candidates(given, staging);
+        let roots = self.roots(staging);
+        // A candidate that leaves every root by its text alone (`../..`,
+        // an absolute path elsewhere) is refused before anything is looked
+        // up, so whether a file exists outside is not told either.
+        let given_roots: Vec<PathBuf> = match &self.roots {
+            Some(r) => r.iter().map(|r| lexical(r)).collect(),
+            None => std::iter::once(self.working_dir.as_path())
+                .chain(staging)
+                .map(lexical)
+                .collect(),
+        };
+        let inside = |c: &PathBuf| {
+            let c = lexical(c);
+            roots.iter().chain(&given_roots).any(|r| c.starts_with(r))
+        };
+        let candidates: Vec<PathBuf> = self
+            .candidates(Path::new(path), staging)
+            .into_iter()
+            .filter(inside)
+            .collect();
+        if candidates.is_empty() {
+            return Err(outside(path, &roots));
+        }
         let Some(found) = candidates
             .iter()
             .find_map(|c| std::fs::canonicalize(c).ok())
@@ -122,7 +143,7 @@ impl Sandbox {
                 path: path.to_owned(),
                 looked: candidates
                     .iter()
-                    .map(|c| format!("'{}'", lexical(c).display()))
+                    .map(|c| format!("'{}'", c.display()))
                     .collect::<Vec<_>>()
                     .join(", "),
             });
@@ -137,18 +158,7 @@ impl Sandbox {
         if roots.iter().any(|r| real.starts_with(r)) {
             return Ok(());
         }
-        Err(SandboxError::Outside {
-            path: path.to_owned(),
-            roots: if roots.is_empty() {
-                "none exists".to_owned()
-            } else {
-                roots
-                    .iter()
-                    .map(|r| format!("'{}'", r.display()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
-        })
+        Err(outside(path, &roots))
     }
 
     /// Opens the regular file `path` resolves to for reading, checking
@@ -170,7 +180,13 @@ impl Sandbox {
                 path: path.to_owned(),
             });
         }
-        let file = File::open(&real).map_err(io)?;
+        // A pipe or a device could block the open itself.
+        if !meta.is_file() {
+            return Err(SandboxError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
+        let file = open_nonblocking(&real).map_err(io)?;
         // What was opened, not what the path names now: a component
         // swapped for a symlink since `resolve` is caught here.
         let opened = opened_path(&file, &real).map_err(io)?;
@@ -217,6 +233,22 @@ impl Sandbox {
     }
 }
 
+/// The error for `path` outside `roots`.
+fn outside(path: &str, roots: &[PathBuf]) -> SandboxError {
+    SandboxError::Outside {
+        path: path.to_owned(),
+        roots: if roots.is_empty() {
+            "none exists".to_owned()
+        } else {
+            roots
+                .iter()
+                .map(|r| format!("'{}'", r.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    }
+}
+
 /// A file opened inside the sandbox.
 #[derive(Debug)]
 pub(crate) struct Opened {
@@ -224,6 +256,20 @@ pub(crate) struct Opened {
     /// Its real path.
     pub(crate) path: PathBuf,
     pub(crate) size: u64,
+}
+
+/// Opens `path` for reading without waiting: a file swapped for a pipe
+/// since it was checked fails the check after the open instead of
+/// blocking it (reading a regular file ignores the flag).
+fn open_nonblocking(path: &Path) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    options.open(path)
 }
 
 /// The real path of the opened `file`: on Linux, what `/proc/self/fd`
@@ -253,8 +299,11 @@ fn opened_path(file: &File, real: &Path) -> io::Result<PathBuf> {
     }
 }
 
-/// `p` with `.` and `..` folded, for messages (no file system access).
+/// `p` made absolute with `.` and `..` folded by their text, without
+/// looking at the file system (so a link is not followed): only ever used
+/// to refuse, never to admit.
 fn lexical(p: &Path) -> PathBuf {
+    let p = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
