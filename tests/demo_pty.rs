@@ -65,3 +65,20 @@ fn typing_interrupts_the_running_turn_and_ctrl_c_too() {
         ]
     );
 }
+
+#[test]
+fn on_a_terminal_the_offline_showcase_runs_then_the_prompt_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(demo());
+    cmd.current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env_remove("KESOKU_PROVIDER");
+    let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+    p.exp_string("offline").unwrap();
+    p.exp_string("2 + 40 = 42 and 7 + 8 = 15.").unwrap();
+    p.exp_string("Ctrl-D quits").unwrap();
+    p.send_line("and now?").unwrap();
+    p.exp_string("it has played its showcase").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}

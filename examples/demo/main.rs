@@ -11,7 +11,7 @@
 //! `GEMINI_API_KEY`, `OPENAI_API_KEY`, and their `*_BASE_URL`).
 //!
 //! ```text
-//! demo                      the offline showcase, or an interactive prompt on a terminal
+//! demo                      the offline showcase, then (on a terminal) an interactive prompt
 //! demo "Add 2 and 3"        one prompt, then exit
 //! demo --session ID         go on with a stored session
 //! demo --history --session ID
@@ -268,7 +268,15 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     let printer = tokio::spawn(print_messages(agent.clone(), session.clone()));
     let code = match (&cli.prompt, std::io::stdin().is_terminal()) {
         (Some(prompt), _) => turn(&agent, &session, prompt, true).await?,
-        (None, true) => interactive(&agent, &session).await?,
+        (None, true) => {
+            // Offline on a new session, the showcase first: it is what
+            // the scripted model knows.
+            if cli.provider.is_none() && cli.session.is_none() {
+                println!("{BOLD}> {SHOWCASE}{BOLD:#}");
+                turn(&agent, &session, SHOWCASE, true).await?;
+            }
+            interactive(&agent, &session).await?
+        }
         (None, false) => {
             println!("{BOLD}> {SHOWCASE}{BOLD:#}");
             turn(&agent, &session, SHOWCASE, true).await?
