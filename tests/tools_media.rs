@@ -426,6 +426,57 @@ async fn a_broken_image_is_an_error() {
     h.refused("broken.png", &["broken.png"]).await;
 }
 
+/// CRC-32 of a PNG chunk's type and data.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn chunk(out: &mut Vec<u8>, kind: [u8; 4], data: &[u8]) {
+    out.extend_from_slice(&u32::try_from(data.len()).unwrap().to_be_bytes());
+    let start = out.len();
+    out.extend_from_slice(&kind);
+    out.extend_from_slice(data);
+    let crc = crc32(&out[start..]);
+    out.extend_from_slice(&crc.to_be_bytes());
+}
+
+#[tokio::test]
+async fn a_tiny_file_declaring_a_huge_image_is_refused_without_decoding_it() {
+    // A valid PNG header for 100,000 x 100,000 RGB pixels (30 GB decoded),
+    // with one tiny compressed row: a decompression bomb's shape.
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&100_000u32.to_be_bytes());
+    ihdr.extend_from_slice(&100_000u32.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+    chunk(&mut png, *b"IHDR", &ihdr);
+    // zlib: a stored, empty final block.
+    chunk(
+        &mut png,
+        *b"IDAT",
+        &[
+            0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01,
+        ],
+    );
+    chunk(&mut png, *b"IEND", &[]);
+    assert!(png.len() < 100);
+    let h = Harness::new();
+    h.write("bomb.png", &png);
+    h.refused("bomb.png", &["bomb.png", "not a readable image"])
+        .await;
+}
+
 #[tokio::test]
 async fn the_model_is_asked_once_with_the_prompt_alone() {
     let mut options = LlmOptions::new("vision-model");

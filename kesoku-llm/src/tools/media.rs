@@ -13,6 +13,10 @@ use super::{TurnModel, sandbox};
 
 /// Images are shrunk to this many pixels on their long side, at most.
 const MAX_SIDE: u32 = 1024;
+/// The largest image decoded, on either side.
+const MAX_DECODED_SIDE: u32 = 16_384;
+/// The most memory decoding one image may take.
+const MAX_DECODED_BYTES: u64 = 256 << 20;
 
 /// Looks at a file (an image, a PDF, audio, video or text) and answers a
 /// question about it.
@@ -140,7 +144,15 @@ fn is_text(mime: &str, bytes: &[u8]) -> bool {
 /// when that is smaller than `bytes`; else `bytes` as they are.
 fn shrink(mime: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), image::ImageError> {
     let format = ImageFormat::from_mime_type(mime).unwrap_or(ImageFormat::Png);
-    let img = image::load_from_memory_with_format(&bytes, format)?;
+    // A small file can declare a huge image: the decoder stops at these
+    // bounds instead of allocating what the header asks.
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_DECODED_SIDE);
+    limits.max_image_height = Some(MAX_DECODED_SIDE);
+    limits.max_alloc = Some(MAX_DECODED_BYTES);
+    let mut reader = image::ImageReader::with_format(Cursor::new(&bytes), format);
+    reader.limits(limits);
+    let img = reader.decode()?;
     if img.width().max(img.height()) <= MAX_SIDE {
         return Ok((mime.to_owned(), bytes));
     }
