@@ -16,7 +16,7 @@
 //! | module | holds |
 //! | --- | --- |
 //! | `agent` | [`Agent`]: the turn loop over an [`Llm`], a registry and a store |
-//! | `tools` | built-in tools ([`tools::analyze_media`], [`tools::list_files`], [`tools::read_file`]) and their [`tools::Sandbox`] |
+//! | `tools` | built-in tools ([`tools::analyze_media()`], [`tools::list_files()`], [`tools::read_file()`]) and their [`tools::Sandbox`] |
 //! | `scripted` | [`ScriptedLlm`], a model that plays a script |
 //! | `claude`, `openai`, `gemini` | each provider's wire format and public backend |
 //! | `backend` | the one [`Llm`] implementation over a wire format |

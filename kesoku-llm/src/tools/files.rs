@@ -1,4 +1,4 @@
-//! [`list_files`] and [`read_file`]: the workspace, read inside the
+//! [`list_files()`] and [`read_file()`]: the workspace, read inside the
 //! [`Sandbox`](super::Sandbox).
 
 use std::fmt::Write as _;

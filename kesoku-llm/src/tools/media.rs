@@ -1,4 +1,4 @@
-//! [`analyze_media`]: shows the turn's model a file and returns what it
+//! [`analyze_media()`]: shows the turn's model a file and returns what it
 //! says.
 
 use std::fmt::Write as _;

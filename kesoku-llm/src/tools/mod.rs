@@ -1,5 +1,5 @@
-//! Built-in tools: [`analyze_media`], which shows the turn's model a file,
-//! and [`list_files`] and [`read_file`], which read the workspace. Each
+//! Built-in tools: [`analyze_media()`], which shows the turn's model a file,
+//! and [`list_files()`] and [`read_file()`], which read the workspace. Each
 //! reads only inside a [`Sandbox`].
 //!
 //! They are not in [`default_registry`](kesoku_core::default_registry):

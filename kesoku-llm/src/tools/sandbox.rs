@@ -5,8 +5,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-/// Where the built-in file tools ([`analyze_media`](super::analyze_media),
-/// [`list_files`](super::list_files), [`read_file`](super::read_file)) may
+/// Where the built-in file tools ([`analyze_media`](super::analyze_media()),
+/// [`list_files`](super::list_files()), [`read_file`](super::read_file())) may
 /// read.
 ///
 /// A path the model gives is resolved as follows: an absolute path as
