@@ -224,19 +224,27 @@ impl Store for MemoryStore {
             let index = m.log.len();
             m.log.push(message.clone());
             m.by_id.insert(message.id.clone(), index);
-            m.by_session
-                .entry(message.session_id.clone())
-                .or_default()
-                .push(index);
-            let session = m
-                .sessions
-                .entry(message.session_id.clone())
-                .or_insert_with(|| SessionInfo::new(&message.session_id, message.timestamp));
-            if session.title.is_none() {
-                session.title = title_of(message);
+            // A known session (the usual case) costs no key copy.
+            match m.by_session.get_mut(&message.session_id) {
+                Some(indexes) => indexes.push(index),
+                None => {
+                    m.by_session.insert(message.session_id.clone(), vec![index]);
+                }
             }
-            session.updated = message.timestamp.max(session.updated);
-            session.messages += 1;
+            let count = |session: &mut SessionInfo| {
+                if session.title.is_none() {
+                    session.title = title_of(message);
+                }
+                session.updated = message.timestamp.max(session.updated);
+                session.messages += 1;
+            };
+            if let Some(session) = m.sessions.get_mut(&message.session_id) {
+                count(session);
+            } else {
+                let mut session = SessionInfo::new(&message.session_id, message.timestamp);
+                count(&mut session);
+                m.sessions.insert(message.session_id.clone(), session);
+            }
             Ok(seq_of(index))
         };
         Box::pin(std::future::ready(result))
