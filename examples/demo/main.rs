@@ -22,6 +22,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anstream::{eprintln, println};
@@ -41,8 +42,26 @@ use kesoku::{Message, MessageType, Role, State, ToolContext, ToolRegistry, keys,
 /// meanwhile hides it for the moment.
 static SPINNER: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
 
-/// Prints a line of the conversation, around the spinner if one spins.
+/// Whether the line editor is reading: lines then print above its prompt.
+static EDITING: AtomicBool = AtomicBool::new(false);
+/// The line editor's prompt.
+const PROMPT: &str = "> ";
+
+/// Prints a line of the conversation: above the line editor's prompt
+/// (which is drawn again after it; what was typed reappears at the next
+/// key), around the spinner if one spins, or plainly.
 fn emit(line: &str) {
+    if EDITING.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut out = std::io::stdout().lock();
+        // Back to the prompt's column 0, and clear that line.
+        let _ = write!(out, "\r\x1b[K");
+        drop(out);
+        println!("{line}");
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{PROMPT}");
+        let _ = out.flush();
+        return;
+    }
     let spinner = SPINNER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -355,7 +374,7 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
             return;
         };
         loop {
-            let read = match editor.readline("> ") {
+            let read = match editor.readline(PROMPT) {
                 Ok(line) => {
                     let _ = editor.add_history_entry(&line);
                     Input::Line(line)
@@ -368,6 +387,7 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
             }
         }
     });
+    EDITING.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut running = tokio::task::JoinSet::new();
     while let Some(read) = input.recv().await {
         let line = match read {
@@ -390,6 +410,7 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
             }
         });
     }
+    EDITING.store(false, std::sync::atomic::Ordering::Relaxed);
     while running.join_next().await.is_some() {}
     Ok(ExitCode::SUCCESS)
 }
