@@ -319,3 +319,98 @@ async fn a_bad_key_prints_one_clear_line_exits_non_zero_and_keeps_the_prompt() {
     assert_eq!(history[0].content, "Hello");
     assert_eq!(history[0].status, Status::Error);
 }
+
+/// The session a run printed in its first line.
+fn session_of(stdout: &str) -> String {
+    stdout
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit("session ").next())
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn runs_get_their_own_sessions_and_a_resumed_one_does_not_replay_the_showcase() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = tokio::join!(run(dir.path(), &["Hi"], &[]), run(dir.path(), &["Hi"], &[]));
+    let (a, b) = (text(&a.stdout), text(&b.stdout));
+    assert_ne!(session_of(&a), session_of(&b), "{a}\n{b}");
+
+    // A named session resumed by another process: the scripted model
+    // does not play the showcase again on it.
+    let out = run(dir.path(), &["--session", "s", "first"], &[]).await;
+    assert!(text(&out.stdout).contains("2 + 40 = 42"));
+    let out = run(dir.path(), &["--session", "s", "again"], &[]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("it has played its showcase"), "{stdout}");
+    assert!(!stdout.contains("calculate_sum"), "{stdout}");
+    let store = SqliteStore::open(dir.path().join("kesoku-demo.sqlite")).unwrap();
+    let prompts: Vec<String> = store
+        .history("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(prompts, ["first", "again"]);
+}
+
+#[tokio::test]
+async fn a_session_name_cannot_place_files_outside_the_sessions_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let out = run(&work, &["--session", "../../escape", "look"], &[]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    // The sample went to the session's own (escaped) directory, where
+    // analyze_media found it.
+    assert!(
+        stdout.contains("The picture: A small landscape"),
+        "{stdout}"
+    );
+    assert!(!dir.path().join("escape").exists());
+    assert!(
+        work.join("kesoku-demo-sessions/%2E%2E%2F%2E%2E%2Fescape/sample.png")
+            .exists()
+    );
+}
+
+#[tokio::test]
+async fn provider_settings_are_checked_before_anything_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    // Set but empty: unset, so offline.
+    let out = run(dir.path(), &["Hi"], &[("KESOKU_PROVIDER", "")]).await;
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("offline"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["Hi"], &[("KESOKU_PROVIDER", "bogus")]).await;
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("KESOKU_PROVIDER is `bogus`"), "{stderr}");
+
+    let out = tokio::process::Command::new(demo())
+        .current_dir(dir.path())
+        .args(["--provider", "anthropic", "Hi"])
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+
+    let out = run(dir.path(), &["--history", "--session", "x"], &[]).await;
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("there is no store"));
+    // None of these made a store.
+    assert!(!dir.path().join("kesoku-demo.sqlite").exists());
+}

@@ -473,8 +473,11 @@ async fn a_tiny_file_declaring_a_huge_image_is_refused_without_decoding_it() {
     assert!(png.len() < 100);
     let h = Harness::new();
     h.write("bomb.png", &png);
-    h.refused("bomb.png", &["bomb.png", "not a readable image"])
-        .await;
+    h.refused(
+        "bomb.png",
+        &["'bomb.png' is a 100000 x 100000 image, over the 40 megapixels"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -579,4 +582,30 @@ fn the_fixture_wav_is_a_wav() {
         u32::from_le_bytes(w[4..8].try_into().unwrap()) as usize,
         w.len() - 8
     );
+}
+
+#[tokio::test]
+async fn an_image_over_40_megapixels_is_refused_by_its_header() {
+    // 8,000 x 6,000 (48 MP): refused from the header, before decoding.
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&8_000u32.to_be_bytes());
+    ihdr.extend_from_slice(&6_000u32.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    chunk(&mut png, *b"IHDR", &ihdr);
+    chunk(
+        &mut png,
+        *b"IDAT",
+        &[
+            0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01,
+        ],
+    );
+    chunk(&mut png, *b"IEND", &[]);
+    let h = Harness::new();
+    h.write("wide.png", &png);
+    h.refused(
+        "wide.png",
+        &["'wide.png' is a 8000 x 6000 image, over the 40 megapixels"],
+    )
+    .await;
 }

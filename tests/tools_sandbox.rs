@@ -974,3 +974,48 @@ async fn without_a_sandbox_the_current_directory_is_the_root() {
         "{listing}"
     );
 }
+
+#[tokio::test]
+async fn a_link_out_does_not_tell_whether_a_file_exists_there() {
+    let d = dirs();
+    symlink(&d.outside, d.work.join("lnk")).unwrap();
+    let h = Harness::new(&d);
+    // The same answer for a file that exists outside and one that does not.
+    for path in [
+        "lnk/secret.txt",
+        "lnk/nonexistent.txt",
+        "lnk/no/such/dir.txt",
+    ] {
+        h.refused("read_file", json!({"path": path}), &[OUTSIDE, path])
+            .await;
+    }
+    // Inside, a missing file is still named as missing.
+    h.refused(
+        "read_file",
+        json!({"path": "nope.txt"}),
+        &["'nope.txt' does not exist"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn read_file_bounds_what_it_returns() {
+    let d = dirs();
+    // One line of 1 MB, then a short one.
+    let long = "x".repeat(1 << 20);
+    fs::write(d.work.join("long.txt"), format!("{long}\nshort\n")).unwrap();
+    let h = Harness::new(&d);
+    let out = h.ok("read_file", json!({"path": "long.txt"})).await;
+    assert!(out.len() <= 64 * 1024 + 200, "{} bytes", out.len());
+    assert!(
+        out.contains("the last line is cut"),
+        "{}",
+        &out[out.len() - 200..]
+    );
+    assert!(out.contains("(1 of 2 lines shown; read on with `offset`)"));
+    // The next line reads on.
+    let out = h
+        .ok("read_file", json!({"path": "long.txt", "offset": 2}))
+        .await;
+    assert_eq!(numbered(&out), [(2, "short".to_owned())]);
+}

@@ -7,8 +7,9 @@
 //! corrected, a tool posting progress through the gateway, and
 //! `analyze_media` on `sample.png`; then a final answer quoting the tools'
 //! real results. `--provider anthropic|gemini|openai` uses a real model
-//! (the backends' environment variables: `ANTHROPIC_API_KEY`,
-//! `GEMINI_API_KEY`, `OPENAI_API_KEY`, and their `*_BASE_URL`).
+//! (the backends' environment variables: `ANTHROPIC_API_KEY` and
+//! `ANTHROPIC_BASE_URL`, `GEMINI_API_KEY` and `GOOGLE_GEMINI_BASE_URL`,
+//! `OPENAI_API_KEY` and `OPENAI_BASE_URL`).
 //!
 //! ```text
 //! demo                      the offline showcase, then (on a terminal) an interactive prompt
@@ -36,6 +37,7 @@ use kesoku::llm::{
 };
 use kesoku::lowering::Dialect;
 use kesoku::store::SqliteStore;
+use kesoku::store::Store as _;
 use kesoku::{Message, MessageType, Role, State, ToolContext, ToolRegistry, keys, tool};
 
 /// The spinner shown while a turn runs, on a terminal only; what prints
@@ -80,6 +82,12 @@ macro_rules! say {
 
 /// The offline model's script: turns played in order for each session.
 const SCRIPT: &str = include_str!("script.json");
+/// The script, read once.
+static SCRIPT_VALUE: std::sync::LazyLock<serde_json::Value> =
+    std::sync::LazyLock::new(|| serde_json::from_str(SCRIPT).expect("script.json is JSON"));
+/// How many of the script's turns play the showcase; the rest answer any
+/// later prompt.
+const SHOWCASE_TURNS: usize = 7;
 /// The sample image `analyze_media` looks at offline.
 const SAMPLE: &[u8] = include_bytes!("sample.png");
 /// The prompt of the offline showcase.
@@ -153,17 +161,23 @@ enum Provider {
 
 /// The kesoku demo agent.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(
+    name = "demo",
+    version,
+    about = "The kesoku demo agent: tools, an agent and a session store, offline by default"
+)]
 struct Cli {
     /// A prompt to answer, then exit. Without one: an interactive prompt on
     /// a terminal, else the offline showcase.
     prompt: Option<String>,
     /// A real model instead of the offline script.
-    #[arg(long, env = "KESOKU_PROVIDER", value_enum)]
+    /// (Default: `KESOKU_PROVIDER`.)
+    #[arg(long, value_enum)]
     provider: Option<Provider>,
     /// The model, such as `claude-sonnet-4-5`; the provider's usual one
     /// if omitted.
-    #[arg(long, env = "KESOKU_MODEL")]
+    /// (Default: `KESOKU_MODEL`.)
+    #[arg(long)]
     model: Option<String>,
     /// Go on with this stored session (a new one if omitted).
     #[arg(long)]
@@ -225,63 +239,68 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         show_schemas(&registry);
         return Ok(ExitCode::SUCCESS);
     }
+    // `KESOKU_PROVIDER` and `KESOKU_MODEL` are defaults; set but empty is
+    // unset.
+    let provider = match cli.provider {
+        Some(p) => Some(p),
+        None => env_provider()?,
+    };
+    let model = cli.model.clone().or_else(|| env_nonempty("KESOKU_MODEL"));
+    // A new session unless one is named: the time and this process, so
+    // two runs never share one.
+    let session = cli.session.clone().unwrap_or_else(|| {
+        format!(
+            "demo-{}-{}",
+            jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S"),
+            std::process::id()
+        )
+    });
+    if cli.history && !cli.store.exists() {
+        return Err(format!("there is no store at {}", cli.store.display()));
+    }
+    // The model first: a missing key is reported before any file is made.
+    let llm = real_model(provider)?;
     let store = SqliteStore::open(&cli.store)
         .map_err(|e| format!("cannot open the store {}: {e}", cli.store.display()))?;
-    let (llm, label): (Box<dyn Llm>, String) = match cli.provider {
-        None => (
-            Box::new(
-                ScriptedLlm::from_json(serde_json::from_str(SCRIPT).map_err(|e| e.to_string())?)
-                    .map_err(|e| e.to_string())?
-                    .with_latency(std::time::Duration::from_millis(cli.delay_ms)),
-            ),
-            "offline: a scripted model, no network".to_owned(),
-        ),
-        Some(Provider::Anthropic) => (
-            Box::new(ClaudeLlm::from_env().map_err(|e| e.to_string())?),
-            "Anthropic".to_owned(),
-        ),
-        Some(Provider::Gemini) => (
-            Box::new(GeminiLlm::from_env().map_err(|e| e.to_string())?),
-            "Gemini".to_owned(),
-        ),
-        Some(Provider::Openai) => (
-            Box::new(OpenAiLlm::from_env().map_err(|e| e.to_string())?),
-            "OpenAI".to_owned(),
-        ),
+    let llm = match llm {
+        Some(llm) => llm,
+        None => offline_model(&store, &session, cli.session.is_some(), cli.delay_ms).await?,
+    };
+    let label = match provider {
+        None => "offline: a scripted model, no network",
+        Some(Provider::Anthropic) => "Anthropic",
+        Some(Provider::Gemini) => "Gemini",
+        Some(Provider::Openai) => "OpenAI",
     };
     let cwd =
         std::env::current_dir().map_err(|e| format!("the current directory is unknown: {e}"))?;
-    let sessions_dir = cwd.join("kesoku-demo-sessions");
     let mut builder = Agent::builder(BoxedLlm(llm))
         .registry(registry)
         .system_prompt(
             "You are a helpful assistant. Use the tools when they help, and quote their results.",
         )
         .store(store)
-        .sessions_dir(&sessions_dir)
+        .sessions_dir(cwd.join("kesoku-demo-sessions"))
         .sandbox(Sandbox::new(&cwd))
         .state(Notebook::default());
-    if let Some(model) = &cli.model {
-        builder = builder.model(model.clone());
+    if let Some(model) = model {
+        builder = builder.model(model);
     }
     let agent = builder.build().map_err(|e| e.to_string())?;
-    // Crash recovery: turns a killed run left `processing` go again.
-    agent.recover().await.map_err(|e| e.to_string())?;
 
-    let session = cli
-        .session
-        .clone()
-        .unwrap_or_else(|| format!("demo-{}", jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S")));
     if cli.history {
         print_history(&agent, &session).await?;
         return Ok(ExitCode::SUCCESS);
     }
     println!("{DIM}kesoku demo · {label} · session {session}{DIM:#}");
-    if cli.provider.is_none() {
+    if provider.is_none() {
         // As if the user had attached it: attachments go to the session's
         // staging directory, where `analyze_media` finds relative paths.
-        let staging = sessions_dir.join(&session);
-        std::fs::create_dir_all(&staging).map_err(|e| e.to_string())?;
+        let staging = agent
+            .workspace(&session)
+            .ok_or("the demo's agent has a sessions directory")?;
+        std::fs::create_dir_all(&staging)
+            .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
         std::fs::write(staging.join("sample.png"), SAMPLE).map_err(|e| e.to_string())?;
     }
     let printer = tokio::spawn(print_messages(agent.clone(), session.clone()));
@@ -290,7 +309,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         (None, true) => {
             // Offline on a new session, the showcase first: it is what
             // the scripted model knows.
-            if cli.provider.is_none() && cli.session.is_none() {
+            if provider.is_none() && cli.session.is_none() {
                 println!("{BOLD}> {SHOWCASE}{BOLD:#}");
                 turn(&agent, &session, SHOWCASE, true).await?;
             }
@@ -534,6 +553,110 @@ fn show_schemas(registry: &ToolRegistry) {
             }
         }
         println!();
+    }
+}
+
+/// The real provider's model, or `None` offline.
+fn real_model(provider: Option<Provider>) -> Result<Option<Box<dyn Llm>>, String> {
+    let llm: Box<dyn Llm> = match provider {
+        None => return Ok(None),
+        Some(Provider::Anthropic) => Box::new(
+            ClaudeLlm::from_env()
+                .map_err(|e| e.to_string())?
+                .with_http_options(http_options()),
+        ),
+        Some(Provider::Gemini) => Box::new(
+            GeminiLlm::from_env()
+                .map_err(|e| e.to_string())?
+                .with_http_options(http_options()),
+        ),
+        Some(Provider::Openai) => Box::new(
+            OpenAiLlm::from_env()
+                .map_err(|e| e.to_string())?
+                .with_http_options(http_options()),
+        ),
+    };
+    Ok(Some(llm))
+}
+
+/// The offline model: the showcase, or, for a named session that already
+/// has messages (resumed in a new process), only the script's closing
+/// turns; answering after `delay_ms`.
+async fn offline_model(
+    store: &SqliteStore,
+    session: &str,
+    named: bool,
+    delay_ms: u64,
+) -> Result<Box<dyn Llm>, String> {
+    let resumed = named
+        && !store
+            .history(session)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_empty();
+    let script = if resumed {
+        SCRIPT_VALUE
+            .as_array()
+            .map(|turns| turns[SHOWCASE_TURNS..].to_vec())
+            .unwrap_or_default()
+            .into()
+    } else {
+        SCRIPT_VALUE.clone()
+    };
+    let model = ScriptedLlm::from_json(script).map_err(|e| e.to_string())?;
+    Ok(Box::new(DelayedLlm(
+        Box::new(model),
+        std::time::Duration::from_millis(delay_ms),
+    )))
+}
+
+/// `KESOKU_PROVIDER`, if set and not empty.
+fn env_provider() -> Result<Option<Provider>, String> {
+    let Some(value) = env_nonempty("KESOKU_PROVIDER") else {
+        return Ok(None);
+    };
+    Provider::from_str(&value, true).map(Some).map_err(|_| {
+        format!(
+            "KESOKU_PROVIDER is `{value}`, which is not a provider: use anthropic, gemini or openai"
+        )
+    })
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// A real provider's HTTP limits: a model call that gets no answer ends
+/// within minutes, with the error, instead of waiting on every retry.
+fn http_options() -> kesoku::llm::HttpOptions {
+    kesoku::llm::HttpOptions {
+        request_timeout: std::time::Duration::from_secs(120),
+        max_retries: 2,
+        ..Default::default()
+    }
+}
+
+/// The offline model, answering after a delay (`--delay-ms`).
+struct DelayedLlm(Box<dyn Llm>, std::time::Duration);
+
+impl Llm for DelayedLlm {
+    fn provider(&self) -> &'static str {
+        self.0.provider()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a kesoku::llm::LlmOptions,
+    ) -> kesoku::llm::LlmFuture<'a, Result<kesoku::llm::AssistantTurn, kesoku::llm::LlmError>> {
+        Box::pin(async move {
+            if !self.1.is_zero() {
+                tokio::time::sleep(self.1).await;
+            }
+            self.0.complete(session_id, messages, tools, options).await
+        })
     }
 }
 

@@ -348,6 +348,27 @@ impl Agent {
         self.shared.sessions.stop(session_id)
     }
 
+    /// The workspace (staging) directory of `session`: its own directory
+    /// under [`sessions_dir`](AgentBuilder::sessions_dir), whose name is the
+    /// session id with anything but letters, digits, `-` and `_` escaped,
+    /// so no id reaches outside. `None` without a sessions directory. It
+    /// is made when a turn first runs; a front end saving a user's
+    /// attachment there makes it first.
+    ///
+    /// ```
+    /// use kesoku_llm::{Agent, ScriptedLlm};
+    ///
+    /// let agent = Agent::builder(ScriptedLlm::from_json(serde_json::json!([])).unwrap())
+    ///     .sessions_dir("/srv/sessions")
+    ///     .build()
+    ///     .unwrap();
+    /// let dir = agent.workspace("../etc").unwrap();
+    /// assert_eq!(dir, std::path::Path::new("/srv/sessions/%2E%2E%2Fetc"));
+    /// ```
+    pub fn workspace(&self, session_id: &str) -> Option<PathBuf> {
+        run::workspace(&self.shared, session_id)
+    }
+
     /// A session's stored messages, in order.
     pub async fn history(&self, session_id: &str) -> Result<Vec<Message>, AgentError> {
         Ok(self.shared.gateway.history(session_id).await?)

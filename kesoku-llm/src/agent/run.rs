@@ -248,8 +248,7 @@ impl Turn<'_> {
         for add in &self.shared.states {
             ctx = add(ctx);
         }
-        if let Some(root) = &self.shared.sessions_dir {
-            let dir = root.join(dir_name(session));
+        if let Some(dir) = workspace(self.shared, session) {
             tokio::fs::create_dir_all(&dir)
                 .await
                 .map_err(|e| AgentError::Workspace {
@@ -399,6 +398,15 @@ impl Turn<'_> {
         self.settle(Status::Interrupted).await?;
         Ok(self.outcome(TurnStatus::Interrupted, None))
     }
+}
+
+/// The workspace directory of `session`, under the agent's sessions
+/// directory.
+pub(crate) fn workspace(shared: &Shared, session: &str) -> Option<std::path::PathBuf> {
+    shared
+        .sessions_dir
+        .as_ref()
+        .map(|root| root.join(dir_name(session)))
 }
 
 /// A session id as one safe directory name: letters, digits, `-` and `_`

@@ -13,6 +13,9 @@ use super::sandbox;
 const DEFAULT_LIMIT: usize = 2000;
 /// The most entries `list_files` shows.
 const MAX_ENTRIES: usize = 1000;
+/// The most bytes of text either tool returns: a result is read by the
+/// model whole, on every later step.
+const MAX_OUTPUT: usize = 64 * 1024;
 
 /// Lists a directory: one entry per line, directories ending in `/`,
 /// files with their size in bytes.
@@ -56,12 +59,17 @@ pub async fn list_files(dir: Option<String>, context: &ToolContext) -> Result<St
         lines.sort();
         let total = lines.len();
         let mut out = format!("{} ({total} entries)\n", real.display());
+        let mut shown = 0;
         for line in lines.iter().take(MAX_ENTRIES) {
+            if out.len() + line.len() >= MAX_OUTPUT {
+                break;
+            }
             out.push_str(line);
             out.push('\n');
+            shown += 1;
         }
-        if total > MAX_ENTRIES {
-            let _ = writeln!(out, "... and {} more", total - MAX_ENTRIES);
+        if total > shown {
+            let _ = writeln!(out, "... and {} more", total - shown);
         }
         Ok(out)
     })
@@ -109,9 +117,25 @@ pub async fn read_file(
         let total = text.lines().count();
         let mut out = String::new();
         let mut shown = 0;
+        let mut cut = false;
         for (i, line) in text.lines().enumerate().skip(first - 1).take(limit) {
+            let room = MAX_OUTPUT.saturating_sub(out.len() + 8);
+            if room == 0 {
+                break;
+            }
+            if line.len() > room {
+                // A line longer than what is left is cut at a character.
+                let end = (0..=room).rev().find(|&e| line.is_char_boundary(e)).unwrap_or(0);
+                let _ = writeln!(out, "{:>6}\t{}", i + 1, &line[..end]);
+                shown += 1;
+                cut = true;
+                break;
+            }
             let _ = writeln!(out, "{:>6}\t{line}", i + 1);
             shown += 1;
+        }
+        if cut {
+            let _ = writeln!(out, "(the last line is cut: it is longer than a result may be)");
         }
         if shown < total {
             let _ = write!(out, "({shown} of {total} lines shown; read on with `offset`)");

@@ -17,6 +17,9 @@ const MAX_SIDE: u32 = 1024;
 const MAX_DECODED_SIDE: u32 = 16_384;
 /// The most memory decoding one image may take.
 const MAX_DECODED_BYTES: u64 = 256 << 20;
+/// The most pixels an image may have: decoding and shrinking a larger one
+/// takes seconds and several times its decoded size.
+const MAX_PIXELS: u64 = 40_000_000;
 
 /// Looks at a file (an image, a PDF, audio, video or text) and answers a
 /// question about it.
@@ -86,8 +89,7 @@ fn block_of(
     let (top, _) = mime.split_once('/').unwrap_or((mime.as_str(), ""));
     match (top, mime.as_str()) {
         (_, "image/png" | "image/jpeg" | "image/gif" | "image/webp") => {
-            let (mime, data) = shrink(&mime, bytes)
-                .map_err(|e| format!("'{shown}' is not a readable image ({mime}): {e}"))?;
+            let (mime, data) = shrink(shown, &mime, bytes)?;
             Ok(ContentBlock::Image {
                 mime_type: mime,
                 data,
@@ -142,7 +144,9 @@ fn is_text(mime: &str, bytes: &[u8]) -> bool {
 
 /// The image shrunk to `MAX_SIDE` on its long side, in its own format,
 /// when that is smaller than `bytes`; else `bytes` as they are.
-fn shrink(mime: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), image::ImageError> {
+fn shrink(shown: &str, mime: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), String> {
+    let unreadable =
+        |e: image::ImageError| format!("'{shown}' is not a readable image ({mime}): {e}");
     let format = ImageFormat::from_mime_type(mime).unwrap_or(ImageFormat::Png);
     // A small file can declare a huge image: the decoder stops at these
     // bounds instead of allocating what the header asks.
@@ -150,9 +154,18 @@ fn shrink(mime: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), image::ImageE
     limits.max_image_width = Some(MAX_DECODED_SIDE);
     limits.max_image_height = Some(MAX_DECODED_SIDE);
     limits.max_alloc = Some(MAX_DECODED_BYTES);
+    let (width, height) = image::ImageReader::with_format(Cursor::new(&bytes), format)
+        .into_dimensions()
+        .map_err(unreadable)?;
+    if u64::from(width) * u64::from(height) > MAX_PIXELS {
+        return Err(format!(
+            "'{shown}' is a {width} x {height} image, over the {} megapixels analyze_media decodes; send a smaller version",
+            MAX_PIXELS / 1_000_000
+        ));
+    }
     let mut reader = image::ImageReader::with_format(Cursor::new(&bytes), format);
     reader.limits(limits);
-    let img = reader.decode()?;
+    let img = reader.decode().map_err(unreadable)?;
     if img.width().max(img.height()) <= MAX_SIDE {
         return Ok((mime.to_owned(), bytes));
     }

@@ -47,9 +47,12 @@ impl Sandbox {
     /// A sandbox whose working directory is `working_dir`; the roots are
     /// it and the session's staging directory, and files may be up to
     /// [`DEFAULT_MAX_FILE_SIZE`].
+    /// A relative `working_dir` is made absolute now, against the current
+    /// directory: a later change of the process's current directory does
+    /// not move the sandbox.
     pub fn new(working_dir: impl Into<PathBuf>) -> Self {
         Sandbox {
-            working_dir: working_dir.into(),
+            working_dir: absolute(working_dir.into()),
             roots: None,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
         }
@@ -60,7 +63,7 @@ impl Sandbox {
     /// admits nothing.
     #[must_use]
     pub fn with_roots<P: Into<PathBuf>>(mut self, roots: impl IntoIterator<Item = P>) -> Self {
-        self.roots = Some(roots.into_iter().map(Into::into).collect());
+        self.roots = Some(roots.into_iter().map(|r| absolute(r.into())).collect());
         self
     }
 
@@ -139,6 +142,16 @@ impl Sandbox {
             .iter()
             .find_map(|c| std::fs::canonicalize(c).ok())
         else {
+            // Where a link leads outside, whether a file exists there is
+            // not told either: the deepest part of the path that exists
+            // decides.
+            if !candidates.iter().any(|c| {
+                c.ancestors()
+                    .find_map(|a| std::fs::canonicalize(a).ok())
+                    .is_some_and(|a| roots.iter().any(|r| a.starts_with(r)))
+            }) {
+                return Err(outside(path, &roots));
+            }
             return Err(SandboxError::NotFound {
                 path: path.to_owned(),
                 looked: candidates
@@ -299,6 +312,12 @@ fn opened_path(file: &File, real: &Path) -> io::Result<PathBuf> {
     }
 }
 
+/// `p` made absolute against the current directory (as it is, if that is
+/// unknown).
+fn absolute(p: PathBuf) -> PathBuf {
+    std::path::absolute(&p).unwrap_or(p)
+}
+
 /// `p` made absolute with `.` and `..` folded by their text, without
 /// looking at the file system (so a link is not followed): only ever used
 /// to refuse, never to admit.
@@ -378,4 +397,18 @@ pub enum SandboxError {
         /// Why.
         message: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_working_directory_is_fixed_when_the_sandbox_is_made() {
+        let sandbox = Sandbox::new(".").with_roots(["sub"]);
+        let cwd = std::env::current_dir().unwrap();
+        assert!(sandbox.working_dir().is_absolute());
+        assert_eq!(lexical(sandbox.working_dir()), cwd);
+        assert_eq!(sandbox.roots.as_deref(), Some(&[cwd.join("sub")][..]));
+    }
 }
