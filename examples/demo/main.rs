@@ -38,7 +38,7 @@ use kesoku::llm::{
 use kesoku::lowering::Dialect;
 use kesoku::store::SqliteStore;
 use kesoku::store::Store as _;
-use kesoku::{Message, MessageType, Role, State, ToolContext, ToolRegistry, keys, tool};
+use kesoku::{Message, MessageType, Role, State, Status, ToolContext, ToolRegistry, keys, tool};
 
 /// The spinner shown while a turn runs, on a terminal only; what prints
 /// meanwhile hides it for the moment.
@@ -347,6 +347,11 @@ async fn turn(agent: &Agent, session: &str, prompt: &str, spin: bool) -> Result<
     }
     let outcome = outcome.map_err(|e| e.to_string())?;
     let took = start.elapsed();
+    // Shown (just below, or as they came): delivered, as a front end marks
+    // what it rendered.
+    for m in &outcome.messages {
+        delivered(agent, m).await;
+    }
     match outcome.status {
         TurnStatus::Completed => {
             say!("\n{BOLD}{}{BOLD:#}", outcome.answer.unwrap_or_default());
@@ -450,6 +455,9 @@ async fn print_messages(agent: Agent, session: String) {
     };
     while let Some(Ok(delivery)) = listener.next().await {
         print_message(&delivery.message);
+        if delivery.message.metadata.get("progress").is_some() {
+            delivered(&agent, &delivery.message).await;
+        }
         let _ = std::io::stdout().flush();
     }
 }
@@ -488,6 +496,19 @@ fn print_message(m: &Message) {
         }
         _ => {}
     }
+}
+
+/// Marks `m` delivered, if it waited for that; a failure to mark is only
+/// a status, and the conversation goes on.
+async fn delivered(agent: &Agent, m: &Message) {
+    let _ = agent
+        .gateway()
+        .transition(
+            &m.id,
+            &[Status::Pending, Status::Responded],
+            Status::Delivered,
+        )
+        .await;
 }
 
 /// Arguments as `a=1, b="x"`.
