@@ -1,6 +1,7 @@
-//! The demo's interactive mode, through a pseudo-terminal: a prompt, a
-//! newer prompt typed while the turn runs (it interrupts it), Ctrl-C
-//! interrupting the next turn, and Ctrl-D quitting.
+//! The demo's interactive mode, through a pseudo-terminal: a prompt (and
+//! the spinner while its turn runs), a newer prompt typed while the turn
+//! runs (it interrupts it), Ctrl-C interrupting the next turn, and Ctrl-D
+//! quitting.
 #![cfg(unix)]
 
 use std::path::{Path, PathBuf};
@@ -31,9 +32,12 @@ fn typing_interrupts_the_running_turn_and_ctrl_c_too() {
     let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
     p.exp_string("Ctrl-D quits").unwrap();
 
-    // A prompt; while its model call waits, a newer one.
+    // A prompt; while its model call waits (a spinner at the prompt), a
+    // newer one.
     p.send_line("first").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // (rexpect reads bytes one by one as chars: the spinner is told by the
+    // cursor step back it ends with, which nothing else writes.)
+    p.exp_string("\u{1b}[1D").unwrap();
     p.send_line("second").unwrap();
     p.exp_string("(interrupted)").unwrap();
     // The second turn runs: the script's first reply is a call.

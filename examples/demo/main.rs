@@ -378,6 +378,64 @@ async fn turn(agent: &Agent, session: &str, prompt: &str, spin: bool) -> Result<
     }
 }
 
+/// How many turns run (interactive mode).
+static TURNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Whether the line being typed is empty, as the line editor last said.
+static LINE_EMPTY: AtomicBool = AtomicBool::new(true);
+
+/// Tells [`LINE_EMPTY`] what is typed; highlights nothing.
+struct Watch;
+
+impl rustyline::highlight::Highlighter for Watch {
+    fn highlight<'l>(&self, line: &'l str, _pos: usize) -> std::borrow::Cow<'l, str> {
+        LINE_EMPTY.store(line.is_empty(), std::sync::atomic::Ordering::Relaxed);
+        std::borrow::Cow::Borrowed(line)
+    }
+
+    fn highlight_char(
+        &self,
+        line: &str,
+        _pos: usize,
+        _kind: rustyline::highlight::CmdKind,
+    ) -> bool {
+        // Asked at every key, before the line is drawn.
+        LINE_EMPTY.store(line.is_empty(), std::sync::atomic::Ordering::Relaxed);
+        false
+    }
+}
+
+impl rustyline::completion::Completer for Watch {
+    type Candidate = String;
+}
+impl rustyline::hint::Hinter for Watch {
+    type Hint = String;
+}
+impl rustyline::validate::Validator for Watch {}
+impl rustyline::Helper for Watch {}
+
+/// While a turn runs and nothing is typed, a spinner right after the
+/// prompt, the cursor kept where the line editor has it (the first key
+/// typed overwrites it); cleared when no turn runs.
+async fn spin_at_the_prompt() {
+    const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+    let mut shown = false;
+    for frame in FRAMES.iter().cycle() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let busy = TURNS.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        if !LINE_EMPTY.load(std::sync::atomic::Ordering::Relaxed) || !(busy || shown) {
+            continue;
+        }
+        let mut out = std::io::stdout().lock();
+        if busy {
+            let _ = write!(out, "\r\x1b[K{PROMPT}{frame}\x1b[1D");
+        } else {
+            let _ = write!(out, "\r\x1b[K{PROMPT}");
+        }
+        let _ = out.flush();
+        shown = busy;
+    }
+}
+
 /// What the line editor read.
 enum Input {
     Line(String),
@@ -394,10 +452,13 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
     );
     let (input_tx, mut input) = tokio::sync::mpsc::unbounded_channel::<Input>();
     std::thread::spawn(move || {
-        let Ok(mut editor) = rustyline::DefaultEditor::new() else {
+        let Ok(mut editor) = rustyline::Editor::<Watch, rustyline::history::DefaultHistory>::new()
+        else {
             return;
         };
+        editor.set_helper(Some(Watch));
         loop {
+            LINE_EMPTY.store(true, std::sync::atomic::Ordering::Relaxed);
             let read = match editor.readline(PROMPT) {
                 Ok(line) => {
                     let _ = editor.add_history_entry(&line);
@@ -412,6 +473,9 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
         }
     });
     EDITING.store(true, std::sync::atomic::Ordering::Relaxed);
+    let spinner = std::io::stdout()
+        .is_terminal()
+        .then(|| tokio::spawn(spin_at_the_prompt()));
     let mut running = tokio::task::JoinSet::new();
     while let Some(read) = input.recv().await {
         let line = match read {
@@ -429,10 +493,15 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
         let agent = agent.clone();
         let session = session.to_owned();
         running.spawn(async move {
+            TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Err(e) = turn(&agent, &session, &line, false).await {
                 say!("{BAD}error:{BAD:#} {e}");
             }
+            TURNS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         });
+    }
+    if let Some(spinner) = spinner {
+        spinner.abort();
     }
     EDITING.store(false, std::sync::atomic::Ordering::Relaxed);
     while running.join_next().await.is_some() {}
