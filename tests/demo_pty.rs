@@ -86,3 +86,25 @@ fn on_a_terminal_the_offline_showcase_runs_then_the_prompt_opens() {
     p.send_control('d').unwrap();
     p.exp_eof().unwrap();
 }
+
+#[test]
+fn ctrl_d_stops_the_running_turn_and_quits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(demo());
+    // Each reply takes 10 s: quitting must not wait for it.
+    cmd.current_dir(dir.path())
+        .args(["--session", "q", "--delay-ms", "10000"])
+        .env("NO_COLOR", "1")
+        .env_remove("KESOKU_PROVIDER");
+    let mut p = rexpect::session::spawn_command(cmd, Some(5_000)).unwrap();
+    p.exp_string("Ctrl-D quits").unwrap();
+    p.send_line("wait").unwrap();
+    p.exp_string("\u{1b}[1D").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+    let history = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let store = SqliteStore::open(dir.path().join("kesoku-demo.sqlite")).unwrap();
+        store.history("q").await.unwrap()
+    });
+    assert_eq!(history[0].status, Status::Interrupted);
+}

@@ -445,7 +445,7 @@ enum Input {
 
 /// A line editor; each line is a prompt. A line typed while a turn runs
 /// interrupts it, as a newer prompt does, and so does Ctrl-C; Ctrl-D
-/// quits.
+/// stops the running turn and quits.
 async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
     say!(
         "{DIM}type a prompt; a new one or Ctrl-C interrupts the running turn; Ctrl-D quits{DIM:#}"
@@ -504,6 +504,9 @@ async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode, String> {
         spinner.abort();
     }
     EDITING.store(false, std::sync::atomic::Ordering::Relaxed);
+    // Quitting stops the running turn (it ends `interrupted`, its calls
+    // answered) rather than waiting for it.
+    agent.interrupt(session);
     while running.join_next().await.is_some() {}
     Ok(ExitCode::SUCCESS)
 }
