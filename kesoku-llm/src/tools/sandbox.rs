@@ -145,11 +145,12 @@ impl Sandbox {
             // Where a link leads outside, whether a file exists there is
             // not told either: the deepest part of the path that exists
             // decides.
-            if !candidates.iter().any(|c| {
+            let leads_outside = |c: &PathBuf| {
                 c.ancestors()
                     .find_map(|a| std::fs::canonicalize(a).ok())
-                    .is_some_and(|a| roots.iter().any(|r| a.starts_with(r)))
-            }) {
+                    .is_none_or(|a| !roots.iter().any(|r| a.starts_with(r)))
+            };
+            if candidates.iter().any(leads_outside) {
                 return Err(outside(path, &roots));
             }
             return Err(SandboxError::NotFound {
