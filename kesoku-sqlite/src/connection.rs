@@ -52,7 +52,26 @@ fn configure(conn: &Connection, options: &SqliteOptions) -> rusqlite::Result<()>
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), String> {
-    schema::migrations()
-        .to_latest(conn)
-        .map_err(|e| format!("cannot migrate the schema: {e}"))
+    // Processes (or threads) opening a new file at once race: the loser
+    // read the version before the winner committed, so its migration
+    // fails (a table exists, or its snapshot is stale). Reading the
+    // version again finds the work done.
+    let mut attempt = 0;
+    loop {
+        match schema::migrations().to_latest(conn) {
+            Ok(()) => return Ok(()),
+            Err(_) if attempt < MIGRATION_RETRIES => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)));
+            }
+            // Its own text would quote the whole migration's SQL.
+            Err(rusqlite_migration::Error::RusqliteError { err, .. }) => {
+                return Err(format!("cannot migrate the schema: {err}"));
+            }
+            Err(e) => return Err(format!("cannot migrate the schema: {e}")),
+        }
+    }
 }
+
+/// How many times a failed migration is tried again.
+const MIGRATION_RETRIES: u32 = 5;

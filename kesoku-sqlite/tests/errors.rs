@@ -91,3 +91,29 @@ async fn a_locked_database_fails_after_the_busy_timeout_naming_the_call() {
     raw.execute_batch("ROLLBACK").unwrap();
     store.insert(&m).await.unwrap();
 }
+
+#[test]
+fn many_openers_of_a_new_file_at_once_all_succeed() {
+    // As processes starting together on one new database: one migrates,
+    // the others find the schema made.
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("race-{round}.sqlite"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                let barrier = std::sync::Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    SqliteStore::open(&path).map(drop)
+                })
+            })
+            .collect();
+        for opener in openers {
+            if let Err(e) = opener.join().unwrap() {
+                panic!("round {round}: {e}");
+            }
+        }
+    }
+}
