@@ -16,9 +16,19 @@ pub(crate) fn writer(path: &Path, options: &SqliteOptions) -> Result<Connection,
     // append to the log: with `synchronous=NORMAL` a crash of the process
     // loses nothing committed (a power cut may lose the last commits,
     // never the file's integrity).
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-        .map_err(|e| e.to_string())?;
+    // Switching to WAL takes the file for a moment; another opener holding
+    // it makes SQLite answer "locked" at once, without waiting.
+    let mut attempt = 0;
+    let mode: String = loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
+            Ok(mode) => break mode,
+            Err(e) if is_busy(&e) && attempt < RETRIES => {
+                attempt += 1;
+                back_off(attempt);
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(format!(
             "cannot use write-ahead logging here (journal mode `{mode}`)"
@@ -60,9 +70,9 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
     loop {
         match schema::migrations().to_latest(conn) {
             Ok(()) => return Ok(()),
-            Err(_) if attempt < MIGRATION_RETRIES => {
+            Err(_) if attempt < RETRIES => {
                 attempt += 1;
-                std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(attempt)));
+                back_off(attempt);
             }
             // Its own text would quote the whole migration's SQL.
             Err(rusqlite_migration::Error::RusqliteError { err, .. }) => {
@@ -73,5 +83,18 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
     }
 }
 
-/// How many times a failed migration is tried again.
-const MIGRATION_RETRIES: u32 = 5;
+/// How many times a step of opening that met another opener is tried
+/// again, waiting a little longer each time (about 2 s in all).
+const RETRIES: u32 = 12;
+
+fn back_off(attempt: u32) {
+    std::thread::sleep(std::time::Duration::from_millis(30 * u64::from(attempt)));
+}
+
+/// Whether `e` is another connection holding the file.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
