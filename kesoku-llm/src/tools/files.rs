@@ -2,12 +2,11 @@
 //! [`Sandbox`](super::Sandbox).
 
 use std::fmt::Write as _;
-use std::io::Read as _;
 
 use kesoku_core::ToolContext;
 use kesoku_macros::tool;
 
-use super::sandbox;
+use super::{read_file_with, sandbox};
 
 /// The most lines `read_file` returns by default.
 const DEFAULT_LIMIT: usize = 2000;
@@ -95,17 +94,7 @@ pub async fn read_file(
     limit: Option<u64>,
     context: &ToolContext,
 ) -> Result<String, String> {
-    let sandbox = sandbox(context)?;
-    let staging = context.workspace().map(std::path::Path::to_path_buf);
-    tokio::task::spawn_blocking(move || {
-        let mut opened = sandbox
-            .open_file(&path, staging.as_deref())
-            .map_err(|e| e.to_string())?;
-        let mut bytes = Vec::with_capacity(usize::try_from(opened.size).unwrap_or(0));
-        opened
-            .file
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read '{path}': {e}"))?;
+    read_file_with(context, path, move |path, _, bytes| {
         let text = text_of(&bytes).ok_or_else(|| {
             let kind = infer::get(&bytes).map_or("binary data", |t| t.mime_type());
             format!(
@@ -143,7 +132,6 @@ pub async fn read_file(
         Ok(out)
     })
     .await
-    .map_err(|e| format!("reading failed: {e}"))?
 }
 
 /// `bytes` as text: UTF-8 without NUL bytes.

@@ -2,14 +2,14 @@
 //! says.
 
 use std::fmt::Write as _;
-use std::io::{Cursor, Read as _};
+use std::io::Cursor;
 use std::path::Path;
 
 use image::ImageFormat;
 use kesoku_core::{ContentBlock, ToolContext};
 use kesoku_macros::tool;
 
-use super::{TurnModel, sandbox};
+use super::{TurnModel, read_file_with};
 
 /// Images are shrunk to this many pixels on their long side, at most.
 const MAX_SIDE: u32 = 1024;
@@ -37,26 +37,12 @@ pub async fn analyze_media(
     let model = context.state::<TurnModel>().ok_or(
         "analyze_media needs the turn's model, which this context does not carry (run it in an agent's turn, or put a `TurnModel` in the context's state)",
     )?;
-    let sandbox = sandbox(context)?;
-    let staging = context.workspace().map(Path::to_path_buf);
     let shown = path.clone();
-    let block = tokio::task::spawn_blocking(move || {
-        let mut opened = sandbox
-            .open_file(&path, staging.as_deref())
-            .map_err(|e| e.to_string())?;
-        let mut bytes = Vec::with_capacity(usize::try_from(opened.size).unwrap_or(0));
-        opened
-            .file
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read '{path}': {e}"))?;
-        let name = opened
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
-        block_of(&path, &opened.path, bytes, name)
+    let block = read_file_with(context, path, |path, real, bytes| {
+        let name = real.file_name().map(|n| n.to_string_lossy().into_owned());
+        block_of(path, real, bytes, name)
     })
-    .await
-    .map_err(|e| format!("reading '{shown}' failed: {e}"))??;
+    .await?;
     let kind = block_kind(&block);
     let turn = model
         .ask(context.session_id(), vec![block], &prompt)
