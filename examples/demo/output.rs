@@ -1,0 +1,202 @@
+//! What the demo prints: the conversation as it is posted, through the
+//! spinner or above the line editor's prompt; a stored session; the tools
+//! as each provider receives them.
+
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+
+use anstream::println;
+use anstyle::{AnsiColor, Style};
+use futures_util::StreamExt as _;
+use kesoku::gateway::Filter;
+use kesoku::llm::{Agent, ToolDeclaration};
+use kesoku::lowering::Dialect;
+use kesoku::{Message, MessageType, Role, Status, ToolRegistry, keys};
+
+/// Styles, which anstream drops when stdout is not a terminal or
+/// `NO_COLOR` is set.
+pub(crate) const DIM: Style = AnsiColor::BrightBlack.on_default();
+pub(crate) const CALL: Style = AnsiColor::Cyan.on_default();
+pub(crate) const GOOD: Style = AnsiColor::Green.on_default();
+pub(crate) const BAD: Style = AnsiColor::Red.on_default();
+pub(crate) const BOLD: Style = Style::new().bold();
+
+/// The spinner shown while a turn runs, on a terminal only; what prints
+/// meanwhile hides it for the moment.
+pub(crate) static SPINNER: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+/// Whether the line editor is reading: lines then print above its prompt.
+pub(crate) static EDITING: AtomicBool = AtomicBool::new(false);
+/// The line editor's prompt.
+pub(crate) const PROMPT: &str = "> ";
+
+/// Prints a line of the conversation: above the line editor's prompt
+/// (which is drawn again after it; what was typed reappears at the next
+/// key), around the spinner if one spins, or plainly.
+pub(crate) fn emit(line: &str) {
+    if EDITING.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut out = std::io::stdout().lock();
+        // Back to the prompt's column 0, and clear that line.
+        let _ = write!(out, "\r\x1b[K");
+        drop(out);
+        println!("{line}");
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{PROMPT}");
+        let _ = out.flush();
+        return;
+    }
+    let spinner = SPINNER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match spinner.as_ref() {
+        Some(bar) => bar.suspend(|| println!("{line}")),
+        None => println!("{line}"),
+    }
+}
+
+/// `println!` through [`emit`].
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::output::emit(&format!($($arg)*))
+    };
+}
+pub(crate) use say;
+
+/// Prints the session's messages as they are posted: calls with compact
+/// arguments, results with their timings, and progress notes.
+pub(crate) async fn print_messages(agent: Agent, session: String) {
+    let Ok(mut listener) = agent
+        .gateway()
+        .listen(
+            Filter::new()
+                .session(&session)
+                .after(agent.gateway().store().last_seq().await.unwrap_or(0)),
+        )
+        .await
+    else {
+        return;
+    };
+    while let Some(Ok(delivery)) = listener.next().await {
+        print_message(&delivery.message);
+        if delivery.message.metadata.get("progress").is_some() {
+            delivered(&agent, &delivery.message).await;
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+fn print_message(m: &Message) {
+    match (m.role, m.kind) {
+        (_, MessageType::ToolCall) => {
+            let args = m
+                .metadata
+                .get(keys::ARGUMENTS)
+                .map(compact)
+                .unwrap_or_default();
+            say!(
+                "{CALL}→ {}({args}){CALL:#}",
+                m.meta_str(keys::TOOL_NAME).unwrap_or("?")
+            );
+        }
+        (_, MessageType::ToolResult) => {
+            let ms = m
+                .metadata
+                .get(keys::DURATION_MS)
+                .and_then(serde_json::Value::as_f64)
+                .map(|d| {
+                    if d < 1.0 {
+                        format!(" {DIM}(<1 ms){DIM:#}")
+                    } else {
+                        format!(" {DIM}({d:.0} ms){DIM:#}")
+                    }
+                })
+                .unwrap_or_default();
+            let style = if m.is_tool_error() { BAD } else { GOOD };
+            say!("  {style}← {}{style:#}{ms}", one_line(&m.content));
+        }
+        (Role::Assistant, MessageType::Text) if m.metadata.get("progress").is_some() => {
+            say!("  {DIM}… {}{DIM:#}", m.content);
+        }
+        _ => {}
+    }
+}
+
+/// Marks `m` delivered, if it waited for that; a failure to mark is only
+/// a status, and the conversation goes on.
+pub(crate) async fn delivered(agent: &Agent, m: &Message) {
+    let _ = agent
+        .gateway()
+        .transition(
+            &m.id,
+            &[Status::Pending, Status::Responded],
+            Status::Delivered,
+        )
+        .await;
+}
+
+/// Arguments as `a=1, b="x"`.
+fn compact(args: &serde_json::Value) -> String {
+    let args = match args {
+        serde_json::Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| args.clone()),
+        other => other.clone(),
+    };
+    match args {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
+}
+
+fn one_line(text: &str) -> String {
+    let line = text.replace('\n', " ⏎ ");
+    if line.chars().count() > 160 {
+        line.chars().take(157).collect::<String>() + "..."
+    } else {
+        line
+    }
+}
+
+pub(crate) async fn print_history(agent: &Agent, session: &str) -> Result<(), String> {
+    let history = agent.history(session).await.map_err(|e| e.to_string())?;
+    if history.is_empty() {
+        println!("session {session} has no messages");
+    }
+    for m in history {
+        println!(
+            "{DIM}{} {:?}/{:?} [{:?}]{DIM:#} {}",
+            m.timestamp.format("%H:%M:%S"),
+            m.role,
+            m.kind,
+            m.status,
+            one_line(&m.content)
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn show_schemas(registry: &ToolRegistry) {
+    let declarations = ToolDeclaration::all(registry);
+    for dialect in [
+        Dialect::Anthropic,
+        Dialect::OpenAi,
+        Dialect::GeminiJsonSchema,
+    ] {
+        println!("{BOLD}== {dialect} =={BOLD:#}");
+        for d in &declarations {
+            let lowered = kesoku::lowering::lower(dialect, &d.name, &d.parameters);
+            println!("{CALL}{}{CALL:#}: {}", d.name, one_line(&d.description));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&lowered.schema).unwrap_or_default()
+            );
+            for entry in &lowered.report {
+                println!("  {DIM}lowering: {entry}{DIM:#}");
+            }
+        }
+        println!();
+    }
+}
