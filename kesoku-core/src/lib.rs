@@ -55,7 +55,7 @@ pub use request::{ArgumentsParseError, ToolRequest};
 pub use runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, Location, NamedSchema, ObjectSchema, Schema,
-    StringSchema, ToolSchema,
+    StringSchema, ToolHints, ToolSchema,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{DynamicTool, Tool, ToolDef};
@@ -173,6 +173,50 @@ pub mod __private {
     impl<T> ReturnsOther<T> for &Returned<T> {
         fn kesoku_output(self, _tool: &str) -> Result<T, crate::ToolError> {
             Ok(self.take())
+        }
+    }
+
+    /// A tool's return type, asked for its schema: method resolution on
+    /// `&&&OutputProbe<T>` picks [`OutputOfResult`] for `Result<T, E>` with
+    /// `T: ToolArg`, else [`OutputOfValue`] for `T: ToolArg`, else
+    /// [`OutputOfOther`], which has none.
+    pub struct OutputProbe<T>(std::marker::PhantomData<fn() -> T>);
+
+    impl<T> OutputProbe<T> {
+        /// The probe.
+        pub const NEW: Self = OutputProbe(std::marker::PhantomData);
+    }
+
+    /// `Result<T, E>`: `T`'s schema.
+    pub trait OutputOfResult {
+        /// The schema.
+        fn kesoku_output_schema(self) -> Option<&'static crate::Schema>;
+    }
+    impl<T: crate::ToolArg, E> OutputOfResult for &&&OutputProbe<Result<T, E>> {
+        fn kesoku_output_schema(self) -> Option<&'static crate::Schema> {
+            Some(&T::SCHEMA)
+        }
+    }
+
+    /// A `ToolArg` type: its schema.
+    pub trait OutputOfValue {
+        /// The schema.
+        fn kesoku_output_schema(self) -> Option<&'static crate::Schema>;
+    }
+    impl<T: crate::ToolArg> OutputOfValue for &&OutputProbe<T> {
+        fn kesoku_output_schema(self) -> Option<&'static crate::Schema> {
+            Some(&T::SCHEMA)
+        }
+    }
+
+    /// Any other type: no schema.
+    pub trait OutputOfOther {
+        /// No schema.
+        fn kesoku_output_schema(self) -> Option<&'static crate::Schema>;
+    }
+    impl<T> OutputOfOther for &OutputProbe<T> {
+        fn kesoku_output_schema(self) -> Option<&'static crate::Schema> {
+            None
         }
     }
 

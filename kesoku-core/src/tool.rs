@@ -15,7 +15,7 @@ use crate::error::{RegistryError, ToolError};
 use crate::future::BoxFuture;
 use crate::invocation::Invocation;
 use crate::output::{ToolOutput, ToolResult};
-use crate::schema::{JSON_SCHEMA_DIALECT, Location, ToolSchema};
+use crate::schema::{JSON_SCHEMA_DIALECT, Location, Schema, ToolHints, ToolSchema};
 use crate::valid_args::ValidArgs;
 use crate::validate::describe;
 
@@ -134,6 +134,9 @@ pub struct DynamicTool {
     required: Vec<String>,
     timeout: Option<Duration>,
     sequential: bool,
+    title: Option<String>,
+    hints: ToolHints,
+    output: Option<Value>,
     handler: Box<DynHandler>,
 }
 
@@ -187,6 +190,9 @@ impl DynamicTool {
             required,
             timeout: None,
             sequential: false,
+            title: None,
+            hints: ToolHints::new(),
+            output: None,
             handler: Box::new(move |args, ctx| Box::pin(handler(args, ctx))),
         })
     }
@@ -209,6 +215,27 @@ impl DynamicTool {
     #[must_use]
     pub fn sequential(mut self) -> Self {
         self.sequential = true;
+        self
+    }
+
+    /// Sets a human-readable title.
+    #[must_use]
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets what the tool says about its effects.
+    #[must_use]
+    pub fn with_hints(mut self, hints: ToolHints) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    /// Sets the JSON Schema of what the tool returns.
+    #[must_use]
+    pub fn with_output_schema(mut self, schema: Value) -> Self {
+        self.output = Some(schema);
         self
     }
 
@@ -306,6 +333,32 @@ impl Tool {
         match &self.kind {
             Kind::Static(d) => d.schema.returns,
             Kind::Dynamic(t) => t.returns.as_deref(),
+        }
+    }
+
+    /// A human-readable title, if the tool gives one.
+    pub fn title(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Static(d) => d.schema.title,
+            Kind::Dynamic(t) => t.title.as_deref(),
+        }
+    }
+
+    /// What the tool says about its effects.
+    pub fn hints(&self) -> ToolHints {
+        match &self.kind {
+            Kind::Static(d) => d.schema.hints,
+            Kind::Dynamic(t) => t.hints,
+        }
+    }
+
+    /// The JSON Schema of what the tool returns, when its return type has
+    /// one (for `#[tool]`, a type that implements [`ToolArg`](crate::ToolArg)).
+    /// Rendered on each call: this is for listings, not the call path.
+    pub fn output_schema(&self) -> Option<Value> {
+        match &self.kind {
+            Kind::Static(d) => (d.schema.output)().map(Schema::to_json),
+            Kind::Dynamic(t) => t.output.clone(),
         }
     }
 

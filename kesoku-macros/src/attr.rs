@@ -2,7 +2,7 @@
 //! and `#[inject]`.
 
 use darling::FromMeta;
-use darling::util::Flag;
+use darling::util::{Flag, SpannedValue};
 use syn::spanned::Spanned;
 
 use crate::ctxt::Ctxt;
@@ -29,6 +29,16 @@ pub(crate) struct ToolOptions {
     /// `register = false`: not added to the default registry; users add
     /// its `TOOL` to theirs (for a library's built-in tools).
     pub(crate) register: Option<bool>,
+    /// A human-readable title (MCP's `title`).
+    pub(crate) title: Option<syn::LitStr>,
+    /// The tool changes nothing (MCP's `readOnlyHint`).
+    pub(crate) read_only: Option<SpannedValue<bool>>,
+    /// A change it makes may destroy something (`destructiveHint`).
+    pub(crate) destructive: Option<SpannedValue<bool>>,
+    /// Repeating a call does nothing more (`idempotentHint`).
+    pub(crate) idempotent: Option<SpannedValue<bool>>,
+    /// It reaches an open world, such as the web (`openWorldHint`).
+    pub(crate) open_world: Option<SpannedValue<bool>>,
 }
 
 /// What `#[arg(...)]` on a parameter says.

@@ -109,7 +109,7 @@ fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
                 cx.error_at(
                     e.span(),
                     format!(
-                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `allow_undocumented_args`, `register = false` and `crate = path`"
+                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `allow_undocumented_args`, `register = false`, `title = \"...\"`, `read_only`, `destructive`, `idempotent`, `open_world` and `crate = path`"
                     ),
                 );
             }
@@ -281,6 +281,34 @@ fn schema_tokens(
     }
     if opts.sequential.is_present() {
         with.push(quote!(.with_sequential(true)));
+    }
+    if let Some(title) = &opts.title {
+        with.push(quote!(.with_title(#title)));
+    }
+    let hints = [
+        (&opts.read_only, quote!(with_read_only)),
+        (&opts.destructive, quote!(with_destructive)),
+        (&opts.idempotent, quote!(with_idempotent)),
+        (&opts.open_world, quote!(with_open_world)),
+    ];
+    let hints: Vec<TokenStream> = hints
+        .into_iter()
+        .filter_map(|(v, method)| v.as_ref().map(|v| (**v, method)))
+        .map(|(v, method)| quote!(.#method(#v)))
+        .collect();
+    if !hints.is_empty() {
+        with.push(quote!(.with_hints(#krate::ToolHints::new() #(#hints)*)));
+    }
+    if let Output::Result(ty) | Output::Value(ty) = &f.output {
+        // Trait resolution, which a constant cannot do, finds whether the
+        // return type has a schema; a function pointer defers it.
+        with.push(quote! {
+            .with_output(|| {
+                #[allow(unused_imports)]
+                use #krate::__private::{OutputOfOther as _, OutputOfResult as _, OutputOfValue as _};
+                (&&&#krate::__private::OutputProbe::<#ty>::NEW).kesoku_output_schema()
+            })
+        });
     }
     // In this constant, next to `SCHEMA`, so an unmet `ToolArg` bound is
     // reported once.

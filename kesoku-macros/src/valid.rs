@@ -77,12 +77,32 @@ pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
     }
 
     let arg_docs = match_args(cx, f, opts, &parsed, &line_span);
+    check_hints(cx, opts);
     Checked {
         name,
         description,
         returns: parsed.returns,
         arg_docs,
         timeout_ms: opts.timeout.as_ref().and_then(|lit| timeout_ms(cx, lit)),
+    }
+}
+
+/// `read_only` with `destructive`: a tool that changes nothing destroys
+/// nothing, and clients read `destructive` only when `read_only` is off.
+fn check_hints(cx: &Ctxt, opts: &ToolOptions) {
+    if let (Some(r), Some(d)) = (&opts.read_only, &opts.destructive)
+        && **r
+        && **d
+    {
+        cx.error_at(
+            d.span(),
+            "`destructive` contradicts `read_only`: a tool that changes nothing destroys nothing; drop one of them",
+        );
+    }
+    if let Some(t) = &opts.title
+        && t.value().trim().is_empty()
+    {
+        cx.error_spanned_by(t, "`title` is empty: give a short human-readable name");
     }
 }
 

@@ -49,7 +49,44 @@ fn with_default(#[arg(default = 3)] times: u32) -> u32 {
     times
 }
 
+/// Looks something up.
+#[tool(title = "Look up", read_only, idempotent, open_world = false)]
+fn look_up() -> Result<Found, std::io::Error> {
+    Ok(Found { hits: 1 })
+}
+
+/// What `look_up` finds.
+#[derive(serde::Serialize, serde::Deserialize, kesoku::ToolArg)]
+struct Found {
+    /// How many.
+    hits: u32,
+}
+
+/// Deletes everything.
+#[tool(destructive)]
+fn wipe() -> kesoku::ToolResult {
+    Ok(kesoku::ToolOutput::new(json!(null)))
+}
+
 fn main() {
+    let schema = look_up::SCHEMA;
+    assert_eq!(schema.title, Some("Look up"));
+    let hints = kesoku::ToolHints::new()
+        .with_read_only(true)
+        .with_idempotent(true)
+        .with_open_world(false);
+    assert_eq!(schema.hints, hints);
+    let output = (schema.output)().expect("`Found` has a schema").to_json();
+    assert_eq!(output["type"], json!("object"));
+    assert_eq!(output["properties"]["hits"]["type"], json!("integer"));
+    assert_eq!(wipe::SCHEMA.hints, kesoku::ToolHints::new().with_destructive(true));
+    assert!((wipe::SCHEMA.output)().is_none());
+    assert!(wipe::SCHEMA.title.is_none());
+    assert_eq!((described::SCHEMA.output)().unwrap().to_json()["type"], json!("integer"));
+    assert!((original_name::SCHEMA.output)().is_none());
+    assert!(look_up().is_ok());
+    assert!(wipe().is_ok());
+
     assert_eq!(described::SCHEMA.description, "The explicit description.");
     assert_eq!(
         described::SCHEMA.parameters_json()["properties"]["x"]["description"],
