@@ -2,6 +2,7 @@
 //! arguments, each an [`ArgError`] located by its JSON path. Its `Display`
 //! is what the model reads back.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::schema::quote_list;
@@ -13,12 +14,12 @@ pub enum ArgErrorKind {
     /// A required argument is absent.
     Missing {
         /// The argument's documented meaning, repeated to help the model.
-        description: Option<&'static str>,
+        description: Option<Cow<'static, str>>,
     },
     /// An argument the tool does not take.
     Unknown {
         /// The arguments the tool does take (or the object's fields).
-        valid: Vec<&'static str>,
+        valid: Vec<Cow<'static, str>>,
     },
     /// The value has the wrong JSON type.
     Type {
@@ -69,7 +70,7 @@ impl fmt::Display for ArgError {
             ArgErrorKind::Unknown { valid } => {
                 let name = path.rsplit(['.', '[']).next().unwrap_or(path);
                 write!(f, "unknown argument `{path}`")?;
-                if let Some(m) = crate::suggest(name, valid.iter().copied()) {
+                if let Some(m) = crate::suggest(name, valid.iter().map(AsRef::as_ref)) {
                     write!(f, "; did you mean `{m}`?")?;
                 }
                 if valid.is_empty() {

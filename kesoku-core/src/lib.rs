@@ -10,7 +10,8 @@
 //
 // 1. leaves:      schema, content, request, future
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
-// 3. errors:      error (arg_error, schema), validate (arg_error, schema)
+// 3. errors:      error (arg_error, schema), validate (arg_error, schema),
+//                 dynamic_schema (arg_error, validate)
 // 4. results:     output (content, error), store (message)
 // 4b. hub:        gateway (store, message)
 // 5. context:     context (gateway, message)
@@ -24,6 +25,7 @@ mod arg_error;
 mod content;
 mod context;
 mod decode;
+mod dynamic_schema;
 mod error;
 mod future;
 pub mod gateway;

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::arg_error::{ArgError, ArgErrorKind, ArgsError};
 use crate::context::ToolContext;
 use crate::decode::{PrepareError, PrepareFn, RawArgs};
+use crate::dynamic_schema::DynamicSchema;
 use crate::error::{RegistryError, ToolError};
 use crate::future::BoxFuture;
 use crate::invocation::Invocation;
@@ -131,7 +132,7 @@ pub struct DynamicTool {
     description: String,
     returns: Option<String>,
     parameters: Value,
-    required: Vec<String>,
+    schema: DynamicSchema,
     timeout: Option<Duration>,
     sequential: bool,
     title: Option<String>,
@@ -142,7 +143,10 @@ pub struct DynamicTool {
 
 impl DynamicTool {
     /// Builds a tool. The schema must be a JSON object schema (`"type":
-    /// "object"`); `$schema` is added if absent.
+    /// "object"`) that compiles (draft 2020-12 unless its `$schema` says
+    /// otherwise; `$schema` is added if absent). Every call's arguments are
+    /// checked against it before the handler runs, each problem named by
+    /// its path as for a `#[tool]`.
     pub fn new<F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -172,22 +176,17 @@ impl DynamicTool {
         }
         map.entry("$schema")
             .or_insert_with(|| JSON_SCHEMA_DIALECT.into());
-        let required = map
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(Value::as_str)
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let schema =
+            DynamicSchema::compile(&parameters).map_err(|reason| RegistryError::BadSchema {
+                name: name.clone(),
+                reason,
+            })?;
         Ok(DynamicTool {
             name,
             description: description.into(),
             returns: None,
             parameters,
-            required,
+            schema,
             timeout: None,
             sequential: false,
             title: None,
@@ -252,17 +251,9 @@ impl DynamicTool {
                 }]));
             }
         };
-        let missing: Vec<ArgError> = self
-            .required
-            .iter()
-            .filter(|r| args.get(r.as_str()).is_none())
-            .map(|r| ArgError {
-                path: r.clone(),
-                kind: ArgErrorKind::Missing { description: None },
-            })
-            .collect();
-        if !missing.is_empty() {
-            return Err(self.args_error(missing));
+        let errors = self.schema.check(&args);
+        if !errors.is_empty() {
+            return Err(self.args_error(errors));
         }
         Ok(Invocation::Async((self.handler)(args, ctx.clone())))
     }

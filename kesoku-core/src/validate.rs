@@ -104,7 +104,7 @@ impl Validator {
                     self.value(extra, v);
                 }
             } else {
-                let valid: Vec<&'static str> = fields.clone().map(|f| f.name).collect();
+                let valid: Vec<Cow<'static, str>> = fields.clone().map(|f| f.name.into()).collect();
                 self.error(ArgErrorKind::Unknown { valid });
             }
             self.path.pop();
@@ -122,7 +122,7 @@ impl Validator {
                 None if f.required => {
                     self.path.push(Seg::Key(f.name.into()));
                     self.error(ArgErrorKind::Missing {
-                        description: f.description,
+                        description: f.description.map(Cow::Borrowed),
                     });
                     self.path.pop();
                 }

@@ -43,6 +43,7 @@ try:
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
 except ImportError as exc:  # pragma: no cover - environment problem
     print(f"mcp_client: missing dependency ({exc}); run "
           "`pip install -r tools/mcp_client/requirements.txt`", file=sys.stderr)
@@ -88,9 +89,16 @@ def dump(value: Any) -> str:
 
 
 def flatten(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in flatten(sub)]
+    """The leaf exceptions of a (possibly nested) exception group; duck-typed for Python 3.10."""
+    subs = getattr(exc, "exceptions", None)
+    if isinstance(subs, tuple) and subs:
+        return [leaf for sub in subs for leaf in flatten(sub)]
     return [exc]
+
+
+def shape_errors(exc: ValidationError) -> str:
+    """The pydantic errors as `field: message`, joined with '; '."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(result)'}: {e['msg']}" for e in exc.errors())
 
 
 def describe(exc: BaseException) -> str:
@@ -98,6 +106,8 @@ def describe(exc: BaseException) -> str:
     for leaf in flatten(exc):
         if isinstance(leaf, MCPError):
             parts.append(f"MCPError {leaf.code}: {leaf.message}")
+        elif isinstance(leaf, ValidationError):
+            parts.append(f"the SDK rejected the result shape ({leaf.title}: {shape_errors(leaf)})")
         else:
             parts.append(f"{type(leaf).__name__}: {leaf}")
     return "; ".join(parts)
@@ -261,17 +271,28 @@ async def discover_diagnostic(target: StdioServerParameters | str) -> str:
 
 
 async def run(target: StdioServerParameters | str, mode: str, c: Checks) -> None:
-    c.step = f"connecting ({'initialize' if mode == 'legacy' else 'server/discover'})"
+    c.step = ("connecting (initialize)" if mode == "legacy" else
+              "connecting (server/discover probe; the SDK falls back to initialize if it fails)")
     async with Client(target, mode=SDK_MODE[mode], cache=None) as client:
         check_protocol(c, client, mode)
-        await check_list_tools(c, client)
-        await check_sum(c, client)
-        await check_missing_arg(c, client)
-        await check_unknown_tool(c, client)
+        for check in (check_list_tools, check_sum, check_missing_arg, check_unknown_tool):
+            try:
+                await check(c, client)
+            except ValidationError as exc:
+                # The SDK validates every result against the negotiated revision's wire schema
+                # (e.g. 2026-07-28 tools/list needs resultType, ttlMs, cacheScope); keep going.
+                c.fail(f"{c.step}: the SDK rejected the server's result as invalid for protocol "
+                       f"{client.protocol_version}: {exc.title}: {shape_errors(exc)}")
+            except RuntimeError as exc:
+                # e.g. structuredContent not matching the tool's outputSchema.
+                c.fail(f"{c.step}: the SDK rejected the server's answer: {exc}")
         c.step = "closing the connection"
     if mode == "discover" and c.failures and c.failures[0].startswith("discover mode:"):
         c.step = "diagnostic server/discover probe"
-        say(f"diagnostic: {await discover_diagnostic(target)}")
+        try:
+            say(f"diagnostic: {await discover_diagnostic(target)}")
+        except Exception as exc:  # noqa: BLE001 - diagnostics only
+            say(f"diagnostic: bare server/discover probe failed: {describe(exc)}")
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
