@@ -42,6 +42,11 @@
 
 pub use kesoku_core::*;
 pub use kesoku_llm as llm;
+/// MCP both ways: [`McpServer`](mcp::McpServer) serves a registry over stdio
+/// or streamable HTTP, [`McpClient`](mcp::McpClient) imports a server's tools
+/// (the `mcp` feature, on by default).
+#[cfg(feature = "mcp")]
+pub use kesoku_mcp as mcp;
 
 /// Where sessions and their messages are kept: the [`Store`](store::Store)
 /// trait, [`MemoryStore`](store::MemoryStore), and, with the `sqlite`

@@ -202,6 +202,30 @@ impl ToolRunner {
         self
     }
 
+    /// A runner that shares this one's registry, settings and sequential
+    /// lock (so `sequential` tools still run alone across both), calling
+    /// tools with `context` instead: one per request, when each request has
+    /// its own cancellation token or session. Cheap: nothing is copied but
+    /// handles.
+    ///
+    /// ```
+    /// use kesoku_core::{ToolContext, ToolRegistry, ToolRunner};
+    ///
+    /// let runner = ToolRunner::new(ToolRegistry::new(), ToolContext::new("base"));
+    /// let call = runner.scoped(ToolContext::new("client-7"));
+    /// assert_eq!(call.context().session_id(), "client-7");
+    /// ```
+    pub fn scoped(&self, context: ToolContext) -> ToolRunner {
+        ToolRunner {
+            registry: self.registry.clone(),
+            context,
+            default_timeout: self.default_timeout,
+            max_concurrency: self.max_concurrency,
+            exclusive: Arc::clone(&self.exclusive),
+            has_sequential: self.has_sequential,
+        }
+    }
+
     /// The context every call receives.
     pub fn context(&self) -> &ToolContext {
         &self.context

@@ -1,0 +1,109 @@
+//! The demo agent's tools as an MCP server: over stdio by default (for
+//! Claude Code, Claude Desktop and other clients that start their
+//! servers), or over streamable HTTP with `--http ADDR`.
+//!
+//! ```text
+//! cargo run --example mcp_server                       # stdio
+//! cargo run --example mcp_server -- --http 127.0.0.1:8080   # http://127.0.0.1:8080/mcp
+//! ```
+//!
+//! stdout carries the protocol only; logs go to stderr (`RUST_LOG=debug`).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use kesoku::ToolRegistry;
+use kesoku::ToolContext;
+use kesoku::llm::tools::Sandbox;
+use kesoku::mcp::{HttpOptions, McpServer};
+use tracing_subscriber::filter::LevelFilter;
+
+#[path = "demo/tools.rs"]
+mod tools;
+
+/// Serves the demo's tools over MCP.
+#[derive(Parser)]
+struct Args {
+    /// Serve streamable HTTP on this address (such as `127.0.0.1:8080`)
+    /// instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// Accept this `Host` besides the loopback names (behind a proxy).
+    #[arg(long, value_name = "HOST")]
+    allow_host: Vec<String>,
+    /// Accept requests from this browser origin besides the server's own.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    // A level in RUST_LOG (`debug`, `info`...), warnings by default.
+    let level = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|l| l.parse::<LevelFilter>().ok())
+        .unwrap_or(LevelFilter::WARN);
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .init();
+
+    let server = match server() {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("mcp_server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = match args.http {
+        None => server.serve_stdio().await,
+        Some(addr) => {
+            let mut options = HttpOptions::default();
+            for host in args.allow_host {
+                options = options.allow_host(host);
+            }
+            for origin in args.allow_origin {
+                options = options.allow_origin(origin);
+            }
+            match server.bind_http(addr, options).await {
+                Ok(http) => {
+                    // The one line on stdout over HTTP: where to connect
+                    // (tests read it to learn a port picked with `:0`).
+                    println!("serving MCP on {}", http.url());
+                    http.run().await
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp_server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The demo's tools but `analyze_media`, which needs the agent's model (an
+/// MCP client has its own), reading files under the working directory.
+fn server() -> Result<McpServer, String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+    let mut registry = ToolRegistry::new();
+    for tool in &tools::registry() {
+        if tool.name() != "analyze_media" {
+            registry
+                .register(tool.clone())
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let context = ToolContext::new("mcp")
+        .with_state(Sandbox::new(&cwd))
+        .with_state(tools::Notebook::default());
+    Ok(McpServer::builder(registry)
+        .name("kesoku-demo", env!("CARGO_PKG_VERSION"))
+        .instructions("The kesoku demo's tools: arithmetic, the time, notes, and reading files under the server's working directory.")
+        .context(context)
+        .build())
+}

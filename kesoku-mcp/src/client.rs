@@ -1,0 +1,2 @@
+//! placeholder
+pub struct ImportOptions; pub struct McpClient;

@@ -1,0 +1,32 @@
+//! MCP both ways for kesoku, through rmcp, the official Rust SDK.
+//!
+//! - [`McpServer`] serves a tool registry: `tools/list` with each tool's
+//!   schema lowered for MCP, its output schema and its hints; `tools/call`
+//!   through the same [`ToolRunner`](kesoku_core::ToolRunner) a model's
+//!   calls go through. Over stdio ([`McpServer::serve_stdio`]) or
+//!   streamable HTTP ([`McpServer::bind_http`]); the `initialize`
+//!   handshake of 2025-06-18 and 2025-11-25, and 2026-07-28's
+//!   `server/discover`, whichever the client speaks.
+//! - [`McpClient`] connects to a server (a command over stdio, or a URL)
+//!   and imports its tools into a registry as dynamic tools, so an agent
+//!   calls them as it calls local ones.
+//!
+//! Most users reach this as `kesoku::mcp`.
+
+// The modules form layers: each uses only modules on lines above its own.
+//
+// 1. leaves:     error, convert
+// 2. server:     server (convert)
+// 3. transports: stdio (server, error), http (server, error)
+// 4. client:     client (convert, error)
+mod client;
+mod convert;
+mod error;
+mod http;
+mod server;
+mod stdio;
+
+pub use client::{ImportOptions, McpClient};
+pub use error::McpError;
+pub use http::{HttpOptions, HttpServer};
+pub use server::{McpServer, McpServerBuilder};

@@ -1,0 +1,248 @@
+//! [`McpServer`]: a [`ToolRegistry`](kesoku_core::ToolRegistry) as an MCP
+//! server. `tools/list` gives each tool's listing, computed once;
+//! `tools/call` goes through [`ToolRunner::execute`], so validation,
+//! coercion, timeouts, panics and the context behave as they do for a
+//! model.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kesoku_core::{Message, RegistryRef, ToolContext, ToolRequest, ToolRunner};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::convert;
+
+/// Serves a tool registry over MCP: [`serve_stdio`](Self::serve_stdio),
+/// or [`bind_http`](Self::bind_http) for streamable HTTP.
+///
+/// Cheap to clone: clones share the tools, the runner and the count of
+/// calls in flight.
+///
+/// ```
+/// use kesoku::mcp::McpServer;
+///
+/// let server = McpServer::builder(kesoku::default_registry())
+///     .name("my-tools", "1.0.0")
+///     .instructions("Arithmetic for the model.")
+///     .build();
+/// assert!(server.tool_names().count() >= 0);
+/// ```
+#[derive(Clone)]
+pub struct McpServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runner: ToolRunner,
+    /// The listings, in registry order (by name), made once.
+    listings: Vec<McpTool>,
+    by_name: HashMap<String, usize>,
+    info: Implementation,
+    instructions: Option<String>,
+    /// Calls running now, so stdio can hold stdin's end until they answer.
+    in_flight: watch::Sender<usize>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.inner.info.name)
+            .field("tools", &self.inner.listings.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`McpServer`].
+#[must_use]
+pub struct McpServerBuilder {
+    registry: RegistryRef,
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    context: ToolContext,
+    timeout: Option<Duration>,
+}
+
+impl McpServerBuilder {
+    /// The name and version the server gives clients (default: `kesoku`
+    /// and this crate's version).
+    pub fn name(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.name = name.into();
+        self.version = version.into();
+        self
+    }
+
+    /// What clients (and their models) are told about using the server.
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// The context tools get: session id (default `mcp`), state,
+    /// workspace. Each call gets its own cancellation token on top.
+    pub fn context(mut self, context: ToolContext) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The time limit of tools that set none (default: the runner's,
+    /// [`ToolRunner::DEFAULT_TIMEOUT`]).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The server.
+    pub fn build(self) -> McpServer {
+        let listings: Vec<McpTool> = self.registry.iter().map(convert::listing).collect();
+        let by_name = listings
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.to_string(), i))
+            .collect();
+        let mut runner = ToolRunner::new(self.registry, self.context);
+        if let Some(t) = self.timeout {
+            runner = runner.with_default_timeout(t);
+        }
+        McpServer {
+            inner: Arc::new(Inner {
+                runner,
+                listings,
+                by_name,
+                info: Implementation::new(self.name, self.version),
+                instructions: self.instructions,
+                in_flight: watch::Sender::new(0),
+            }),
+        }
+    }
+}
+
+impl McpServer {
+    /// A server for `registry` (`kesoku::default_registry()`, a
+    /// `ToolRegistry` or an `Arc` of one) with the defaults.
+    pub fn new(registry: impl Into<RegistryRef>) -> Self {
+        Self::builder(registry).build()
+    }
+
+    /// Starts building a server for `registry`.
+    pub fn builder(registry: impl Into<RegistryRef>) -> McpServerBuilder {
+        McpServerBuilder {
+            registry: registry.into(),
+            name: "kesoku".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            instructions: None,
+            context: ToolContext::new("mcp"),
+            timeout: None,
+        }
+    }
+
+    /// The names of the tools served, sorted.
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.inner.listings.iter().map(|t| t.name.as_ref())
+    }
+
+    /// How many calls are running now.
+    pub fn calls_in_flight(&self) -> usize {
+        *self.inner.in_flight.borrow()
+    }
+
+    pub(crate) fn watch_in_flight(&self) -> watch::Receiver<usize> {
+        self.inner.in_flight.subscribe()
+    }
+
+    /// Runs one `tools/call` through the runner, with the request's
+    /// cancellation token in the tool's context.
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        id: String,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Message {
+        let _running = InFlight::enter(&self.inner.in_flight);
+        let runner = &self.inner.runner;
+        let context = runner.context().clone().with_cancellation(cancel);
+        let session = context.session_id().to_owned();
+        let request = ToolRequest::new(id, name, arguments);
+        let call = Message::tool_call(session, &request);
+        runner.scoped(context).execute(&request, &call, None).await
+    }
+
+    fn unknown_tool(&self, name: &str) -> ErrorData {
+        let known: Vec<&str> = self.tool_names().collect();
+        let list: Vec<String> = known.iter().map(|n| format!("`{n}`")).collect();
+        let message = if list.is_empty() {
+            format!("unknown tool `{name}`; this server has no tools")
+        } else {
+            format!("unknown tool `{name}`; the tools are {}", list.join(", "))
+        };
+        ErrorData::invalid_params(message, Some(serde_json::json!({ "tools": known })))
+    }
+}
+
+/// Counts a call in flight for as long as it lives.
+struct InFlight<'a>(&'a watch::Sender<usize>);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(self.inner.info.clone());
+        if let Some(text) = &self.inner.instructions {
+            config = config.with_instructions(text.clone());
+        }
+        config
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.inner.listings.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<McpTool> {
+        let i = *self.inner.by_name.get(name)?;
+        Some(self.inner.listings[i].clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // An unknown tool is a protocol error (the client asked for
+        // something that does not exist); every failure of a call that
+        // ran, or could not start for its arguments, is a result the
+        // model reads.
+        if !self.inner.by_name.contains_key(request.name.as_ref()) {
+            return Err(self.unknown_tool(&request.name));
+        }
+        let arguments = request.arguments.map_or(Value::Null, Value::Object);
+        let message = self
+            .call(&request.name, arguments, context.id.to_string(), context.ct.clone())
+            .await;
+        Ok(convert::call_result(&message).into())
+    }
+}
