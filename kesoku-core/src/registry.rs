@@ -2,7 +2,10 @@
 //! every `#[tool]` linked into the binary.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::fmt;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+
+use tokio::sync::watch;
 
 use crate::error::RegistryError;
 use crate::tool::{Tool, ToolDef, check_name};
@@ -78,6 +81,16 @@ impl ToolRegistry {
         Ok(&self.tools[pos])
     }
 
+    /// Takes out the tool called `name`, if there is one.
+    pub fn remove(&mut self, name: &str) -> Option<Tool> {
+        let i = self
+            .tools
+            .binary_search_by(|t| t.name().cmp(name))
+            .ok()?;
+        self.by_name.remove(name);
+        Some(self.tools.remove(i))
+    }
+
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
         self.by_name.get(name)
@@ -121,6 +134,83 @@ fn duplicate(first: &Tool, second: &Tool) -> RegistryError {
         name: first.name().into(),
         first: first.location().copied(),
         second: second.location().copied(),
+    }
+}
+
+/// A registry whose tools can change while it is in use: tools imported
+/// from an MCP server that says its list changed, plugins loaded at run
+/// time. Readers take a [`snapshot`](Self::snapshot), which never changes
+/// under them; [`update`](Self::update) publishes a new one.
+///
+/// Cheap to clone: clones share the registry.
+///
+/// ```
+/// use kesoku_core::{DynamicTool, LiveRegistry, ToolOutput, ToolRegistry};
+///
+/// let live = LiveRegistry::new(ToolRegistry::new());
+/// let before = live.snapshot();
+/// live.update(|r| {
+///     let noop = DynamicTool::new("noop", "Does nothing.", serde_json::json!({"type": "object"}),
+///         |_, _| async { Ok(ToolOutput::new(serde_json::Value::Null)) }).unwrap();
+///     r.register(noop).map(drop)
+/// }).unwrap();
+/// assert!(before.get("noop").is_none());
+/// assert!(live.snapshot().get("noop").is_some());
+/// assert_eq!(live.version(), 1);
+/// ```
+#[derive(Clone)]
+pub struct LiveRegistry {
+    current: Arc<RwLock<Arc<ToolRegistry>>>,
+    version: Arc<watch::Sender<u64>>,
+}
+
+impl LiveRegistry {
+    /// Starts from `registry`, at version 0.
+    pub fn new(registry: ToolRegistry) -> Self {
+        LiveRegistry {
+            current: Arc::new(RwLock::new(Arc::new(registry))),
+            version: Arc::new(watch::Sender::new(0)),
+        }
+    }
+
+    /// The tools now.
+    pub fn snapshot(&self) -> Arc<ToolRegistry> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// How many updates have been published.
+    pub fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+
+    /// Changes the tools: `f` edits a copy, which is published as the new
+    /// snapshot (with a new version) when `f` returns `Ok`; on `Err`
+    /// nothing changes. Updates are serialized.
+    pub fn update<T, E>(
+        &self,
+        f: impl FnOnce(&mut ToolRegistry) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = ToolRegistry::clone(&current);
+        let out = f(&mut next)?;
+        *current = Arc::new(next);
+        drop(current);
+        self.version.send_modify(|v| *v += 1);
+        Ok(out)
+    }
+
+    /// A receiver that sees each new version.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+}
+
+impl fmt::Debug for LiveRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveRegistry")
+            .field("version", &self.version())
+            .field("tools", &self.snapshot().len())
+            .finish()
     }
 }
 

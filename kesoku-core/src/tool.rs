@@ -196,6 +196,11 @@ impl DynamicTool {
         })
     }
 
+    /// The name the model calls.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Sets the description of what the tool returns.
     #[must_use]
     pub fn with_returns(mut self, returns: impl Into<String>) -> Self {

@@ -1,2 +1,501 @@
-//! placeholder
-pub struct ImportOptions; pub struct McpClient;
+//! [`McpClient`]: a connection to an MCP server (a command over stdio, or
+//! a streamable HTTP URL) whose tools become [`DynamicTool`]s in a
+//! registry, called by an agent like local ones.
+//!
+//! An imported tool's arguments are checked against its schema here, with
+//! path-named errors, before anything is sent. A call has a time limit
+//! (five minutes by default); a call dropped (time limit, interruption,
+//! cancellation) sends `notifications/cancelled` to the server; a server
+//! that dies mid-call gives an error result naming it, at once.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kesoku_core::{DynamicTool, LiveRegistry, ToolError, ToolHints, ToolRegistry};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    ServerNotification, SubscriptionFilter, Tool as McpTool,
+};
+use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _, RoleClient, ServiceError};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::convert;
+use crate::error::McpError;
+
+/// Which protocol generation to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// 2026-07-28's `server/discover`, falling back to the `initialize`
+    /// handshake for servers that do not know it.
+    #[default]
+    Auto,
+    /// The `initialize` handshake (2025-11-25) only.
+    Legacy,
+}
+
+/// How a server's tools are imported.
+///
+/// ```
+/// use std::time::Duration;
+/// use kesoku::mcp::ImportOptions;
+///
+/// let options = ImportOptions::new().prefix("files_").timeout(Duration::from_secs(30));
+/// assert_eq!(options.local_name("read"), "files_read");
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ImportOptions {
+    prefix: String,
+    timeout: Duration,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            prefix: String::new(),
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl ImportOptions {
+    /// A remote call's default time limit: five minutes.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+    /// No prefix, five-minute calls.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names each imported tool `prefix` + its remote name, so tools of the
+    /// same name on two servers, or here, can live side by side.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// A remote call's time limit.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The local name of remote tool `remote`: the prefix, then the name
+    /// with each character a model provider would refuse replaced by `_`
+    /// (MCP allows `.` and 128 characters; kesoku keeps to what every
+    /// provider accepts).
+    pub fn local_name(&self, remote: &str) -> String {
+        let mut name: String = self.prefix.clone();
+        name.extend(remote.chars().map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        }));
+        if name.starts_with(|c: char| !(c.is_ascii_alphabetic() || c == '_')) {
+            name.insert(0, '_');
+        }
+        name.truncate(64);
+        name
+    }
+}
+
+/// The client side's handler: counts list-changed notifications of the
+/// `initialize` generation (2026-07-28 ones come through a subscription).
+#[derive(Clone)]
+struct Handler {
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("kesoku", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed.send_modify(|v| *v += 1);
+    }
+}
+
+/// A connection to an MCP server.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), kesoku::mcp::McpError> {
+/// use kesoku::mcp::{ImportOptions, McpClient};
+///
+/// let client = McpClient::stdio(tokio::process::Command::new("my-mcp-server")).await?;
+/// let mut tools = kesoku::ToolRegistry::new();
+/// let names = client.import(&mut tools, &ImportOptions::new()).await?;
+/// println!("imported {names:?} from {}", client.server());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct McpClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The command or URL, for messages.
+    server: String,
+    service: RunningService<RoleClient, Handler>,
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient")
+            .field("server", &self.inner.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpClient {
+    /// Starts `command` and speaks MCP over its stdin and stdout (its
+    /// stderr is this process's).
+    pub async fn stdio(command: tokio::process::Command) -> Result<Self, McpError> {
+        Self::stdio_with(command, Protocol::Auto).await
+    }
+
+    /// Like [`stdio`](Self::stdio), with the protocol generation chosen.
+    pub async fn stdio_with(
+        mut command: tokio::process::Command,
+        protocol: Protocol,
+    ) -> Result<Self, McpError> {
+        let std = command.as_std();
+        let mut shown = std.get_program().to_string_lossy().into_owned();
+        for arg in std.get_args() {
+            shown.push(' ');
+            shown.push_str(&arg.to_string_lossy());
+        }
+        let server = format!("`{shown}`");
+        command.kill_on_drop(true);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|source| McpError::Spawn {
+                command: shown,
+                source,
+            })?;
+        Self::connect(server, transport, protocol).await
+    }
+
+    /// Connects to a streamable HTTP server at `url`
+    /// (`http://127.0.0.1:8080/mcp`).
+    pub async fn http(url: &str) -> Result<Self, McpError> {
+        Self::http_with(url, Protocol::Auto).await
+    }
+
+    /// Like [`http`](Self::http), with the protocol generation chosen.
+    pub async fn http_with(url: &str, protocol: Protocol) -> Result<Self, McpError> {
+        // reqwest is built without a default TLS provider (kesoku picks
+        // ring); rmcp builds its client at once, even for `http://`.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+        Self::connect(url.to_owned(), transport, protocol).await
+    }
+
+    async fn connect<T, E, A>(server: String, transport: T, protocol: Protocol) -> Result<Self, McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let changed = Arc::new(watch::Sender::new(0));
+        let handler = Handler {
+            changed: Arc::clone(&changed),
+        };
+        let lifecycle = match protocol {
+            Protocol::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            Protocol::Legacy => ClientLifecycleMode::Initialize,
+        };
+        let service = handler
+            .serve_with_lifecycle(transport, lifecycle)
+            .await
+            .map_err(|e| McpError::Connect {
+                server: server.clone(),
+                reason: e.to_string(),
+            })?;
+        let client = McpClient {
+            inner: Arc::new(Inner {
+                server,
+                service,
+                changed,
+            }),
+        };
+        client.listen_for_changes().await;
+        Ok(client)
+    }
+
+    /// On 2026-07-28, list-changed notifications come through a
+    /// subscription; a server that offers none has nothing to announce.
+    async fn listen_for_changes(&self) {
+        if self.protocol_version().as_deref() != Some(ProtocolVersion::V_2026_07_28.as_str()) {
+            return;
+        }
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut subscription = match self.peer().listen(filter).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(server = %self.inner.server, error = %e, "no list-changed subscription");
+                return;
+            }
+        };
+        let changed = Arc::clone(&self.inner.changed);
+        tokio::spawn(async move {
+            while let Ok(Some(n)) = subscription.next().await {
+                if matches!(n, ServerNotification::ToolListChangedNotification(_)) {
+                    changed.send_modify(|v| *v += 1);
+                }
+            }
+        });
+    }
+
+    /// The command or URL of the server.
+    pub fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// The protocol version agreed with the server.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.inner
+            .service
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+    }
+
+    fn peer(&self) -> &Peer<RoleClient> {
+        self.inner.service.peer()
+    }
+
+    /// A receiver that sees a new value each time the server says its
+    /// tool list changed.
+    pub fn list_changes(&self) -> watch::Receiver<u64> {
+        self.inner.changed.subscribe()
+    }
+
+    /// The server's tools, as it lists them.
+    pub async fn list_tools(&self) -> Result<Vec<McpTool>, McpError> {
+        self.peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| McpError::Request {
+                server: self.inner.server.clone(),
+                method: "tools/list",
+                reason: describe(&e),
+            })
+    }
+
+    /// The server's tools as dynamic tools, named by `options`.
+    pub async fn tools(&self, options: &ImportOptions) -> Result<Vec<DynamicTool>, McpError> {
+        let listed = self.list_tools().await?;
+        listed.iter().map(|t| self.tool(t, options)).collect()
+    }
+
+    /// Adds the server's tools to `registry`. A name the registry already
+    /// has is an error (nothing is added then); a prefix in `options`
+    /// avoids it. Returns the local names.
+    ///
+    /// The tools are fixed once imported; [`import_live`](Self::import_live)
+    /// follows the server's list-changed notifications.
+    pub async fn import(
+        &self,
+        registry: &mut ToolRegistry,
+        options: &ImportOptions,
+    ) -> Result<Vec<String>, McpError> {
+        let tools = self.tools(options).await?;
+        self.add(registry, tools)
+    }
+
+    /// Adds the server's tools to `registry` and keeps them in step with
+    /// the server: each time it says its list changed, the tools imported
+    /// from it are replaced by its new list. Returns the names imported
+    /// now. A later clash with a local tool keeps the local one and logs a
+    /// warning.
+    pub async fn import_live(
+        &self,
+        registry: &LiveRegistry,
+        options: ImportOptions,
+    ) -> Result<Vec<String>, McpError> {
+        let tools = self.tools(&options).await?;
+        let names = registry.update(|r| self.add(r, tools))?;
+        // The task holds the connection weakly: dropping the last client
+        // closes it, which ends the notifications and the task.
+        let client = Arc::downgrade(&self.inner);
+        let registry = registry.clone();
+        let mut changes = self.list_changes();
+        let mut imported = names.clone();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(inner) = client.upgrade() else { return };
+                let client = McpClient { inner };
+                match client.refresh(&registry, &options, &imported).await {
+                    Ok(now) => imported = now,
+                    Err(e) => tracing::warn!(server = %client.inner.server, error = %e, "updating the imported tools failed"),
+                }
+            }
+        });
+        Ok(names)
+    }
+
+    async fn refresh(
+        &self,
+        registry: &LiveRegistry,
+        options: &ImportOptions,
+        imported: &[String],
+    ) -> Result<Vec<String>, McpError> {
+        let tools = self.tools(options).await?;
+        registry.update(|r| {
+            for name in imported {
+                r.remove(name);
+            }
+            let mut added = Vec::new();
+            for tool in tools {
+                let name = tool_name(&tool);
+                match r.register(tool) {
+                    Ok(_) => added.push(name),
+                    Err(e) => tracing::warn!(server = %self.inner.server, tool = %name, error = %e, "an updated tool was not imported"),
+                }
+            }
+            Ok::<_, McpError>(added)
+        })
+    }
+
+    fn add(
+        &self,
+        registry: &mut ToolRegistry,
+        tools: Vec<DynamicTool>,
+    ) -> Result<Vec<String>, McpError> {
+        let names: Vec<String> = tools.iter().map(tool_name).collect();
+        if let Some(taken) = names.iter().find(|n| registry.get(n).is_some()) {
+            return Err(McpError::NameClash {
+                server: self.inner.server.clone(),
+                name: taken.clone(),
+            });
+        }
+        for tool in tools {
+            let name = tool_name(&tool);
+            registry.register(tool).map_err(|e| McpError::BadTool {
+                server: self.inner.server.clone(),
+                name,
+                reason: e.to_string(),
+            })?;
+        }
+        Ok(names)
+    }
+
+    /// One remote tool as a dynamic tool whose calls go to the server.
+    fn tool(&self, remote: &McpTool, options: &ImportOptions) -> Result<DynamicTool, McpError> {
+        let local = options.local_name(&remote.name);
+        let bad = |reason: String| McpError::BadTool {
+            server: self.inner.server.clone(),
+            name: remote.name.to_string(),
+            reason,
+        };
+        let schema = Value::Object((*remote.input_schema).clone());
+        let description = remote.description.as_deref().unwrap_or_default().to_owned();
+        let call = RemoteCall {
+            peer: self.peer().clone(),
+            server: Arc::from(self.inner.server.as_str()),
+            remote: Arc::from(remote.name.as_ref()),
+            timeout: options.timeout,
+        };
+        let mut tool = DynamicTool::new(local, description, schema, move |args, _ctx| {
+            let call = call.clone();
+            async move { call.run(args).await }
+        })
+        .map_err(|e| bad(e.to_string()))?
+        // The runner's limit too, so a call through an agent is dropped
+        // (and cancelled on the server) at the same moment.
+        .with_timeout(options.timeout);
+        if let Some(out) = &remote.output_schema {
+            tool = tool.with_output_schema(Value::Object((**out).clone()));
+        }
+        let title = remote
+            .title
+            .clone()
+            .or_else(|| remote.annotations.as_ref().and_then(|a| a.title.clone()));
+        if let Some(title) = title {
+            tool = tool.with_title(title);
+        }
+        if let Some(a) = &remote.annotations {
+            let mut hints = ToolHints::new();
+            hints.read_only = a.read_only_hint;
+            hints.destructive = a.destructive_hint;
+            hints.idempotent = a.idempotent_hint;
+            hints.open_world = a.open_world_hint;
+            tool = tool.with_hints(hints);
+        }
+        Ok(tool)
+    }
+
+    /// Ends the connection (and, over stdio, the server process).
+    pub fn close(&self) {
+        self.inner.service.cancellation_token().cancel();
+    }
+}
+
+fn tool_name(tool: &DynamicTool) -> String {
+    tool.name().to_owned()
+}
+
+/// What one imported tool's calls need.
+#[derive(Clone)]
+struct RemoteCall {
+    peer: Peer<RoleClient>,
+    server: Arc<str>,
+    remote: Arc<str>,
+    timeout: Duration,
+}
+
+impl RemoteCall {
+    async fn run(&self, args: Value) -> Result<kesoku_core::ToolOutput, ToolError> {
+        let Value::Object(arguments) = args else {
+            return Err(ToolError::Failed("the arguments must be a JSON object".into()));
+        };
+        let params = CallToolRequestParams::new(self.remote.to_string()).with_arguments(arguments);
+        // Dropping this future (the limit below, the runner's, an
+        // interruption) sends `notifications/cancelled` to the server.
+        let answer = tokio::time::timeout(self.timeout, self.peer.call_tool(params)).await;
+        let result = match answer {
+            Err(_) => {
+                return Err(ToolError::Failed(format!(
+                    "the MCP server {} did not answer `{}` within {:?}; the call was cancelled",
+                    self.server, self.remote, self.timeout
+                )));
+            }
+            Ok(Err(e)) => {
+                return Err(ToolError::Failed(format!(
+                    "the MCP server {} failed on `{}`: {}",
+                    self.server,
+                    self.remote,
+                    describe(&e)
+                )));
+            }
+            Ok(Ok(result)) => result,
+        };
+        convert::remote_output(result).map_err(ToolError::Failed)
+    }
+}
+
+/// A service error in words a model (and a person) can act on.
+fn describe(e: &ServiceError) -> String {
+    match e {
+        ServiceError::TransportClosed => {
+            "the connection closed (the server exited or went away)".to_owned()
+        }
+        ServiceError::McpError(data) => format!("it answered with error {}: {}", data.code.0, data.message),
+        ServiceError::Timeout { timeout } => format!("no answer within {timeout:?}"),
+        other => other.to_string(),
+    }
+}

@@ -10,6 +10,7 @@
 mod outcome;
 mod run;
 mod sessions;
+mod toolset;
 mod view;
 
 use std::path::PathBuf;
@@ -19,15 +20,18 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kesoku_core::gateway::{Filter, Gateway};
 use kesoku_core::store::{MemoryStore, Seq, Store};
-use kesoku_core::{Message, MessageType, RegistryRef, Role, Status, ToolContext, ToolRegistry};
+use kesoku_core::{
+    LiveRegistry, Message, MessageType, RegistryRef, Role, Status, ToolContext, ToolRegistry,
+};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 pub use outcome::{AgentError, TurnOutcome, TurnStatus};
 
 use crate::tools::{Sandbox, TurnModel};
-use crate::{Llm, LlmOptions, ToolDeclaration};
+use crate::{Llm, LlmOptions};
 use sessions::Sessions;
+use toolset::Toolset;
 
 /// An agent: a model, tools, a store, and the turn loop between them.
 ///
@@ -65,8 +69,7 @@ pub struct Agent {
 /// What every clone of an agent shares.
 pub(crate) struct Shared {
     pub(crate) llm: Arc<dyn Llm>,
-    pub(crate) registry: RegistryRef,
-    pub(crate) declarations: Vec<ToolDeclaration>,
+    pub(crate) tools: Toolset,
     pub(crate) options: LlmOptions,
     pub(crate) gateway: Gateway,
     pub(crate) max_steps: usize,
@@ -89,7 +92,7 @@ impl std::fmt::Debug for Agent {
         f.debug_struct("Agent")
             .field("provider", &self.shared.llm.provider())
             .field("model", &self.shared.options.model)
-            .field("tools", &self.shared.declarations.len())
+            .field("tools", &self.shared.tools.len())
             .field("max_steps", &self.shared.max_steps)
             .finish_non_exhaustive()
     }
@@ -99,7 +102,7 @@ impl std::fmt::Debug for Agent {
 #[must_use = "call `build()` to get the agent"]
 pub struct AgentBuilder {
     llm: Arc<dyn Llm>,
-    registry: Option<RegistryRef>,
+    tools: Option<Toolset>,
     system_prompt: Option<String>,
     options: Option<LlmOptions>,
     gateway: Option<Gateway>,
@@ -124,7 +127,16 @@ impl AgentBuilder {
     /// The tools: `kesoku::default_registry()`, a `ToolRegistry`, or an
     /// `Arc` of one. Default: no tools.
     pub fn registry(mut self, registry: impl Into<RegistryRef>) -> Self {
-        self.registry = Some(registry.into());
+        self.tools = Some(Toolset::fixed(registry.into()));
+        self
+    }
+
+    /// Tools that may change while the agent runs (an MCP server's,
+    /// imported with `kesoku::mcp::McpClient::import_live`):
+    /// each turn uses them as they are when it starts. Replaces
+    /// [`registry`](Self::registry).
+    pub fn live_registry(mut self, registry: LiveRegistry) -> Self {
+        self.tools = Some(Toolset::live(registry));
         self
     }
 
@@ -228,10 +240,9 @@ impl AgentBuilder {
                 "max_concurrent_turns must be at least 1".into(),
             ));
         }
-        let registry = self
-            .registry
-            .unwrap_or_else(|| RegistryRef::from(ToolRegistry::new()));
-        let declarations = ToolDeclaration::all(&registry);
+        let tools = self
+            .tools
+            .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())));
         let mut options = self
             .options
             .unwrap_or_else(|| LlmOptions::new(default_model(self.llm.provider())));
@@ -253,8 +264,7 @@ impl AgentBuilder {
         Ok(Agent {
             shared: Arc::new(Shared {
                 llm: self.llm,
-                registry,
-                declarations,
+                tools,
                 options,
                 gateway: self
                     .gateway
@@ -291,7 +301,7 @@ impl Agent {
     pub fn builder(llm: impl Llm + 'static) -> AgentBuilder {
         AgentBuilder {
             llm: Arc::new(llm),
-            registry: None,
+            tools: None,
             system_prompt: None,
             options: None,
             gateway: None,

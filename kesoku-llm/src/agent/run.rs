@@ -19,6 +19,7 @@ use kesoku_core::{
 use tracing::Instrument;
 
 use super::Shared;
+use crate::ToolDeclaration;
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::sessions::Slot;
 use super::view::{View, healing_result, orphans};
@@ -64,6 +65,7 @@ pub(crate) async fn turn(
         seq,
         posted: Vec::new(),
         cancel: CancellationToken::new(),
+        declarations: Arc::default(),
     };
     let outcome = turn.run().instrument(span.clone()).await;
     slot.set_running(0);
@@ -113,6 +115,9 @@ struct Turn<'a> {
     posted: Vec<Message>,
     /// Cancelled on interruption: tools waiting on it stop.
     cancel: CancellationToken,
+    /// The tools as the model sees them this turn (a live registry is
+    /// read once, as the turn starts).
+    declarations: Arc<Vec<ToolDeclaration>>,
 }
 
 impl Turn<'_> {
@@ -126,7 +131,9 @@ impl Turn<'_> {
             return self.end_interrupted().await;
         }
         let ctx = self.context().await?;
-        let mut runner = ToolRunner::new(self.shared.registry.clone(), ctx);
+        let (registry, declarations) = self.shared.tools.current();
+        self.declarations = declarations;
+        let mut runner = ToolRunner::new(registry, ctx);
         if let Some(limit) = self.shared.tool_timeout {
             runner = runner.with_default_timeout(limit);
         }
@@ -282,7 +289,7 @@ impl Turn<'_> {
             .complete(
                 &self.user.session_id,
                 view,
-                &shared.declarations,
+                &self.declarations,
                 &shared.options,
             )
             .instrument(span.clone());

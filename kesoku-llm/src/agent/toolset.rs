@@ -1,0 +1,71 @@
+//! [`Toolset`]: an agent's tools, fixed or live. A live registry is read
+//! as each turn starts, and its declarations made again only when it
+//! changed.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kesoku_core::{LiveRegistry, RegistryRef};
+
+use crate::ToolDeclaration;
+
+/// The tools, and their declarations as the model sees them.
+pub(crate) enum Toolset {
+    Fixed {
+        registry: RegistryRef,
+        declarations: Arc<Vec<ToolDeclaration>>,
+    },
+    Live {
+        live: LiveRegistry,
+        /// The version last read, with what it gave.
+        seen: Mutex<(u64, RegistryRef, Arc<Vec<ToolDeclaration>>)>,
+    },
+}
+
+impl Toolset {
+    pub(crate) fn fixed(registry: RegistryRef) -> Self {
+        let declarations = Arc::new(ToolDeclaration::all(&registry));
+        Toolset::Fixed {
+            registry,
+            declarations,
+        }
+    }
+
+    pub(crate) fn live(live: LiveRegistry) -> Self {
+        let (version, registry, declarations) = read(&live);
+        Toolset::Live {
+            live,
+            seen: Mutex::new((version, registry, declarations)),
+        }
+    }
+
+    /// The tools for a turn starting now.
+    pub(crate) fn current(&self) -> (RegistryRef, Arc<Vec<ToolDeclaration>>) {
+        match self {
+            Toolset::Fixed {
+                registry,
+                declarations,
+            } => (registry.clone(), Arc::clone(declarations)),
+            Toolset::Live { live, seen } => {
+                let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                if seen.0 != live.version() {
+                    *seen = read(live);
+                }
+                (seen.1.clone(), Arc::clone(&seen.2))
+            }
+        }
+    }
+
+    /// How many tools there are now.
+    pub(crate) fn len(&self) -> usize {
+        self.current().1.len()
+    }
+}
+
+/// The version first: the snapshot after it is at least that new, so a
+/// change between the two is read again next time, never missed.
+fn read(live: &LiveRegistry) -> (u64, RegistryRef, Arc<Vec<ToolDeclaration>>) {
+    let version = live.version();
+    let registry = RegistryRef::from(live.snapshot());
+    let declarations = Arc::new(ToolDeclaration::all(&registry));
+    (version, registry, declarations)
+}
