@@ -12,8 +12,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kesoku::ToolRegistry;
 use kesoku::ToolContext;
+use kesoku::ToolRegistry;
 use kesoku::llm::tools::Sandbox;
 use kesoku::mcp::{HttpOptions, McpServer};
 use tracing_subscriber::filter::LevelFilter;
@@ -93,9 +93,7 @@ fn server() -> Result<McpServer, String> {
     let mut registry = ToolRegistry::new();
     for tool in &tools::registry() {
         if tool.name() != "analyze_media" {
-            registry
-                .register(tool.clone())
-                .map_err(|e| e.to_string())?;
+            registry.register(tool.clone()).map_err(|e| e.to_string())?;
         }
     }
     let context = ToolContext::new("mcp")

@@ -41,12 +41,22 @@ impl DynamicSchema {
         })
     }
 
-    /// Every problem of `args`, in the order the validator finds them.
+    /// Every problem of `args`, in argument order (as the schema lists
+    /// the properties; unknown arguments last), as for a `#[tool]`.
     pub(crate) fn check(&self, args: &Value) -> Vec<ArgError> {
-        self.validator
+        let mut errors: Vec<ArgError> = self
+            .validator
             .iter_errors(args)
             .flat_map(|e| self.convert(&e))
-            .collect()
+            .collect();
+        errors.sort_by_key(|e| {
+            let top = e.path.split(['.', '[']).next().unwrap_or_default();
+            self.names
+                .iter()
+                .position(|n| n == top)
+                .unwrap_or(usize::MAX)
+        });
+        errors
     }
 
     fn convert(&self, e: &ValidationError<'_>) -> Vec<ArgError> {

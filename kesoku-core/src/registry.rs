@@ -83,10 +83,7 @@ impl ToolRegistry {
 
     /// Takes out the tool called `name`, if there is one.
     pub fn remove(&mut self, name: &str) -> Option<Tool> {
-        let i = self
-            .tools
-            .binary_search_by(|t| t.name().cmp(name))
-            .ok()?;
+        let i = self.tools.binary_search_by(|t| t.name().cmp(name)).ok()?;
         self.by_name.remove(name);
         Some(self.tools.remove(i))
     }
@@ -186,10 +183,7 @@ impl LiveRegistry {
     /// Changes the tools: `f` edits a copy, which is published as the new
     /// snapshot (with a new version) when `f` returns `Ok`; on `Err`
     /// nothing changes. Updates are serialized.
-    pub fn update<T, E>(
-        &self,
-        f: impl FnOnce(&mut ToolRegistry) -> Result<T, E>,
-    ) -> Result<T, E> {
+    pub fn update<T, E>(&self, f: impl FnOnce(&mut ToolRegistry) -> Result<T, E>) -> Result<T, E> {
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         let mut next = ToolRegistry::clone(&current);
         let out = f(&mut next)?;

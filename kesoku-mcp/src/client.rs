@@ -203,7 +203,26 @@ impl McpClient {
         Self::connect(url.to_owned(), transport, protocol).await
     }
 
-    async fn connect<T, E, A>(server: String, transport: T, protocol: Protocol) -> Result<Self, McpError>
+    /// Speaks MCP over any byte streams (a socket, a pipe, an in-memory
+    /// duplex); `server` names the other end in messages.
+    pub async fn io<R, W>(
+        server: impl Into<String>,
+        input: R,
+        output: W,
+        protocol: Protocol,
+    ) -> Result<Self, McpError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        Self::connect(server.into(), (input, output), protocol).await
+    }
+
+    async fn connect<T, E, A>(
+        server: String,
+        transport: T,
+        protocol: Protocol,
+    ) -> Result<Self, McpError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
@@ -241,6 +260,15 @@ impl McpClient {
     /// subscription; a server that offers none has nothing to announce.
     async fn listen_for_changes(&self) {
         if self.protocol_version().as_deref() != Some(ProtocolVersion::V_2026_07_28.as_str()) {
+            return;
+        }
+        let announces = self.inner.service.peer_info().is_some_and(|info| {
+            info.capabilities
+                .tools
+                .as_ref()
+                .is_some_and(|t| t.list_changed == Some(true))
+        });
+        if !announces {
             return;
         }
         let filter = SubscriptionFilter::builder().tools_list_changed().build();
@@ -337,11 +365,15 @@ impl McpClient {
         let mut imported = names.clone();
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
-                let Some(inner) = client.upgrade() else { return };
+                let Some(inner) = client.upgrade() else {
+                    return;
+                };
                 let client = McpClient { inner };
                 match client.refresh(&registry, &options, &imported).await {
                     Ok(now) => imported = now,
-                    Err(e) => tracing::warn!(server = %client.inner.server, error = %e, "updating the imported tools failed"),
+                    Err(e) => {
+                        tracing::warn!(server = %client.inner.server, error = %e, "updating the imported tools failed")
+                    }
                 }
             }
         });
@@ -461,7 +493,9 @@ struct RemoteCall {
 impl RemoteCall {
     async fn run(&self, args: Value) -> Result<kesoku_core::ToolOutput, ToolError> {
         let Value::Object(arguments) = args else {
-            return Err(ToolError::Failed("the arguments must be a JSON object".into()));
+            return Err(ToolError::Failed(
+                "the arguments must be a JSON object".into(),
+            ));
         };
         let params = CallToolRequestParams::new(self.remote.to_string()).with_arguments(arguments);
         // Dropping this future (the limit below, the runner's, an
@@ -494,7 +528,9 @@ fn describe(e: &ServiceError) -> String {
         ServiceError::TransportClosed => {
             "the connection closed (the server exited or went away)".to_owned()
         }
-        ServiceError::McpError(data) => format!("it answered with error {}: {}", data.code.0, data.message),
+        ServiceError::McpError(data) => {
+            format!("it answered with error {}: {}", data.code.0, data.message)
+        }
         ServiceError::Timeout { timeout } => format!("no answer within {timeout:?}"),
         other => other.to_string(),
     }

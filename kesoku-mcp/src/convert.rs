@@ -8,9 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use kesoku_core::lowering::{Dialect, lower};
 use kesoku_core::{ContentBlock, Message, Tool, ToolOutput, keys};
-use rmcp::model::{
-    self as mcp, CallToolResult, JsonObject, ResourceContents, ToolAnnotations,
-};
+use rmcp::model::{self as mcp, CallToolResult, JsonObject, ResourceContents, ToolAnnotations};
 use serde_json::Value;
 
 /// The `tools/list` entry of `tool`: its description (with the `# Returns`
@@ -94,7 +92,10 @@ fn block(b: &ContentBlock) -> mcp::ContentBlock {
         // Documents and video have no content type of their own in MCP:
         // they go as embedded resources with their bytes.
         ContentBlock::Document {
-            mime_type, data, name, ..
+            mime_type,
+            data,
+            name,
+            ..
         } => resource(mime_type, data, name.as_deref()),
         ContentBlock::Media { mime_type, data } => resource(mime_type, data, None),
     }
@@ -119,21 +120,32 @@ pub(crate) fn remote_output(result: CallToolResult) -> Result<ToolOutput, String
             mcp::ContentBlock::Text(t) => texts.push(t.text),
             mcp::ContentBlock::Image(i) => match STANDARD.decode(&i.data) {
                 Ok(data) => blocks.push(ContentBlock::image(i.mime_type, data)),
-                Err(_) => texts.push(format!("[an image the server sent as invalid base64 ({})]", i.mime_type)),
+                Err(_) => texts.push(format!(
+                    "[an image the server sent as invalid base64 ({})]",
+                    i.mime_type
+                )),
             },
             mcp::ContentBlock::Audio(a) => match STANDARD.decode(&a.data) {
                 Ok(data) => blocks.push(ContentBlock::media(a.mime_type, data)),
-                Err(_) => texts.push(format!("[audio the server sent as invalid base64 ({})]", a.mime_type)),
+                Err(_) => texts.push(format!(
+                    "[audio the server sent as invalid base64 ({})]",
+                    a.mime_type
+                )),
             },
             mcp::ContentBlock::Resource(r) => match r.resource {
                 ResourceContents::TextResourceContents { text, .. } => texts.push(text),
                 ResourceContents::BlobResourceContents {
-                    blob, mime_type, uri, ..
+                    blob,
+                    mime_type,
+                    uri,
+                    ..
                 } => {
                     let mime = mime_type.unwrap_or_else(|| "application/octet-stream".into());
                     match STANDARD.decode(&blob) {
                         Ok(data) => blocks.push(ContentBlock::document(mime, data)),
-                        Err(_) => texts.push(format!("[a file the server sent as invalid base64: {uri}]")),
+                        Err(_) => {
+                            texts.push(format!("[a file the server sent as invalid base64: {uri}]"))
+                        }
                     }
                 }
                 _ => texts.push("[a resource of a kind this client does not know]".to_owned()),
@@ -183,12 +195,17 @@ mod tests {
             .with_returns("What it saw.")
             .with_title("Look around")
             .with_hints(ToolHints::new().with_read_only(true))
-            .with_output_schema(json!({"type": "object", "properties": {"seen": {"type": "integer"}}})),
+            .with_output_schema(
+                json!({"type": "object", "properties": {"seen": {"type": "integer"}}}),
+            ),
         );
         let listed = serde_json::to_value(listing(&tool)).unwrap();
         assert_eq!(listed["description"], "Looks.\n\nReturns: What it saw.");
         assert_eq!(listed["inputSchema"]["properties"]["q"]["type"], "string");
-        assert_eq!(listed["outputSchema"]["properties"]["seen"]["type"], "integer");
+        assert_eq!(
+            listed["outputSchema"]["properties"]["seen"]["type"],
+            "integer"
+        );
         assert_eq!(listed["title"], "Look around");
         assert_eq!(listed["annotations"]["readOnlyHint"], true);
         assert!(listed["annotations"].get("destructiveHint").is_none());
@@ -203,7 +220,10 @@ mod tests {
         result.structured_content = Some(json!({"sum": 42}));
         let out = remote_output(result).unwrap();
         assert_eq!(out.value, json!({"sum": 42}));
-        assert_eq!(out.blocks, [ContentBlock::image("image/png", vec![1, 2, 3])]);
+        assert_eq!(
+            out.blocks,
+            [ContentBlock::image("image/png", vec![1, 2, 3])]
+        );
         let err = remote_output(CallToolResult::error(vec![mcp::ContentBlock::text("no")]));
         assert_eq!(err.unwrap_err(), "no");
     }

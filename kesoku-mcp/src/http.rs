@@ -95,7 +95,11 @@ impl HttpOptions {
     }
 
     fn config(&self, port: u16, shutdown: CancellationToken) -> StreamableHttpServerConfig {
-        let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+        let mut hosts = vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+        ];
         hosts.extend(self.hosts.iter().cloned());
         let mut origins = vec![
             format!("http://localhost:{port}"),
@@ -134,13 +138,16 @@ impl McpServer {
         options: HttpOptions,
     ) -> Result<HttpServer, McpError> {
         let shown = addr.to_string();
-        let listener = TcpListener::bind(addr).await.map_err(|source| McpError::Bind {
-            addr: shown.clone(),
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| McpError::Bind {
+                addr: shown.clone(),
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| McpError::Bind {
+            addr: shown,
             source,
         })?;
-        let local = listener
-            .local_addr()
-            .map_err(|source| McpError::Bind { addr: shown, source })?;
         let shutdown = CancellationToken::new();
         let config = options.config(local.port(), shutdown.child_token());
         let server = self;

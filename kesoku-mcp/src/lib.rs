@@ -26,7 +26,7 @@ mod http;
 mod server;
 mod stdio;
 
-pub use client::{ImportOptions, McpClient};
+pub use client::{ImportOptions, McpClient, Protocol};
 pub use error::McpError;
 pub use http::{HttpOptions, HttpServer};
 pub use server::{McpServer, McpServerBuilder};

@@ -241,7 +241,12 @@ impl ServerHandler for McpServer {
         }
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let message = self
-            .call(&request.name, arguments, context.id.to_string(), context.ct.clone())
+            .call(
+                &request.name,
+                arguments,
+                context.id.to_string(),
+                context.ct.clone(),
+            )
             .await;
         Ok(convert::call_result(&message).into())
     }

@@ -19,10 +19,10 @@ use kesoku_core::{
 use tracing::Instrument;
 
 use super::Shared;
-use crate::ToolDeclaration;
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::sessions::Slot;
 use super::view::{View, healing_result, orphans};
+use crate::ToolDeclaration;
 
 /// What the model is told when it answered with nothing.
 const NUDGE: &str = "Your last reply was empty. Answer the user's last message now.";
