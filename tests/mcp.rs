@@ -4,6 +4,7 @@
 //! against the same example in `.ci/run`).
 #![cfg(feature = "mcp")]
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -333,10 +334,10 @@ async fn post_status(url: &str, headers: &[(&str, &str)]) -> u16 {
         body.len()
     );
     if !headers.iter().any(|(k, _)| *k == "Host") {
-        request.push_str(&format!("Host: {authority}\r\n"));
+        let _ = write!(request, "Host: {authority}\r\n");
     }
     for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
+        let _ = write!(request, "{k}: {v}\r\n");
     }
     request.push_str("\r\n");
     request.push_str(&body);

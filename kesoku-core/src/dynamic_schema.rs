@@ -117,7 +117,7 @@ impl DynamicSchema {
 /// `/points/2/x` as `points[2].x`, the path style of every argument error.
 fn format_path(e: &ValidationError<'_>) -> String {
     let mut out = String::new();
-    for seg in e.instance_path().iter() {
+    for seg in e.instance_path() {
         match seg {
             LocationSegment::Property(p) => {
                 if !out.is_empty() {

@@ -215,6 +215,7 @@ impl ToolRunner {
     /// let call = runner.scoped(ToolContext::new("client-7"));
     /// assert_eq!(call.context().session_id(), "client-7");
     /// ```
+    #[must_use]
     pub fn scoped(&self, context: ToolContext) -> ToolRunner {
         ToolRunner {
             registry: self.registry.clone(),

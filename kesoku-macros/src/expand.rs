@@ -268,7 +268,45 @@ fn schema_tokens(
     let name = &checked.name;
     let description = &checked.description;
     let line = quote_spanned!(f.ident.span()=> ::core::line!());
-    // Only what differs from `ToolSchema::new`'s defaults.
+    let with = schema_options(f, opts, checked, krate);
+    // In this constant, next to `SCHEMA`, so an unmet `ToolArg` bound is
+    // reported once.
+    let exact = f
+        .params
+        .iter()
+        .filter(|p| p.source == Source::Model)
+        .map(|p| {
+            let ty = p.ty;
+            quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::EXACT)
+        });
+    quote! {
+        #krate::ToolSchema::new(
+            #name,
+            #description,
+            #krate::ObjectSchema {
+                fields: &[#(#fields),*],
+                flatten: &[],
+                description: ::core::option::Option::None,
+            },
+            #krate::Location {
+                file: ::core::file!(),
+                line: #line,
+                module_path: ::core::module_path!(),
+            },
+        )
+        #(#with)*
+        .with_exact(#krate::__private::all_exact(&[#(#exact),*]))
+    }
+}
+
+/// The `.with_*` calls of a tool's schema constant: only what differs
+/// from `ToolSchema::new`'s defaults.
+fn schema_options(
+    f: &ToolFn<'_>,
+    opts: &ToolOptions,
+    checked: &Checked,
+    krate: &syn::Path,
+) -> Vec<TokenStream> {
     let mut with = Vec::new();
     if let Some(returns) = &checked.returns {
         with.push(quote!(.with_returns(#returns)));
@@ -310,34 +348,7 @@ fn schema_tokens(
             })
         });
     }
-    // In this constant, next to `SCHEMA`, so an unmet `ToolArg` bound is
-    // reported once.
-    let exact = f
-        .params
-        .iter()
-        .filter(|p| p.source == Source::Model)
-        .map(|p| {
-            let ty = p.ty;
-            quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::EXACT)
-        });
-    quote! {
-        #krate::ToolSchema::new(
-            #name,
-            #description,
-            #krate::ObjectSchema {
-                fields: &[#(#fields),*],
-                flatten: &[],
-                description: ::core::option::Option::None,
-            },
-            #krate::Location {
-                file: ::core::file!(),
-                line: #line,
-                module_path: ::core::module_path!(),
-            },
-        )
-        #(#with)*
-        .with_exact(#krate::__private::all_exact(&[#(#exact),*]))
-    }
+    with
 }
 
 /// `__kesoku_prepare_x`: the one function a tool's calls go through. It

@@ -372,7 +372,7 @@ impl McpClient {
                 match client.refresh(&registry, &options, &imported).await {
                     Ok(now) => imported = now,
                     Err(e) => {
-                        tracing::warn!(server = %client.inner.server, error = %e, "updating the imported tools failed")
+                        tracing::warn!(server = %client.inner.server, error = %e, "updating the imported tools failed");
                     }
                 }
             }
@@ -396,7 +396,9 @@ impl McpClient {
                 let name = tool_name(&tool);
                 match r.register(tool) {
                     Ok(_) => added.push(name),
-                    Err(e) => tracing::warn!(server = %self.inner.server, tool = %name, error = %e, "an updated tool was not imported"),
+                    Err(e) => {
+                        tracing::warn!(server = %self.inner.server, tool = %name, error = %e, "an updated tool was not imported");
+                    }
                 }
             }
             Ok::<_, McpError>(added)

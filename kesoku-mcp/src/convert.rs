@@ -144,7 +144,8 @@ pub(crate) fn remote_output(result: CallToolResult) -> Result<ToolOutput, String
                     match STANDARD.decode(&blob) {
                         Ok(data) => blocks.push(ContentBlock::document(mime, data)),
                         Err(_) => {
-                            texts.push(format!("[a file the server sent as invalid base64: {uri}]"))
+                            texts
+                                .push(format!("[a file the server sent as invalid base64: {uri}]"));
                         }
                     }
                 }
