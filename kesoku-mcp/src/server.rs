@@ -28,12 +28,26 @@ use crate::convert;
 ///
 /// ```
 /// use kesoku::mcp::McpServer;
+/// use kesoku::{ToolRegistry, tool};
 ///
-/// let server = McpServer::builder(kesoku::default_registry())
+/// /// Adds two integers.
+/// ///
+/// /// # Arguments
+/// /// * `a` - The first integer.
+/// /// * `b` - The second integer.
+/// #[tool(register = false, read_only)]
+/// fn calculate_sum(a: i64, b: i64) -> i64 {
+///     a + b
+/// }
+///
+/// let mut tools = ToolRegistry::new();
+/// tools.register(calculate_sum::TOOL).unwrap();
+/// let server = McpServer::builder(tools)
 ///     .name("my-tools", "1.0.0")
 ///     .instructions("Arithmetic for the model.")
 ///     .build();
-/// assert!(server.tool_names().count() >= 0);
+/// assert_eq!(server.tool_names().collect::<Vec<_>>(), ["calculate_sum"]);
+/// assert_eq!(server.calls_in_flight(), 0);
 /// ```
 #[derive(Clone)]
 pub struct McpServer {
