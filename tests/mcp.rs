@@ -57,6 +57,13 @@ async fn http_server() -> (Child, String) {
     (child, url)
 }
 
+/// The client's tools, imported into a new registry.
+async fn imported(client: &McpClient, options: &ImportOptions) -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    client.import(&mut tools, options).await.unwrap();
+    tools
+}
+
 async fn call(
     registry: &ToolRegistry,
     name: &str,
@@ -103,11 +110,7 @@ async fn http_speaks_both_generations() {
     ] {
         let client = McpClient::http_with(&url, protocol).await.unwrap();
         assert_eq!(client.protocol_version().as_deref(), Some(version));
-        let mut tools = ToolRegistry::new();
-        client
-            .import(&mut tools, &ImportOptions::new())
-            .await
-            .unwrap();
+        let tools = imported(&client, &ImportOptions::new()).await;
         let out = call(&tools, "calculate_sum", json!({"a": 2, "b": 40}))
             .await
             .unwrap();
@@ -119,11 +122,7 @@ async fn http_speaks_both_generations() {
 #[tokio::test]
 async fn bad_arguments_are_refused_here_with_the_local_errors() {
     let client = McpClient::stdio(fixture()).await.unwrap();
-    let mut tools = ToolRegistry::new();
-    client
-        .import(&mut tools, &ImportOptions::new())
-        .await
-        .unwrap();
+    let tools = imported(&client, &ImportOptions::new()).await;
     let err = call(&tools, "calculate_sum", json!({"a": "two"}))
         .await
         .unwrap_err();
@@ -154,11 +153,7 @@ async fn listings_carry_output_schemas_hints_and_images() {
     let sum = listed.iter().find(|t| t.name == "calculate_sum").unwrap();
     assert!(sum.output_schema.is_none(), "an integer is not an object");
 
-    let mut tools = ToolRegistry::new();
-    client
-        .import(&mut tools, &ImportOptions::new())
-        .await
-        .unwrap();
+    let tools = imported(&client, &ImportOptions::new()).await;
     let found = call(&tools, "look_up", json!({"word": "kesoku"}))
         .await
         .unwrap();
@@ -178,11 +173,7 @@ async fn listings_carry_output_schemas_hints_and_images() {
 #[tokio::test]
 async fn a_name_clash_is_an_error_unless_prefixed() {
     let client = McpClient::stdio(fixture()).await.unwrap();
-    let mut tools = ToolRegistry::new();
-    client
-        .import(&mut tools, &ImportOptions::new())
-        .await
-        .unwrap();
+    let mut tools = imported(&client, &ImportOptions::new()).await;
     let before = tools.len();
     let err = client
         .import(&mut tools, &ImportOptions::new())
@@ -215,9 +206,11 @@ async fn a_dropped_call_is_cancelled_on_the_server() {
     let mut cmd = fixture();
     cmd.env("MCP_FIXTURE_LOG", &log);
     let client = McpClient::stdio(cmd).await.unwrap();
-    let mut tools = ToolRegistry::new();
-    let options = ImportOptions::new().timeout(Duration::from_millis(300));
-    client.import(&mut tools, &options).await.unwrap();
+    let tools = imported(
+        &client,
+        &ImportOptions::new().timeout(Duration::from_millis(300)),
+    )
+    .await;
     let err = call(&tools, "wait_ms", json!({"ms": 60_000}))
         .await
         .unwrap_err();
@@ -245,11 +238,7 @@ async fn a_server_killed_mid_call_gives_an_error_naming_it() {
     let mut cmd = fixture();
     cmd.env("MCP_FIXTURE_PID_FILE", &pid_file);
     let client = McpClient::stdio(cmd).await.unwrap();
-    let mut tools = ToolRegistry::new();
-    client
-        .import(&mut tools, &ImportOptions::new())
-        .await
-        .unwrap();
+    let tools = imported(&client, &ImportOptions::new()).await;
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let tools = Arc::new(tools);
     let running = {
