@@ -171,6 +171,21 @@ async fn listings_carry_output_schemas_hints_and_images() {
 }
 
 #[tokio::test]
+async fn imported_tools_keep_the_connection_after_the_client_is_dropped() {
+    let tools = {
+        let client = McpClient::stdio(fixture()).await.unwrap();
+        imported(&client, &ImportOptions::new()).await
+    };
+    let out = call(&tools, "calculate_sum", json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "3");
+    // A remote failure is the tool's own text, once.
+    let err = call(&tools, "fail", json!({})).await.unwrap_err();
+    assert_eq!(err.to_string(), "it broke");
+}
+
+#[tokio::test]
 async fn a_name_clash_is_an_error_unless_prefixed() {
     let client = McpClient::stdio(fixture()).await.unwrap();
     let mut tools = imported(&client, &ImportOptions::new()).await;
@@ -429,7 +444,12 @@ mod changing {
     }
 
     fn tool(name: &'static str) -> Tool {
-        let schema = serde_json::json!({"type": "object", "properties": {}});
+        // `broken` has a schema no validator can compile.
+        let schema = if name == "broken" {
+            serde_json::json!({"type": "object", "properties": {"x": {"type": 5}}})
+        } else {
+            serde_json::json!({"type": "object", "properties": {}})
+        };
         Tool::new(
             name,
             "A tool.",
@@ -492,7 +512,7 @@ async fn list_changed_updates_the_imported_tools_on_both_generations() {
         (Protocol::Legacy, "2025-11-25"),
     ] {
         let server = changing::Changing::default();
-        server.tools.lock().unwrap().push("first");
+        server.tools.lock().unwrap().extend(["first", "broken"]);
         let (client_side, server_side) = tokio::io::duplex(1 << 16);
         let (sr, sw) = tokio::io::split(server_side);
         let serving = server.clone();
@@ -512,6 +532,7 @@ async fn list_changed_updates_the_imported_tools_on_both_generations() {
             .import_live(&live, ImportOptions::new().prefix("remote_"))
             .await
             .unwrap();
+        // `broken` is left out (with a warning); the rest come.
         assert_eq!(names, ["remote_first"]);
         let mut versions = live.subscribe();
         server.add("second").await;

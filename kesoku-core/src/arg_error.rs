@@ -82,6 +82,9 @@ impl fmt::Display for ArgError {
             ArgErrorKind::Type { expected, got } => {
                 write!(f, "argument `{path}`: expected {expected}, got {got}")
             }
+            ArgErrorKind::Invalid { message } if path.is_empty() => {
+                write!(f, "the arguments: {message}")
+            }
             ArgErrorKind::Invalid { message } => write!(f, "argument `{path}`: {message}"),
             ArgErrorKind::NotAnObject { got } => {
                 write!(f, "the arguments must be a JSON object, got {got}")

@@ -52,7 +52,9 @@ pub use gateway::{Gateway, GatewayError};
 pub use invocation::Invocation;
 pub use message::{Message, MessageType, Role, Status, keys};
 pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};
-pub use registry::{LiveRegistry, ToolRegistry, default_registry, try_default_registry};
+pub use registry::{
+    LiveRegistry, ToolRegistry, WeakLiveRegistry, default_registry, try_default_registry,
+};
 pub use request::{ArgumentsParseError, ToolRequest};
 pub use runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::{

@@ -197,6 +197,32 @@ impl LiveRegistry {
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
     }
+
+    /// A handle that does not keep the registry alive, for a task that
+    /// updates it only while someone uses it.
+    pub fn downgrade(&self) -> WeakLiveRegistry {
+        WeakLiveRegistry {
+            current: Arc::downgrade(&self.current),
+            version: Arc::downgrade(&self.version),
+        }
+    }
+}
+
+/// A [`LiveRegistry`] that may be gone: see [`LiveRegistry::downgrade`].
+#[derive(Clone, Debug)]
+pub struct WeakLiveRegistry {
+    current: std::sync::Weak<RwLock<Arc<ToolRegistry>>>,
+    version: std::sync::Weak<watch::Sender<u64>>,
+}
+
+impl WeakLiveRegistry {
+    /// The registry, if anyone still holds it.
+    pub fn upgrade(&self) -> Option<LiveRegistry> {
+        Some(LiveRegistry {
+            current: self.current.upgrade()?,
+            version: self.version.upgrade()?,
+        })
+    }
 }
 
 impl fmt::Debug for LiveRegistry {

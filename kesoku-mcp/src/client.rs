@@ -26,6 +26,9 @@ use tokio::sync::watch;
 use crate::convert;
 use crate::error::McpError;
 
+/// How long a handshake or a listing may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Which protocol generation to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -90,17 +93,22 @@ impl ImportOptions {
     /// (MCP allows `.` and 128 characters; kesoku keeps to what every
     /// provider accepts).
     pub fn local_name(&self, remote: &str) -> String {
-        let mut name: String = self.prefix.clone();
-        name.extend(remote.chars().map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        }));
-        if name.starts_with(|c: char| !(c.is_ascii_alphabetic() || c == '_')) {
+        let mut name: String = self
+            .prefix
+            .chars()
+            .chain(remote.chars())
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             name.insert(0, '_');
         }
+        // All ASCII by now, so any length is a character boundary.
         name.truncate(64);
         name
     }
@@ -238,13 +246,26 @@ impl McpClient {
             },
             Protocol::Legacy => ClientLifecycleMode::Initialize,
         };
-        let service = handler
-            .serve_with_lifecycle(transport, lifecycle)
-            .await
-            .map_err(|e| McpError::Connect {
-                server: server.clone(),
-                reason: e.to_string(),
-            })?;
+        let connected = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            handler.serve_with_lifecycle(transport, lifecycle),
+        )
+        .await;
+        let service = match connected {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => {
+                return Err(McpError::Connect {
+                    server,
+                    reason: e.to_string(),
+                });
+            }
+            Err(_) => {
+                return Err(McpError::Connect {
+                    server,
+                    reason: format!("no handshake within {REQUEST_TIMEOUT:?}"),
+                });
+            }
+        };
         let client = McpClient {
             inner: Arc::new(Inner {
                 server,
@@ -272,18 +293,36 @@ impl McpClient {
             return;
         }
         let filter = SubscriptionFilter::builder().tools_list_changed().build();
-        let mut subscription = match self.peer().listen(filter).await {
-            Ok(s) => s,
-            Err(e) => {
+        let mut subscription = match tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.peer().listen(filter),
+        )
+        .await
+        {
+            Ok(Ok(s)) => s,
+            Err(_) => {
+                tracing::warn!(server = %self.inner.server, "the list-changed subscription was not acknowledged");
+                return;
+            }
+            Ok(Err(e)) => {
                 tracing::debug!(server = %self.inner.server, error = %e, "no list-changed subscription");
                 return;
             }
         };
         let changed = Arc::clone(&self.inner.changed);
+        let server = self.inner.server.clone();
         tokio::spawn(async move {
-            while let Ok(Some(n)) = subscription.next().await {
-                if matches!(n, ServerNotification::ToolListChangedNotification(_)) {
-                    changed.send_modify(|v| *v += 1);
+            loop {
+                match subscription.next().await {
+                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                        changed.send_modify(|v| *v += 1);
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::warn!(server = %server, error = %e, "the list-changed subscription ended; imported tools no longer follow the server");
+                        return;
+                    }
                 }
             }
         });
@@ -314,24 +353,54 @@ impl McpClient {
 
     /// The server's tools, as it lists them.
     pub async fn list_tools(&self) -> Result<Vec<McpTool>, McpError> {
-        self.peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| McpError::Request {
-                server: self.inner.server.clone(),
-                method: "tools/list",
-                reason: describe(&e),
-            })
+        let listed = tokio::time::timeout(REQUEST_TIMEOUT, self.peer().list_all_tools()).await;
+        let reason = match listed {
+            Ok(Ok(tools)) => return Ok(tools),
+            Ok(Err(e)) => describe(&e),
+            Err(_) => format!("no answer within {REQUEST_TIMEOUT:?}"),
+        };
+        Err(McpError::Request {
+            server: self.inner.server.clone(),
+            method: "tools/list",
+            reason,
+        })
     }
 
-    /// The server's tools as dynamic tools, named by `options`.
+    /// The server's tools as dynamic tools, named by `options`. A tool
+    /// that cannot be imported (its schema does not compile, say) is left
+    /// out with a warning naming it and why; the others are still given.
+    /// Two remote names that become one local name are an error.
+    ///
+    /// The tools hold the connection: it lasts while any of them does.
     pub async fn tools(&self, options: &ImportOptions) -> Result<Vec<DynamicTool>, McpError> {
         let listed = self.list_tools().await?;
-        listed.iter().map(|t| self.tool(t, options)).collect()
+        let mut tools: Vec<DynamicTool> = Vec::with_capacity(listed.len());
+        let mut from: Vec<&str> = Vec::with_capacity(listed.len());
+        for remote in &listed {
+            match self.tool(remote, options) {
+                Ok(tool) => {
+                    if let Some(i) = tools.iter().position(|t| t.name() == tool.name()) {
+                        return Err(McpError::BadTool {
+                            server: self.inner.server.clone(),
+                            name: remote.name.to_string(),
+                            reason: format!(
+                                "its local name `{}` is also that of `{}`; import with a prefix or rename one on the server",
+                                tool.name(),
+                                from[i]
+                            ),
+                        });
+                    }
+                    from.push(&remote.name);
+                    tools.push(tool);
+                }
+                Err(e) => tracing::warn!(error = %e, "an MCP tool was not imported"),
+            }
+        }
+        Ok(tools)
     }
 
     /// Adds the server's tools to `registry`. A name the registry already
-    /// has is an error (nothing is added then); a prefix in `options`
+    /// has is an error, and nothing is added then; a prefix in `options`
     /// avoids it. Returns the local names.
     ///
     /// The tools are fixed once imported; [`import_live`](Self::import_live)
@@ -350,22 +419,27 @@ impl McpClient {
     /// from it are replaced by its new list. Returns the names imported
     /// now. A later clash with a local tool keeps the local one and logs a
     /// warning.
+    ///
+    /// The updates stop when the registry is dropped or the connection
+    /// ends; the connection lasts while the registry holds its tools.
     pub async fn import_live(
         &self,
         registry: &LiveRegistry,
         options: ImportOptions,
     ) -> Result<Vec<String>, McpError> {
+        // Subscribed before listing, so a change in between is not missed.
+        let mut changes = self.list_changes();
         let tools = self.tools(&options).await?;
         let names = registry.update(|r| self.add(r, tools))?;
-        // The task holds the connection weakly: dropping the last client
-        // closes it, which ends the notifications and the task.
+        // Weak both ways: the registry's tools hold the connection, and
+        // the task must not hold the registry (or the connection would
+        // outlive every user of it).
         let client = Arc::downgrade(&self.inner);
-        let registry = registry.clone();
-        let mut changes = self.list_changes();
+        let registry = registry.downgrade();
         let mut imported = names.clone();
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
-                let Some(inner) = client.upgrade() else {
+                let (Some(inner), Some(registry)) = (client.upgrade(), registry.upgrade()) else {
                     return;
                 };
                 let client = McpClient { inner };
@@ -393,7 +467,7 @@ impl McpClient {
             }
             let mut added = Vec::new();
             for tool in tools {
-                let name = tool_name(&tool);
+                let name = tool.name().to_owned();
                 match r.register(tool) {
                     Ok(_) => added.push(name),
                     Err(e) => {
@@ -405,12 +479,13 @@ impl McpClient {
         })
     }
 
+    /// All or nothing: every name is checked before any is added.
     fn add(
         &self,
         registry: &mut ToolRegistry,
         tools: Vec<DynamicTool>,
     ) -> Result<Vec<String>, McpError> {
-        let names: Vec<String> = tools.iter().map(tool_name).collect();
+        let names: Vec<String> = tools.iter().map(|t| t.name().to_owned()).collect();
         if let Some(taken) = names.iter().find(|n| registry.get(n).is_some()) {
             return Err(McpError::NameClash {
                 server: self.inner.server.clone(),
@@ -418,7 +493,7 @@ impl McpClient {
             });
         }
         for tool in tools {
-            let name = tool_name(&tool);
+            let name = tool.name().to_owned();
             registry.register(tool).map_err(|e| McpError::BadTool {
                 server: self.inner.server.clone(),
                 name,
@@ -431,16 +506,10 @@ impl McpClient {
     /// One remote tool as a dynamic tool whose calls go to the server.
     fn tool(&self, remote: &McpTool, options: &ImportOptions) -> Result<DynamicTool, McpError> {
         let local = options.local_name(&remote.name);
-        let bad = |reason: String| McpError::BadTool {
-            server: self.inner.server.clone(),
-            name: remote.name.to_string(),
-            reason,
-        };
         let schema = Value::Object((*remote.input_schema).clone());
         let description = remote.description.as_deref().unwrap_or_default().to_owned();
         let call = RemoteCall {
-            peer: self.peer().clone(),
-            server: Arc::from(self.inner.server.as_str()),
+            client: Arc::clone(&self.inner),
             remote: Arc::from(remote.name.as_ref()),
             timeout: options.timeout,
         };
@@ -448,7 +517,11 @@ impl McpClient {
             let call = call.clone();
             async move { call.run(args).await }
         })
-        .map_err(|e| bad(e.to_string()))?
+        .map_err(|e| McpError::BadTool {
+            server: self.inner.server.clone(),
+            name: remote.name.to_string(),
+            reason: e.to_string(),
+        })?
         // The runner's limit too, so a call through an agent is dropped
         // (and cancelled on the server) at the same moment.
         .with_timeout(options.timeout);
@@ -479,15 +552,11 @@ impl McpClient {
     }
 }
 
-fn tool_name(tool: &DynamicTool) -> String {
-    tool.name().to_owned()
-}
-
-/// What one imported tool's calls need.
+/// What one imported tool's calls need: the connection itself (held, so
+/// that it lasts while the tool does) and the remote name.
 #[derive(Clone)]
 struct RemoteCall {
-    peer: Peer<RoleClient>,
-    server: Arc<str>,
+    client: Arc<Inner>,
     remote: Arc<str>,
     timeout: Duration,
 }
@@ -502,18 +571,19 @@ impl RemoteCall {
         let params = CallToolRequestParams::new(self.remote.to_string()).with_arguments(arguments);
         // Dropping this future (the limit below, the runner's, an
         // interruption) sends `notifications/cancelled` to the server.
-        let answer = tokio::time::timeout(self.timeout, self.peer.call_tool(params)).await;
+        let peer = self.client.service.peer();
+        let server = &self.client.server;
+        let answer = tokio::time::timeout(self.timeout, peer.call_tool(params)).await;
         let result = match answer {
             Err(_) => {
                 return Err(ToolError::Failed(format!(
-                    "the MCP server {} did not answer `{}` within {:?}; the call was cancelled",
-                    self.server, self.remote, self.timeout
+                    "the MCP server {server} did not answer `{}` within {:?}; the call was cancelled",
+                    self.remote, self.timeout
                 )));
             }
             Ok(Err(e)) => {
                 return Err(ToolError::Failed(format!(
-                    "the MCP server {} failed on `{}`: {}",
-                    self.server,
+                    "the MCP server {server} failed on `{}`: {}",
                     self.remote,
                     describe(&e)
                 )));
@@ -535,5 +605,22 @@ fn describe(e: &ServiceError) -> String {
         }
         ServiceError::Timeout { timeout } => format!("no answer within {timeout:?}"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ImportOptions;
+
+    #[test]
+    fn local_names_are_what_every_provider_accepts() {
+        let plain = ImportOptions::new();
+        assert_eq!(plain.local_name("fs.read"), "fs_read");
+        assert_eq!(plain.local_name("9lives"), "_9lives");
+        let long = plain.local_name(&"a".repeat(128));
+        assert_eq!(long.len(), 64);
+        let odd = ImportOptions::new().prefix("é.");
+        assert_eq!(odd.local_name("x"), "__x");
+        assert_eq!(ImportOptions::new().prefix("srv_").local_name("x"), "srv_x");
     }
 }

@@ -60,8 +60,13 @@ fn object(schema: Value) -> JsonObject {
 /// is its text, its content blocks, and, when the value is an object,
 /// `structuredContent`.
 pub(crate) fn call_result(message: &Message) -> CallToolResult {
-    if message.metadata.contains_key(keys::TOOL_ERROR) {
-        return CallToolResult::error(vec![mcp::ContentBlock::text(message.content.clone())]);
+    // `isError` says it is an error: the text is the runner's without the
+    // "Error: " a model's history gets.
+    if let Some(error) = message.metadata.get(keys::TOOL_ERROR) {
+        let text = error
+            .as_str()
+            .map_or_else(|| message.content.clone(), str::to_owned);
+        return CallToolResult::error(vec![mcp::ContentBlock::text(text)]);
     }
     let blocks: Vec<ContentBlock> = message
         .metadata
@@ -166,8 +171,8 @@ pub(crate) fn remote_output(result: CallToolResult) -> Result<ToolOutput, String
         });
     }
     let value = match result.structured_content {
-        Some(v) => v,
-        None => Value::String(text),
+        Some(v) if !v.is_null() => v,
+        _ => Value::String(text),
     };
     let mut out = ToolOutput::new(value);
     for b in blocks {

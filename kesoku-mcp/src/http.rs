@@ -16,7 +16,7 @@ use http_body_util::BodyExt as _;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::{TcpListener, ToSocketAddrs};
@@ -202,8 +202,11 @@ impl HttpServer {
                     // A connection that failed before it was accepted
                     // (reset, out of descriptors for a moment) is that
                     // client's problem, not the server's.
+                    // Out of descriptors, say: wait before trying again
+                    // rather than spin.
                     Err(e) => {
                         tracing::warn!(error = %e, "accepting an MCP connection failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                         continue;
                     }
                 },
@@ -217,7 +220,10 @@ impl HttpServer {
                 async move { Ok::<_, Infallible>(route(&service, &path, req).await) }
             });
             tokio::spawn(async move {
+                // A client that never finishes its headers is dropped.
                 let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(std::time::Duration::from_secs(30))
                     .serve_connection(TokioIo::new(stream), handler);
                 if let Err(e) = conn.await {
                     tracing::debug!(error = %e, "an MCP HTTP connection ended with an error");

@@ -52,6 +52,9 @@ use crate::convert;
 #[derive(Clone)]
 pub struct McpServer {
     inner: Arc<Inner>,
+    /// Calls running now on this connection, so stdio can hold its end of
+    /// input until they answer; each connection counts its own.
+    in_flight: Arc<watch::Sender<usize>>,
 }
 
 struct Inner {
@@ -61,8 +64,6 @@ struct Inner {
     by_name: HashMap<String, usize>,
     info: Implementation,
     instructions: Option<String>,
-    /// Calls running now, so stdio can hold stdin's end until they answer.
-    in_flight: watch::Sender<usize>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -133,8 +134,8 @@ impl McpServerBuilder {
                 by_name,
                 info: Implementation::new(self.name, self.version),
                 instructions: self.instructions,
-                in_flight: watch::Sender::new(0),
             }),
+            in_flight: Arc::new(watch::Sender::new(0)),
         }
     }
 }
@@ -163,13 +164,24 @@ impl McpServer {
         self.inner.listings.iter().map(|t| t.name.as_ref())
     }
 
-    /// How many calls are running now.
+    /// How many calls are running now through this handle and the clones
+    /// made before a connection started (each stdio or byte-stream
+    /// connection counts its own).
     pub fn calls_in_flight(&self) -> usize {
-        *self.inner.in_flight.borrow()
+        *self.in_flight.borrow()
+    }
+
+    /// The same server with a count of calls of its own, for one
+    /// connection.
+    pub(crate) fn for_connection(&self) -> Self {
+        McpServer {
+            inner: Arc::clone(&self.inner),
+            in_flight: Arc::new(watch::Sender::new(0)),
+        }
     }
 
     pub(crate) fn watch_in_flight(&self) -> watch::Receiver<usize> {
-        self.inner.in_flight.subscribe()
+        self.in_flight.subscribe()
     }
 
     /// Runs one `tools/call` through the runner, with the request's
@@ -181,7 +193,7 @@ impl McpServer {
         id: String,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Message {
-        let _running = InFlight::enter(&self.inner.in_flight);
+        let _running = InFlight::enter(&self.in_flight);
         let runner = &self.inner.runner;
         let context = runner.context().clone().with_cancellation(cancel);
         let session = context.session_id().to_owned();

@@ -36,8 +36,9 @@ impl McpServer {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        let input = Draining::new(input, self.watch_in_flight());
-        let running = match self.serve((input, output)).await {
+        let server = self.for_connection();
+        let input = Draining::new(input, server.watch_in_flight());
+        let running = match server.serve((input, output)).await {
             Ok(running) => running,
             // The client left before the handshake: nothing was asked.
             Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
@@ -93,10 +94,12 @@ impl<R: AsyncRead + Unpin> AsyncRead for Draining<R> {
                 other => return other,
             }
         }
-        match this.idle.as_mut().map(|f| f.as_mut().poll(cx)) {
-            Some(Poll::Pending) => Poll::Pending,
-            // End of input, now that nothing is running.
-            _ => Poll::Ready(Ok(())),
+        if let Some(Poll::Pending) = this.idle.as_mut().map(|f| f.as_mut().poll(cx)) {
+            return Poll::Pending;
         }
+        // End of input, now that nothing is running; it stays ended however
+        // often it is read again.
+        this.idle = Some(Box::pin(std::future::ready(())));
+        Poll::Ready(Ok(()))
     }
 }

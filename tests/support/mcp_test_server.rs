@@ -54,6 +54,12 @@ fn picture() -> ToolOutput {
     ))
 }
 
+/// Always fails.
+#[tool(register = false)]
+fn fail() -> Result<(), String> {
+    Err("it broke".to_owned())
+}
+
 /// What `look_up` found.
 #[derive(serde::Serialize, serde::Deserialize, kesoku::ToolArg)]
 struct Found {
@@ -104,6 +110,7 @@ async fn main() {
         wait_ms::TOOL,
         picture::TOOL,
         look_up::TOOL,
+        fail::TOOL,
     ] {
         registry.register(tool).expect("distinct names");
     }
