@@ -27,7 +27,11 @@ fn example(name: &str) -> PathBuf {
     let path = debug
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(path.exists(), "{} is built by `cargo test`", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test` builds the examples, `cargo test --test mcp` alone does not (run `cargo build --examples` first)",
+        path.display()
+    );
     path
 }
 
@@ -45,10 +49,10 @@ async fn http_server() -> (Child, String) {
         .expect("the example starts");
     let stdout = child.stdout.take().expect("piped");
     let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .await
-        .expect("a line");
+    let mut reader = BufReader::new(stdout);
+    reader.read_line(&mut line).await.expect("a line");
+    // Kept reading, so a later line does not meet a closed pipe.
+    tokio::spawn(async move { tokio::io::copy(&mut reader, &mut tokio::io::sink()).await });
     let url = line
         .trim()
         .strip_prefix("serving MCP on ")
@@ -246,6 +250,7 @@ async fn a_dropped_call_is_cancelled_on_the_server() {
     }
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_server_killed_mid_call_gives_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -391,6 +396,7 @@ async fn http_refuses_a_body_over_the_limit() {
     let url = server.url();
     let stop = server.shutdown_token();
     tokio::spawn(server.run());
+    assert_eq!(post_status(&url, &[]).await, 200, "a body under the limit");
     let rest = url.strip_prefix("http://").unwrap();
     let (authority, _) = rest.split_once('/').unwrap();
     let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();

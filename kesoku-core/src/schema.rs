@@ -312,8 +312,10 @@ pub struct ToolSchema {
     /// `#[tool(read_only, destructive, idempotent, open_world)]`.
     pub hints: ToolHints,
     /// The return type's schema, when it implements [`ToolArg`](crate::ToolArg)
-    /// (for `Result<T, E>`, `T`'s). A function, since finding it takes trait
-    /// resolution that a constant cannot do.
+    /// (for `Result<T, E>`, `T`'s) and is not spelled as a scalar (`String`,
+    /// an integer, `bool`...), free JSON (`Value`) or a `ToolOutput`. A
+    /// function, since finding it takes trait resolution that a constant
+    /// cannot do.
     pub output: fn() -> Option<&'static Schema>,
 }
 

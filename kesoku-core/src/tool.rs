@@ -349,7 +349,9 @@ impl Tool {
     }
 
     /// The JSON Schema of what the tool returns, when its return type has
-    /// one (for `#[tool]`, a type that implements [`ToolArg`](crate::ToolArg)).
+    /// one worth giving (for `#[tool]`, a type that implements
+    /// [`ToolArg`](crate::ToolArg) other than a scalar, `Value` or
+    /// `ToolOutput`).
     /// Rendered on each call: this is for listings, not the call path.
     pub fn output_schema(&self) -> Option<Value> {
         match &self.kind {

@@ -337,7 +337,12 @@ fn schema_options(
     if !hints.is_empty() {
         with.push(quote!(.with_hints(#krate::ToolHints::new() #(#hints)*)));
     }
-    if let Output::Result(ty) | Output::Value(ty) = &f.output {
+    let described = match &f.output {
+        Output::Result(ty) => ok_type(ty).is_none_or(|ok| !has_nothing_to_describe(ok)),
+        Output::Value(ty) => !has_nothing_to_describe(ty),
+        Output::Unit => false,
+    };
+    if let (Output::Result(ty) | Output::Value(ty), true) = (&f.output, described) {
         // Trait resolution, which a constant cannot do, finds whether the
         // return type has a schema; a function pointer defers it.
         with.push(quote! {
@@ -349,6 +354,56 @@ fn schema_options(
         });
     }
     with
+}
+
+/// `T` of a type spelled `...Result<T, ...>`.
+fn ok_type(ty: &syn::Type) -> Option<&syn::Type> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    args.args.iter().find_map(|a| match a {
+        syn::GenericArgument::Type(t) => Some(t),
+        _ => None,
+    })
+}
+
+/// Return types whose schema would say nothing an output schema is for
+/// (a scalar, free JSON, a `ToolOutput`): no probe is emitted for them,
+/// which keeps the expansion's compile time down for the most common
+/// tools. Decided by spelling; anything else asks the trait system.
+fn has_nothing_to_describe(ty: &syn::Type) -> bool {
+    const SCALARS: &[&str] = &[
+        "String",
+        "str",
+        "bool",
+        "char",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "i128",
+        "isize",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "usize",
+        "f32",
+        "f64",
+        "Value",
+        "ToolOutput",
+    ];
+    match ty {
+        syn::Type::Reference(r) => has_nothing_to_describe(&r.elem),
+        syn::Type::Tuple(t) => t.elems.is_empty(),
+        syn::Type::Path(p) if p.qself.is_none() => p.path.segments.last().is_some_and(|s| {
+            s.arguments.is_none() && SCALARS.contains(&s.ident.to_string().as_str())
+        }),
+        _ => false,
+    }
 }
 
 /// `__kesoku_prepare_x`: the one function a tool's calls go through. It

@@ -178,12 +178,13 @@ impl McpClient {
         mut command: tokio::process::Command,
         protocol: Protocol,
     ) -> Result<Self, McpError> {
-        let std = command.as_std();
-        let mut shown = std.get_program().to_string_lossy().into_owned();
-        for arg in std.get_args() {
-            shown.push(' ');
-            shown.push_str(&arg.to_string_lossy());
-        }
+        // The program only: its arguments may hold secrets, and this name
+        // is in errors a model reads.
+        let shown = command
+            .as_std()
+            .get_program()
+            .to_string_lossy()
+            .into_owned();
         let server = format!("`{shown}`");
         command.kill_on_drop(true);
         let (transport, _) = TokioChildProcess::builder(command)
@@ -351,7 +352,8 @@ impl McpClient {
         self.inner.changed.subscribe()
     }
 
-    /// The server's tools, as it lists them.
+    /// The server's tools, as it lists them (rmcp's model type: name it
+    /// through a dependency on `rmcp` 3.11).
     pub async fn list_tools(&self) -> Result<Vec<McpTool>, McpError> {
         let listed = tokio::time::timeout(REQUEST_TIMEOUT, self.peer().list_all_tools()).await;
         let reason = match listed {

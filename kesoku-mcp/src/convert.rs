@@ -46,9 +46,14 @@ pub(crate) fn listing(tool: &Tool) -> mcp::Tool {
     out
 }
 
+/// MCP requires `"type": "object"` at the root of `inputSchema`; a
+/// dynamic tool's schema may leave it implicit.
 fn object(schema: Value) -> JsonObject {
     match schema {
-        Value::Object(map) => map,
+        Value::Object(mut map) => {
+            map.entry("type").or_insert_with(|| "object".into());
+            map
+        }
         // Lowering reports a non-object root; `DynamicTool` and `#[tool]`
         // never make one.
         _ => JsonObject::new(),

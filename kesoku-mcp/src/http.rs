@@ -61,9 +61,15 @@ impl HttpOptions {
     /// The default request body limit: 4 MiB.
     pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 
-    /// The path MCP is served on (default `/mcp`); others get 404.
+    /// The path MCP is served on (default `/mcp`; a leading `/` is added
+    /// if missing); others get 404.
     pub fn with_path(mut self, path: impl Into<String>) -> Self {
-        self.path = path.into();
+        let path = path.into();
+        self.path = if path.starts_with('/') {
+            path
+        } else {
+            format!("/{path}")
+        };
         self
     }
 
@@ -121,6 +127,7 @@ impl HttpOptions {
 
 /// A bound MCP HTTP server: [`run`](Self::run) serves until
 /// [`shutdown`](Self::shutdown_token) is cancelled.
+#[must_use = "call `run()` to serve"]
 pub struct HttpServer {
     listener: TcpListener,
     addr: SocketAddr,
@@ -181,9 +188,19 @@ impl HttpServer {
         self.addr
     }
 
-    /// The URL clients connect to, such as `http://127.0.0.1:8080/mcp`.
+    /// The URL clients on this machine connect to, such as
+    /// `http://127.0.0.1:8080/mcp` (for a server bound to all interfaces,
+    /// its loopback address; others use the host name they were allowed).
     pub fn url(&self) -> String {
-        format!("http://{}{}", self.addr, self.path)
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        format!("http://{addr}{}", self.path)
     }
 
     /// Cancelling it stops accepting connections and ends

@@ -195,11 +195,24 @@ impl McpServer {
     ) -> Message {
         let _running = InFlight::enter(&self.in_flight);
         let runner = &self.inner.runner;
-        let context = runner.context().clone().with_cancellation(cancel);
+        // A child of the base context's token, so that cancelling that one
+        // (a shutdown) stops MCP calls too; the client's cancellation
+        // cancels this call alone.
+        let token = runner.context().cancellation().child_token();
+        let context = runner.context().clone().with_cancellation(token.clone());
         let session = context.session_id().to_owned();
         let request = ToolRequest::new(id, name, arguments);
         let call = Message::tool_call(session, &request);
-        runner.scoped(context).execute(&request, &call, None).await
+        let scoped = runner.scoped(context);
+        let execute = scoped.execute(&request, &call, None);
+        tokio::pin!(execute);
+        tokio::select! {
+            message = &mut execute => message,
+            () = cancel.cancelled() => {
+                token.cancel();
+                execute.await
+            }
+        }
     }
 
     fn unknown_tool(&self, name: &str) -> ErrorData {

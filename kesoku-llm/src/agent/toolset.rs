@@ -46,11 +46,21 @@ impl Toolset {
                 declarations,
             } => (registry.clone(), Arc::clone(declarations)),
             Toolset::Live { live, seen } => {
-                let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-                if seen.0 != live.version() {
-                    *seen = read(live);
+                {
+                    let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                    if seen.0 == live.version() {
+                        return (seen.1.clone(), Arc::clone(&seen.2));
+                    }
                 }
-                (seen.1.clone(), Arc::clone(&seen.2))
+                // Lowered outside the lock, so turns starting at once do
+                // not wait on each other; the newest reading is kept.
+                let fresh = read(live);
+                let out = (fresh.1.clone(), Arc::clone(&fresh.2));
+                let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                if fresh.0 >= seen.0 {
+                    *seen = fresh;
+                }
+                out
             }
         }
     }
