@@ -12,14 +12,36 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kesoku::ToolContext;
-use kesoku::ToolRegistry;
 use kesoku::llm::tools::Sandbox;
 use kesoku::mcp::{HttpOptions, McpServer};
+use kesoku::{State, ToolContext, ToolRegistry, tool};
 use tracing_subscriber::filter::LevelFilter;
 
 #[path = "demo/tools.rs"]
 mod tools;
+
+/// What this server is, for clients that ask.
+#[derive(Clone, serde::Serialize, serde::Deserialize, kesoku::ToolArg)]
+struct About {
+    /// The server's name.
+    name: String,
+    /// Its version.
+    version: String,
+    /// The tools it serves.
+    tools: Vec<String>,
+}
+
+/// Says what this server is: its name, version and tools.
+#[tool(
+    register = false,
+    title = "About this server",
+    read_only,
+    idempotent,
+    open_world = false
+)]
+fn about(about: State<About>) -> About {
+    About::clone(&about.0)
+}
 
 /// Serves the demo's tools over MCP.
 #[derive(Parser)]
@@ -87,7 +109,8 @@ async fn main() -> ExitCode {
 }
 
 /// The demo's tools but `analyze_media`, which needs the agent's model (an
-/// MCP client has its own), reading files under the working directory.
+/// MCP client has its own), reading files under the working directory; and
+/// `about`, whose result is structured.
 fn server() -> Result<McpServer, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     let mut registry = ToolRegistry::new();
@@ -96,9 +119,16 @@ fn server() -> Result<McpServer, String> {
             registry.register(tool.clone()).map_err(|e| e.to_string())?;
         }
     }
+    registry.register(about::TOOL).map_err(|e| e.to_string())?;
+    let facts = About {
+        name: "kesoku-demo".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        tools: registry.names().map(str::to_owned).collect(),
+    };
     let context = ToolContext::new("mcp")
         .with_state(Sandbox::new(&cwd))
-        .with_state(tools::Notebook::default());
+        .with_state(tools::Notebook::default())
+        .with_state(facts);
     Ok(McpServer::builder(registry)
         .name("kesoku-demo", env!("CARGO_PKG_VERSION"))
         .instructions("The kesoku demo's tools: arithmetic, the time, notes, and reading files under the server's working directory.")

@@ -23,6 +23,8 @@ Checks (one `ok: ...` line each; failures are `FAIL: ...` lines and exit code 1)
   3  tools/call calculate_sum {a: 2} -> isError, text mentions `b` and "required"
   4  tools/call no_such_tool -> JSON-RPC error (the SDK raises MCPError); an isError result fails
      (schema: "errors in finding the tool ... should be reported as an MCP error response")
+  5  `about` is listed with an outputSchema and readOnlyHint; calling it gives structuredContent
+     (which the SDK validates against that schema) naming calculate_sum, with a JSON text copy
 The whole run is bounded by --timeout.  Exit codes: 0 all passed, 1 a check failed (or
 connection error / timeout), 2 usage error.
 """
@@ -53,6 +55,8 @@ MODERN_VERSION = "2026-07-28"
 LEGACY_VERSIONS = ("2025-06-18", "2025-11-25")
 SDK_MODE = {"discover": "auto", "legacy": "legacy"}
 TOOL = "calculate_sum"
+# A tool with an outputSchema (an object result) and readOnlyHint.
+STRUCTURED_TOOL = "about"
 EXPECTED_DESCRIPTIONS = {"a": "The first integer.", "b": "The second integer."}
 INVALID_PARAMS = -32602
 MAX_PAGES = 100
@@ -256,6 +260,41 @@ async def check_unknown_tool(c: Checks, client: Client) -> None:
         c.fail("4: no_such_tool succeeded; expected a JSON-RPC error")
 
 
+async def check_structured(c: Checks, client: Client) -> None:
+    """5: a tool that declares an outputSchema answers with structuredContent that fits it.
+
+    The SDK itself validates structuredContent against the listed outputSchema (and raises when a
+    tool with one answers without it); this check also requires that such a tool exists."""
+    c.step = "5: tools/call about (outputSchema)"
+    listed = await client.list_tools()
+    tool = next((t for t in listed.tools if t.name == STRUCTURED_TOOL), None)
+    if tool is None or not tool.output_schema:
+        c.fail(f"5: {STRUCTURED_TOOL!r} is not listed with an outputSchema")
+        return
+    say(f"5: {STRUCTURED_TOOL} outputSchema: {json.dumps(tool.output_schema, sort_keys=True)}")
+    annotations = tool.annotations
+    if annotations is None or annotations.read_only_hint is not True:
+        c.fail(f"5: {STRUCTURED_TOOL} lacks readOnlyHint=true (annotations {annotations!r})")
+        return
+    try:
+        result = await client.call_tool(STRUCTURED_TOOL, {})
+    except MCPError as exc:
+        c.fail(f"5: {STRUCTURED_TOOL} raised JSON-RPC error {exc.code}: {exc.message!r}")
+        return
+    structured = result.structured_content
+    if result.is_error or not isinstance(structured, dict):
+        c.fail(f"5: {STRUCTURED_TOOL} gave isError={result.is_error}, structuredContent {structured!r}")
+        return
+    if TOOL not in structured.get("tools", []):
+        c.fail(f"5: {STRUCTURED_TOOL} structuredContent.tools {structured.get('tools')!r} lacks {TOOL!r}")
+        return
+    text = "".join(texts(result))
+    if json.loads(text) != structured:
+        c.fail(f"5: the text copy {text!r} is not the structuredContent")
+        return
+    c.ok(f"5: {STRUCTURED_TOOL} -> structuredContent fitting its outputSchema, with a text copy")
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -275,7 +314,8 @@ async def run(target: StdioServerParameters | str, mode: str, c: Checks) -> None
               "connecting (server/discover probe; the SDK falls back to initialize if it fails)")
     async with Client(target, mode=SDK_MODE[mode], cache=None) as client:
         check_protocol(c, client, mode)
-        for check in (check_list_tools, check_sum, check_missing_arg, check_unknown_tool):
+        for check in (check_list_tools, check_sum, check_missing_arg, check_unknown_tool,
+                      check_structured):
             try:
                 await check(c, client)
             except ValidationError as exc:
