@@ -8,8 +8,11 @@
 //! wrappers declared with [`public_backend!`], which gives each the same
 //! constructors, builder methods and [`Llm`](crate::Llm) implementation.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+
+use eventsource_stream::Eventsource as _;
+use futures_util::StreamExt as _;
 
 use kesoku_core::Message;
 use serde_json::Value;
@@ -19,9 +22,11 @@ use crate::error::LlmError;
 use crate::fallback::ContentFallback;
 use crate::history::{self, Item};
 use crate::key::ApiKey;
+use crate::llm::LlmFuture;
 use crate::options::LlmOptions;
 use crate::prefix::{Prefix, Prefixes};
 use crate::schemas::{LoweredTools, SchemaCache};
+use crate::stream::{EventStream, StreamDecoder as _, StreamError, StreamEvent};
 use crate::transport::Transport;
 use crate::turn::AssistantTurn;
 use crate::wire::{Request, WireFormat};
@@ -52,6 +57,50 @@ struct Encoded {
     body: Vec<u8>,
     fallbacks: Vec<ContentFallback>,
     lowered: Arc<LoweredTools>,
+}
+
+/// Where a streamed call is.
+enum Step<'a, F: WireFormat> {
+    /// Sending the request.
+    Start(LlmFuture<'a, Result<Reading<F>, LlmError>>),
+    /// Reading events.
+    Reading(Box<Reading<F>>),
+    /// The reply was read: its last events.
+    Tail(VecDeque<StreamEvent>),
+    Ended,
+}
+
+type Events = std::pin::Pin<
+    Box<
+        dyn futures_util::Stream<
+                Item = Result<
+                    eventsource_stream::Event,
+                    eventsource_stream::EventStreamError<reqwest::Error>,
+                >,
+            > + Send,
+    >,
+>;
+
+/// A streamed reply being read.
+struct Reading<F: WireFormat> {
+    events: Events,
+    decoder: F::Decoder,
+    /// Whether the provider said the reply is complete.
+    complete: bool,
+    /// Events read but not given yet.
+    pending: VecDeque<StreamEvent>,
+    lowered: Arc<LoweredTools>,
+    fallbacks: Vec<ContentFallback>,
+}
+
+fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
+    match e {
+        StreamError::Provider(message) => LlmError::Stream {
+            provider,
+            message: format!("the provider reported an error mid-stream: {message}"),
+        },
+        StreamError::Malformed(message) => LlmError::Stream { provider, message },
+    }
 }
 
 /// The call a result names (by `parent_id`) but that was not found.
@@ -128,6 +177,7 @@ impl<F: WireFormat> Backend<F> {
         messages: &[Message],
         tools: &[ToolDeclaration],
         options: &LlmOptions,
+        stream: bool,
     ) -> Result<Encoded, LlmError> {
         let lowered = self.lowered(tools)?;
         let system = options.system.as_deref();
@@ -156,7 +206,7 @@ impl<F: WireFormat> Backend<F> {
             .map(|p| p.system_texts.iter().map(String::as_str).collect())
             .unwrap_or_default();
         system_texts.extend(wire.system.iter().map(|&(_, t)| t));
-        let fields = self.format.encode_body(&request, &system_texts);
+        let fields = self.fields(&request, &system_texts, stream);
 
         let mut body = Vec::with_capacity(
             kept.as_ref().map_or(0, |p| p.json.len()) + 256 * (wire.messages.len() + 4),
@@ -237,6 +287,21 @@ impl<F: WireFormat> Backend<F> {
         })
     }
 
+    /// The body's fields besides the history, asking for a stream when
+    /// `stream`.
+    fn fields(
+        &self,
+        request: &Request<'_>,
+        system: &[&str],
+        stream: bool,
+    ) -> serde_json::Map<String, Value> {
+        let mut fields = self.format.encode_body(request, system);
+        if stream {
+            self.format.stream_fields(&mut fields);
+        }
+        fields
+    }
+
     fn unencodable(e: &serde_json::Error) -> LlmError {
         LlmError::Config {
             provider: F::NAME,
@@ -252,7 +317,7 @@ impl<F: WireFormat> Backend<F> {
         tools: &[ToolDeclaration],
         options: &LlmOptions,
     ) -> Result<AssistantTurn, LlmError> {
-        let request = self.encode(Some(session_id), messages, tools, options)?;
+        let request = self.encode(Some(session_id), messages, tools, options, false)?;
         let headers = self.format.auth_headers(self.transport.key());
         let path = self.format.path(options);
         let body = self.transport.post(&path, &headers, request.body).await?;
@@ -261,6 +326,117 @@ impl<F: WireFormat> Backend<F> {
             .decode(session_id, &body, &request.lowered.names)?;
         turn.fallbacks = request.fallbacks;
         Ok(turn)
+    }
+
+    /// One streamed call: encode (as for `complete`, plus the provider's
+    /// streaming fields), send, and read the events as they come; the last
+    /// is the turn `complete` would give for the same reply.
+    pub(crate) fn stream<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a LlmOptions,
+    ) -> EventStream<'a> {
+        let start = async move {
+            let request = self.encode(Some(session_id), messages, tools, options, true)?;
+            let headers = self.format.auth_headers(self.transport.key());
+            let path = self.format.stream_path(options);
+            let response = self
+                .transport
+                .post_stream(&path, &headers, request.body)
+                .await?;
+            Ok(Reading::<F> {
+                events: Box::pin(response.bytes_stream().eventsource()),
+                decoder: F::Decoder::default(),
+                complete: false,
+                pending: VecDeque::new(),
+                lowered: request.lowered,
+                fallbacks: request.fallbacks,
+            })
+        };
+        let state: Step<'a, F> = Step::Start(Box::pin(start));
+        Box::pin(futures_util::stream::unfold(state, move |state| {
+            self.next_event(state, session_id)
+        }))
+    }
+
+    /// One step of a streamed call: the next event, and what is left.
+    async fn next_event<'a>(
+        &'a self,
+        mut state: Step<'a, F>,
+        session_id: &'a str,
+    ) -> Option<(Result<StreamEvent, LlmError>, Step<'a, F>)> {
+        loop {
+            match state {
+                Step::Start(start) => match start.await {
+                    Ok(reading) => state = Step::Reading(Box::new(reading)),
+                    Err(e) => return Some((Err(e), Step::Ended)),
+                },
+                Step::Reading(mut r) => {
+                    if let Some(event) = r.pending.pop_front() {
+                        return Some((Ok(event), Step::Reading(r)));
+                    }
+                    match r.events.next().await {
+                        Some(Ok(event)) => {
+                            let mut out = Vec::new();
+                            match r.decoder.event(&event.event, &event.data, &mut out) {
+                                Ok(done) => r.complete |= done,
+                                Err(e) => {
+                                    return Some((Err(stream_error(F::NAME, e)), Step::Ended));
+                                }
+                            }
+                            r.pending.extend(out);
+                            state = Step::Reading(r);
+                        }
+                        Some(Err(e)) => {
+                            let error = LlmError::Stream {
+                                provider: F::NAME,
+                                message: format!("the stream broke off: {e}"),
+                            };
+                            return Some((Err(error), Step::Ended));
+                        }
+                        // A reply that never said it was complete may be
+                        // missing anything, a call's arguments included: it
+                        // is an error, never a turn.
+                        None if !r.complete => {
+                            let error = LlmError::Stream {
+                                provider: F::NAME,
+                                message: "the stream ended before the reply was complete".into(),
+                            };
+                            return Some((Err(error), Step::Ended));
+                        }
+                        None => {
+                            let Reading {
+                                decoder,
+                                lowered,
+                                fallbacks,
+                                ..
+                            } = *r;
+                            let body = decoder.into_body();
+                            let turn = match self.format.decode(session_id, &body, &lowered.names) {
+                                Ok(mut turn) => {
+                                    turn.fallbacks = fallbacks;
+                                    turn
+                                }
+                                Err(e) => return Some((Err(e), Step::Ended)),
+                            };
+                            let tail = [
+                                StreamEvent::Usage(turn.usage),
+                                StreamEvent::Stop(turn.stop_reason.clone()),
+                                StreamEvent::Done(turn),
+                            ];
+                            state = Step::Tail(tail.into_iter().collect());
+                        }
+                    }
+                }
+                Step::Tail(mut tail) => {
+                    let event = tail.pop_front()?;
+                    return Some((Ok(event), Step::Tail(tail)));
+                }
+                Step::Ended => return None,
+            }
+        }
     }
 
     /// The body [`complete`](Self::complete) would send for `session`
@@ -275,7 +451,7 @@ impl<F: WireFormat> Backend<F> {
     ) -> Result<RequestBody, LlmError> {
         let Encoded {
             body, fallbacks, ..
-        } = self.encode(session, messages, tools, options)?;
+        } = self.encode(session, messages, tools, options, false)?;
         Ok(RequestBody {
             bytes: body,
             fallbacks,
@@ -407,6 +583,20 @@ macro_rules! public_backend {
             ) -> crate::llm::LlmFuture<'a, Result<crate::turn::AssistantTurn, crate::error::LlmError>>
             {
                 Box::pin(self.0.complete(session_id, messages, tools, options))
+            }
+
+            fn stream<'a>(
+                &'a self,
+                session_id: &'a str,
+                messages: &'a [kesoku_core::Message],
+                tools: &'a [crate::declaration::ToolDeclaration],
+                options: &'a crate::options::LlmOptions,
+            ) -> crate::stream::EventStream<'a> {
+                self.0.stream(session_id, messages, tools, options)
+            }
+
+            fn streams(&self) -> bool {
+                true
             }
         }
     };

@@ -45,6 +45,7 @@ impl WireFormat for Messages {
     const KEY_VARS: &'static [&'static str] = &["ANTHROPIC_API_KEY"];
     const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
     const NAMES: Dialect = Dialect::Anthropic;
+    type Decoder = crate::stream::claude::Decoder;
 
     fn schema_dialect(&self) -> Dialect {
         Dialect::Anthropic
@@ -52,6 +53,10 @@ impl WireFormat for Messages {
 
     fn path(&self, _options: &crate::options::LlmOptions) -> String {
         "/v1/messages".to_owned()
+    }
+
+    fn stream_fields(&self, fields: &mut Map<String, Value>) {
+        fields.insert("stream".into(), true.into());
     }
 
     fn auth_headers(&self, key: Option<&str>) -> Vec<(&'static str, String)> {

@@ -64,6 +64,16 @@ pub enum LlmError {
         /// What is missing.
         message: String,
     },
+    /// A streamed reply failed after it began: an error event, a dropped
+    /// connection, an event that does not read, or an end before the reply
+    /// was complete. Not retried (part of the reply was already given).
+    #[error("{provider}'s streamed reply failed: {message}")]
+    Stream {
+        /// The provider.
+        provider: &'static str,
+        /// What happened.
+        message: String,
+    },
 }
 
 impl LlmError {

@@ -62,6 +62,7 @@ impl WireFormat for GenerateContent {
     const KEY_VARS: &'static [&'static str] = &["GEMINI_API_KEY", "GOOGLE_API_KEY"];
     const BASE_URL_VAR: &'static str = "GOOGLE_GEMINI_BASE_URL";
     const NAMES: Dialect = Dialect::GeminiJsonSchema;
+    type Decoder = crate::stream::gemini::Decoder;
 
     fn schema_dialect(&self) -> Dialect {
         if self.legacy_parameters {
@@ -81,6 +82,14 @@ impl WireFormat for GenerateContent {
 
     fn path(&self, options: &LlmOptions) -> String {
         format!("/v1beta/models/{}:generateContent", options.model)
+    }
+
+    fn stream_path(&self, options: &LlmOptions) -> String {
+        // Without `alt=sse` the answer is one JSON array, not events.
+        format!(
+            "/v1beta/models/{}:streamGenerateContent?alt=sse",
+            options.model
+        )
     }
 
     fn auth_headers(&self, key: Option<&str>) -> Vec<(&'static str, String)> {

@@ -27,6 +27,7 @@
 //! | `blocks` | content blocks read where they are stored, without copies |
 //! | `lru` | what is kept per session between requests, within a budget |
 //! | `llm` | the [`Llm`] trait |
+//! | `stream` | [`StreamEvent`]s, and each provider's stream decoder |
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
 //! | `options`, `declaration` | [`LlmOptions`], [`ToolChoice`], [`ToolDeclaration`] |
 //! | `transport` | HTTP: address, key, retries, [`HttpOptions`] |
@@ -49,6 +50,9 @@ mod options;
 mod prefix;
 mod schemas;
 mod scripted;
+mod stream;
+#[cfg(test)]
+mod stream_tests;
 pub mod tools;
 mod transport;
 mod turn;
@@ -67,6 +71,7 @@ pub use llm::{Llm, LlmFuture};
 pub use openai::OpenAiLlm;
 pub use options::{LlmOptions, ToolChoice};
 pub use scripted::{ScriptError, ScriptedLlm};
+pub use stream::{EventStream, StreamEvent};
 pub use transport::HttpOptions;
 pub use turn::{AssistantTurn, PROVIDER_KEY, StopReason, Usage};
 

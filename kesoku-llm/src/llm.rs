@@ -8,7 +8,9 @@ use kesoku_core::Message;
 use crate::declaration::ToolDeclaration;
 use crate::error::LlmError;
 use crate::options::LlmOptions;
+use crate::stream::{EventStream, StreamEvent, events_of};
 use crate::turn::AssistantTurn;
+use futures_util::StreamExt as _;
 
 /// A boxed future borrowing its inputs, so [`Llm`] stays object-safe. It is
 /// `Send`: a call can run on a spawned task.
@@ -27,4 +29,33 @@ pub trait Llm: Send + Sync {
         tools: &'a [ToolDeclaration],
         options: &'a LlmOptions,
     ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>>;
+
+    /// Like [`complete`](Self::complete), giving the reply as it is
+    /// written: text and call deltas, then usage, the stop reason, and
+    /// [`StreamEvent::Done`] with the same turn `complete` returns.
+    ///
+    /// The default (for models that do not stream) completes, then gives
+    /// the whole turn as events.
+    fn stream<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a LlmOptions,
+    ) -> EventStream<'a> {
+        let turn = self.complete(session_id, messages, tools, options);
+        Box::pin(futures_util::stream::once(turn).flat_map(|result| {
+            let events: Vec<Result<StreamEvent, LlmError>> = match result {
+                Ok(turn) => events_of(turn).into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            futures_util::stream::iter(events)
+        }))
+    }
+
+    /// Whether [`stream`](Self::stream) streams (rather than completing,
+    /// then giving the turn as events).
+    fn streams(&self) -> bool {
+        false
+    }
 }

@@ -106,6 +106,7 @@ impl WireFormat for ChatCompletions {
     const KEY_VARS: &'static [&'static str] = &["OPENAI_API_KEY"];
     const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
     const NAMES: Dialect = Dialect::OpenAi;
+    type Decoder = crate::stream::openai::Decoder;
 
     fn schema_dialect(&self) -> Dialect {
         if self.strict {
@@ -117,6 +118,15 @@ impl WireFormat for ChatCompletions {
 
     fn path(&self, _options: &LlmOptions) -> String {
         "/chat/completions".to_owned()
+    }
+
+    fn stream_fields(&self, fields: &mut Map<String, Value>) {
+        fields.insert("stream".into(), true.into());
+        // The usage comes in a last chunk only when asked for.
+        fields.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
     }
 
     fn auth_headers(&self, key: Option<&str>) -> Vec<(&'static str, String)> {

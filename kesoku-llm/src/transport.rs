@@ -144,6 +144,66 @@ impl Transport {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<Value, LlmError> {
+        let (response, attempt) = self.send(path, headers, body).await?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(|e| LlmError::Malformed {
+            provider: self.provider,
+            status,
+            message: format!("the body was cut off or unreadable: {}", e.without_url()),
+        })?;
+        if !(200..300).contains(&status) {
+            return Err(api_error(
+                self.provider,
+                status,
+                &bytes,
+                attempt,
+                self.key(),
+            ));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed {
+            provider: self.provider,
+            status,
+            message: format!(
+                "{} JSON: {e}; the body starts with {}",
+                if e.is_eof() { "truncated" } else { "malformed" },
+                preview(&bytes, self.key())
+            ),
+        })
+    }
+
+    /// POSTs `body` for a streamed answer and returns the response once
+    /// its status is a success, its body unread. Retries happen only
+    /// before that: once the first byte of a stream is read, a failure is
+    /// the caller's to report.
+    pub(crate) async fn post_stream(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<reqwest::Response, LlmError> {
+        let (response, attempt) = self.send(path, headers, body).await?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
+        let bytes = response.bytes().await.unwrap_or_default();
+        Err(api_error(
+            self.provider,
+            status,
+            &bytes,
+            attempt,
+            self.key(),
+        ))
+    }
+
+    /// Sends until an answer is not worth retrying; returns it, unread,
+    /// with the number of attempts.
+    async fn send(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<(reqwest::Response, u32), LlmError> {
         let client = self.client()?;
         let url = format!("{}{path}", self.base_url);
         let mut header_map = HeaderMap::new();
@@ -201,29 +261,7 @@ impl Transport {
                 tokio::time::sleep(wait).await;
                 continue;
             }
-            let bytes = response.bytes().await.map_err(|e| LlmError::Malformed {
-                provider: self.provider,
-                status,
-                message: format!("the body was cut off or unreadable: {}", e.without_url()),
-            })?;
-            if !(200..300).contains(&status) {
-                return Err(api_error(
-                    self.provider,
-                    status,
-                    &bytes,
-                    attempt,
-                    self.key(),
-                ));
-            }
-            return serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed {
-                provider: self.provider,
-                status,
-                message: format!(
-                    "{} JSON: {e}; the body starts with {}",
-                    if e.is_eof() { "truncated" } else { "malformed" },
-                    preview(&bytes, self.key())
-                ),
-            });
+            return Ok((response, attempt));
         }
     }
 

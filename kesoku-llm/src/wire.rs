@@ -17,6 +17,7 @@ use crate::fallback::ContentFallback;
 use crate::history::Item;
 use crate::options::LlmOptions;
 use crate::schemas::LoweredTools;
+use crate::stream::StreamDecoder;
 use crate::turn::AssistantTurn;
 
 /// One request, provider-neutral: what a wire format encodes around the
@@ -64,11 +65,14 @@ pub(crate) struct WireHistory<'a> {
 
 /// A provider's wire format.
 ///
-/// Streaming (the next issue) adds, beside [`decode`](Self::decode), a
-/// `stream_path` and a `decode_event(&self, event, &mut TurnBuilder)` that
-/// reads one server-sent event into the same builder the one-shot decoder
-/// fills, so a streamed turn ends as the same [`AssistantTurn`].
+/// For streaming it adds the streamed request's path and fields, and a
+/// [`StreamDecoder`] that rebuilds the one-shot response body from the
+/// events, which [`decode`](Self::decode) then reads: a streamed turn is
+/// the same [`AssistantTurn`] as a completed one.
 pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
+    /// Reads a streamed reply.
+    type Decoder: StreamDecoder;
+
     /// The provider's name, for logs and errors.
     const NAME: &'static str;
     /// The API's address.
@@ -91,6 +95,14 @@ pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
 
     /// The path, after the base address, to POST to.
     fn path(&self, options: &LlmOptions) -> String;
+
+    /// The path of a streamed request (the same by default).
+    fn stream_path(&self, options: &LlmOptions) -> String {
+        self.path(options)
+    }
+
+    /// Adds what asks for a streamed answer to the body's fields.
+    fn stream_fields(&self, _fields: &mut Map<String, Value>) {}
 
     /// The authentication headers for `key` (none when it is `None`,
     /// unless the provider wants an empty one).

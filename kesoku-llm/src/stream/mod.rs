@@ -1,0 +1,124 @@
+//! Streaming: [`StreamEvent`]s as a reply is written, ending with the same
+//! [`AssistantTurn`] `complete` returns for that reply.
+//!
+//! A provider's stream decoder ([`StreamDecoder`]) reads each server-sent
+//! event, says what it added, and rebuilds the reply as the one-shot
+//! response body would have been; the wire format's one-shot decoder then
+//! reads that body. So a streamed turn and a completed one go through the
+//! same decoding, and are the same turn.
+
+use futures_util::stream::BoxStream;
+use serde_json::Value;
+
+use crate::error::LlmError;
+use crate::turn::{AssistantTurn, StopReason, Usage};
+
+/// One thing that happened in a streamed reply.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// More of the answer's text.
+    Text(String),
+    /// More of the model's visible reasoning (thinking), where the provider
+    /// streams it.
+    Thought(String),
+    /// A tool call begins.
+    ToolCallStart {
+        /// Its position among the reply's calls, from 0.
+        index: usize,
+        /// The provider's call id (empty when the provider gives none).
+        id: String,
+        /// The tool's name, as the model called it.
+        name: String,
+    },
+    /// More of a tool call's arguments, as JSON text.
+    ToolCallArguments {
+        /// The call's position, as in [`ToolCallStart`](Self::ToolCallStart).
+        index: usize,
+        /// The piece.
+        delta: String,
+    },
+    /// A tool call is complete.
+    ToolCallEnd {
+        /// The call's position.
+        index: usize,
+    },
+    /// Tokens used so far (providers send it once or several times).
+    Usage(Usage),
+    /// Why the model stopped.
+    Stop(StopReason),
+    /// The whole turn: the last event, the same turn
+    /// [`complete`](crate::Llm::complete) returns for this reply. A stream
+    /// that ends without it ended in error.
+    Done(AssistantTurn),
+}
+
+/// A stream of events of one reply, borrowing the call's inputs.
+pub type EventStream<'a> = BoxStream<'a, Result<StreamEvent, LlmError>>;
+
+/// One provider's reader of a streamed reply: it takes each server-sent
+/// event, pushes what it added to `out`, and at the end gives back the
+/// reply as the provider's one-shot response body.
+pub(crate) trait StreamDecoder: Default + Send {
+    /// Reads one event (`event` is the SSE event name, empty when none).
+    /// Returns `true` once the reply is complete.
+    fn event(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, StreamError>;
+
+    /// The reply as the one-shot response body.
+    fn into_body(self) -> Value;
+}
+
+/// Why a stream could not be read; the backend names the provider.
+#[derive(Debug)]
+pub(crate) enum StreamError {
+    /// The provider sent an error event.
+    Provider(String),
+    /// An event that does not read.
+    Malformed(String),
+}
+
+/// The events of a turn known whole, for backends that do not stream:
+/// the text, each call start to end, usage, the stop reason, and the turn.
+pub(crate) fn events_of(turn: AssistantTurn) -> Vec<StreamEvent> {
+    let mut out = Vec::with_capacity(turn.tool_calls.len() * 3 + 4);
+    if !turn.text.is_empty() {
+        out.push(StreamEvent::Text(turn.text.clone()));
+    }
+    for (index, call) in turn.tool_calls.iter().enumerate() {
+        out.push(StreamEvent::ToolCallStart {
+            index,
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        let arguments = match &call.arguments {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        out.push(StreamEvent::ToolCallArguments {
+            index,
+            delta: arguments,
+        });
+        out.push(StreamEvent::ToolCallEnd { index });
+    }
+    out.push(StreamEvent::Usage(turn.usage));
+    out.push(StreamEvent::Stop(turn.stop_reason.clone()));
+    out.push(StreamEvent::Done(turn));
+    out
+}
+
+pub(crate) mod claude;
+pub(crate) mod gemini;
+pub(crate) mod openai;
+
+/// Parses an event's JSON, or says which event did not parse.
+fn parse(event: &str, data: &str) -> Result<Value, StreamError> {
+    serde_json::from_str(data).map_err(|e| {
+        let name = if event.is_empty() { "an event" } else { event };
+        StreamError::Malformed(format!("{name} is not JSON ({e})"))
+    })
+}

@@ -1,0 +1,156 @@
+//! An OpenAI-compatible streamed chat completion: `chat.completion.chunk`
+//! events whose `choices[0].delta` carries pieces of the text and of the
+//! tool calls (joined by their `index`), a `finish_reason` on the last
+//! choice chunk, with `stream_options.include_usage` a last chunk with the
+//! usage and no choices, and `data: [DONE]`.
+
+use serde_json::{Map, Value, json};
+
+use super::{StreamDecoder, StreamError, StreamEvent, parse};
+
+/// The reply so far, as the one-shot `ChatCompletion` it will be.
+#[derive(Debug, Default)]
+pub(crate) struct Decoder {
+    /// The chunk's own fields (id, model, created...), from the first.
+    head: Map<String, Value>,
+    content: Option<String>,
+    /// Calls in the order they began, with the provider's `index`.
+    calls: Vec<Call>,
+    finish_reason: Option<Value>,
+    usage: Option<Value>,
+}
+
+#[derive(Debug)]
+struct Call {
+    index: u64,
+    id: String,
+    name: String,
+    arguments: String,
+    ended: bool,
+}
+
+impl Decoder {
+    fn end_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        for (position, call) in self.calls.iter_mut().enumerate() {
+            if !call.ended {
+                call.ended = true;
+                out.push(StreamEvent::ToolCallEnd { index: position });
+            }
+        }
+    }
+}
+
+impl StreamDecoder for Decoder {
+    fn event(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, StreamError> {
+        if data.trim() == "[DONE]" {
+            self.end_calls(out);
+            return Ok(true);
+        }
+        let v = parse(event, data)?;
+        if let Some(e) = v.get("error") {
+            return Err(StreamError::Provider(
+                e["message"]
+                    .as_str()
+                    .map_or_else(|| e.to_string(), str::to_owned),
+            ));
+        }
+        if self.head.is_empty()
+            && let Value::Object(chunk) = &v
+        {
+            for (k, value) in chunk {
+                if !matches!(k.as_str(), "choices" | "usage" | "object") {
+                    self.head.insert(k.clone(), value.clone());
+                }
+            }
+        }
+        if let Some(usage) = v.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(usage.clone());
+        }
+        let Some(choice) = v["choices"].as_array().and_then(|c| c.first()) else {
+            return Ok(false);
+        };
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str()
+            && !text.is_empty()
+        {
+            self.content.get_or_insert_with(String::new).push_str(text);
+            out.push(StreamEvent::Text(text.to_owned()));
+        }
+        for piece in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = piece["index"].as_u64().unwrap_or_default();
+            let function = &piece["function"];
+            let position = if let Some(p) = self.calls.iter().position(|c| c.index == index) {
+                p
+            } else {
+                // The first piece names the call; later ones only add
+                // arguments (a server repeating the id is not joined).
+                let id = piece["id"].as_str().unwrap_or_default().to_owned();
+                let name = function["name"].as_str().unwrap_or_default().to_owned();
+                out.push(StreamEvent::ToolCallStart {
+                    index: self.calls.len(),
+                    id: id.clone(),
+                    name: name.clone(),
+                });
+                self.calls.push(Call {
+                    index,
+                    id,
+                    name,
+                    arguments: String::new(),
+                    ended: false,
+                });
+                self.calls.len() - 1
+            };
+            if let Some(args) = function["arguments"].as_str()
+                && !args.is_empty()
+            {
+                self.calls[position].arguments.push_str(args);
+                out.push(StreamEvent::ToolCallArguments {
+                    index: position,
+                    delta: args.to_owned(),
+                });
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").filter(|r| !r.is_null()) {
+            self.finish_reason = Some(reason.clone());
+            self.end_calls(out);
+        }
+        Ok(false)
+    }
+
+    fn into_body(self) -> Value {
+        let mut message = json!({"role": "assistant", "content": self.content});
+        if !self.calls.is_empty() {
+            let calls: Vec<Value> = self
+                .calls
+                .into_iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    })
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
+        }
+        let mut body = self.head;
+        body.insert("object".into(), "chat.completion".into());
+        body.insert(
+            "choices".into(),
+            json!([{
+                "index": 0,
+                "message": message,
+                "finish_reason": self.finish_reason,
+            }]),
+        );
+        if let Some(usage) = self.usage {
+            body.insert("usage".into(), usage);
+        }
+        Value::Object(body)
+    }
+}
