@@ -19,6 +19,7 @@ use std::time::Duration;
 use futures_util::Stream;
 use tokio::sync::broadcast;
 
+use crate::delta::Delta;
 use crate::message::{Message, Role, Status};
 use crate::store::{MemoryStore, Seq, Store, StoreError};
 
@@ -131,6 +132,8 @@ pub struct Gateway {
 struct Inner {
     store: Arc<dyn Store>,
     live: broadcast::Sender<(Seq, Arc<Message>)>,
+    /// Pieces of replies being written: live only, never stored.
+    deltas: broadcast::Sender<Arc<Delta>>,
     poll: Duration,
 }
 
@@ -146,6 +149,10 @@ impl fmt::Debug for Gateway {
 /// How many live messages a listener may fall behind before it catches up
 /// from the store instead.
 const LIVE_CAPACITY: usize = 1024;
+/// How many deltas a listener may fall behind before the oldest are
+/// dropped for it (the finished message is stored; deltas are only a view
+/// of it being written).
+const DELTA_CAPACITY: usize = 4096;
 /// How many messages one catch-up read takes from the store.
 const PAGE: usize = 512;
 
@@ -166,6 +173,7 @@ impl Gateway {
             inner: Arc::new(Inner {
                 store,
                 live: broadcast::channel(LIVE_CAPACITY).0,
+                deltas: broadcast::channel(DELTA_CAPACITY).0,
                 poll: Self::DEFAULT_POLL,
             }),
         }
@@ -199,6 +207,59 @@ impl Gateway {
         // No listener is fine: the message is stored either way.
         let _ = self.inner.live.send((seq, Arc::new(message)));
         Ok(seq)
+    }
+
+    /// Delivers `delta` to the listeners of its session, now, without
+    /// storing it. Nobody listening is fine: the finished message is
+    /// stored when it is done.
+    pub fn publish(&self, delta: Delta) {
+        if self.inner.deltas.receiver_count() > 0 {
+            let _ = self.inner.deltas.send(Arc::new(delta));
+        }
+    }
+
+    /// Whether anyone listens to deltas (so a producer can skip making
+    /// them).
+    pub fn has_delta_listeners(&self) -> bool {
+        self.inner.deltas.receiver_count() > 0
+    }
+
+    /// The deltas published from now on, of `session` (every session when
+    /// `None`), in the order they were published. Deltas live in this
+    /// process only; a listener that falls far behind loses the oldest.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use futures_util::StreamExt;
+    /// use kesoku_core::{Delta, DeltaKind, Gateway};
+    ///
+    /// let gateway = Gateway::in_memory();
+    /// let mut deltas = gateway.deltas(Some("s"));
+    /// gateway.publish(Delta::new("other", DeltaKind::Text("not this".into())));
+    /// gateway.publish(Delta::new("s", DeltaKind::Text("Hel".into())));
+    /// assert_eq!(deltas.next().await.unwrap().kind, DeltaKind::Text("Hel".into()));
+    /// # });
+    /// ```
+    pub fn deltas(&self, session: Option<&str>) -> Deltas {
+        let receiver = self.inner.deltas.subscribe();
+        let session = session.map(str::to_owned);
+        let stream = futures_util::stream::unfold(receiver, move |mut receiver| {
+            let session = session.clone();
+            async move {
+                loop {
+                    match receiver.recv().await {
+                        Ok(delta) if session.as_deref().is_none_or(|s| s == delta.session_id) => {
+                            return Some((Arc::unwrap_or_clone(delta), receiver));
+                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            }
+        });
+        Deltas {
+            inner: Box::pin(stream),
+        }
     }
 
     /// Sets message `id`'s status to `to` if it is one of `from`, in one
@@ -256,6 +317,25 @@ pub struct Delivery {
     pub seq: Seq,
     /// The message, as it was posted (live) or as it is stored (replay).
     pub message: Message,
+}
+
+/// The stream [`Gateway::deltas`] returns.
+pub struct Deltas {
+    inner: Pin<Box<dyn Stream<Item = Delta> + Send>>,
+}
+
+impl fmt::Debug for Deltas {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Deltas").finish_non_exhaustive()
+    }
+}
+
+impl Stream for Deltas {
+    type Item = Delta;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
 }
 
 /// The stream [`Gateway::listen`] returns.

@@ -13,7 +13,7 @@
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema),
 //                 dynamic_schema (arg_error, validate)
 // 4. results:     output (content, error), store (message)
-// 4b. hub:        gateway (store, message)
+// 4b. hub:        delta, gateway (store, message, delta)
 // 5. context:     context (gateway, message)
 // 6. a ready call: invocation (output, error, future)
 // 7. decoding:    decode (context, error, schema, invocation),
@@ -25,6 +25,7 @@ mod arg_error;
 mod content;
 mod context;
 mod decode;
+mod delta;
 mod dynamic_schema;
 mod error;
 mod future;
@@ -46,9 +47,10 @@ mod validate;
 pub use arg_error::{ArgError, ArgErrorKind, ArgsError};
 pub use content::ContentBlock;
 pub use context::{FromToolContext, InjectError, State, ToolContext};
+pub use delta::{Delta, DeltaKind};
 pub use error::{RegistryError, ToolError};
 pub use future::BoxFuture;
-pub use gateway::{Gateway, GatewayError};
+pub use gateway::{Deltas, Gateway, GatewayError};
 pub use invocation::Invocation;
 pub use message::{Message, MessageType, Role, Status, keys};
 pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};

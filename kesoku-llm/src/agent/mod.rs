@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) options: LlmOptions,
     pub(crate) gateway: Gateway,
     pub(crate) max_steps: usize,
+    /// Whether replies are streamed (when the model can).
+    pub(crate) streaming: bool,
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) sessions: Sessions,
     pub(crate) sessions_dir: Option<PathBuf>,
@@ -107,6 +109,7 @@ pub struct AgentBuilder {
     options: Option<LlmOptions>,
     gateway: Option<Gateway>,
     max_steps: usize,
+    streaming: bool,
     max_concurrent_turns: usize,
     sessions_dir: Option<PathBuf>,
     tool_timeout: Option<Duration>,
@@ -156,6 +159,16 @@ impl AgentBuilder {
     /// process (it carries its store). Replaces [`store`](Self::store).
     pub fn gateway(mut self, gateway: Gateway) -> Self {
         self.gateway = Some(gateway);
+        self
+    }
+
+    /// Whether replies are streamed when the model can (default: on).
+    /// Streamed, each piece reaches the gateway's delta listeners
+    /// ([`Gateway::deltas`]) as the model writes it; the finished message
+    /// is stored once either way, and an interruption drops the stream at
+    /// once.
+    pub fn streaming(mut self, on: bool) -> Self {
+        self.streaming = on;
         self
     }
 
@@ -270,6 +283,7 @@ impl AgentBuilder {
                     .gateway
                     .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
                 max_steps: self.max_steps,
+                streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::default(),
                 sessions_dir: self.sessions_dir,
@@ -306,6 +320,7 @@ impl Agent {
             options: None,
             gateway: None,
             max_steps: 8,
+            streaming: true,
             max_concurrent_turns: 64,
             sessions_dir: None,
             tool_timeout: None,

@@ -18,10 +18,14 @@ use kesoku_core::{
 };
 use tracing::Instrument;
 
+use futures_util::StreamExt as _;
+use kesoku_core::{Delta, DeltaKind};
+
 use super::Shared;
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::sessions::Slot;
 use super::view::{View, healing_result, orphans};
+use crate::StreamEvent;
 use crate::ToolDeclaration;
 
 /// What the model is told when it answered with nothing.
@@ -284,15 +288,7 @@ impl Turn<'_> {
             input_tokens = tracing::field::Empty,
             output_tokens = tracing::field::Empty,
         );
-        let call = shared
-            .llm
-            .complete(
-                &self.user.session_id,
-                view,
-                &self.declarations,
-                &shared.options,
-            )
-            .instrument(span.clone());
+        let call = self.reply(view).instrument(span.clone());
         let reply = tokio::select! {
             biased;
             () = self.slot.newer_than(self.seq) => return None,
@@ -303,6 +299,42 @@ impl Turn<'_> {
             span.record("output_tokens", turn.usage.output_tokens);
         }
         Some(reply)
+    }
+
+    /// The model's reply: streamed when the model streams and the agent
+    /// does (each piece published to the gateway's delta listeners as it
+    /// comes), else completed. Either way, one turn.
+    async fn reply(&self, view: &[Message]) -> Result<crate::AssistantTurn, crate::LlmError> {
+        let shared = self.shared;
+        let session = &self.user.session_id;
+        if !(shared.streaming && shared.llm.streams()) {
+            return shared
+                .llm
+                .complete(session, view, &self.declarations, &shared.options)
+                .await;
+        }
+        let mut events = shared
+            .llm
+            .stream(session, view, &self.declarations, &shared.options);
+        let gateway = &shared.gateway;
+        while let Some(event) = events.next().await {
+            let kind = match event? {
+                StreamEvent::Done(turn) => return Ok(turn),
+                StreamEvent::Text(t) => DeltaKind::Text(t),
+                StreamEvent::Thought(t) => DeltaKind::Thought(t),
+                StreamEvent::ToolCallStart { id, name, .. } => DeltaKind::ToolCall { id, name },
+                StreamEvent::ToolCallArguments { index, delta } => {
+                    DeltaKind::ToolArguments { index, delta }
+                }
+                _ => continue,
+            };
+            gateway.publish(Delta::new(session.clone(), kind).replying_to(self.user.id.clone()));
+        }
+        // A stream ends with its turn or an error; this is neither.
+        Err(crate::LlmError::Stream {
+            provider: shared.llm.provider(),
+            message: "the stream ended without a turn".into(),
+        })
     }
 
     /// Runs the calls; on interruption, cancels the waiting ones and still
