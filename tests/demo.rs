@@ -1,6 +1,7 @@
 //! The demo agent (`examples/demo`), run as a user runs it: the binary,
 //! offline and against in-process fake servers of each provider.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
@@ -140,11 +141,105 @@ impl Respond for Playback {
             .unwrap()
             .push(serde_json::from_slice(&request.body).unwrap_or(Value::Null));
         let i = self.next.fetch_add(1, Ordering::SeqCst);
+        let streamed = request.url.path().contains("streamGenerateContent")
+            || serde_json::from_slice::<Value>(&request.body).is_ok_and(|b| b["stream"] == true);
         match self.replies.get(i) {
+            Some(r) if streamed => ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(as_stream(r)),
             Some(r) => ResponseTemplate::new(200).set_body_json(r),
             None => ResponseTemplate::new(500).set_body_string("no more replies"),
         }
     }
+}
+
+/// A one-shot reply as the provider would stream it: Claude's events per
+/// block, OpenAI's chunks then `[DONE]`, Gemini's response as one event.
+fn as_stream(reply: &Value) -> String {
+    let mut events: Vec<(Option<&str>, Value)> = Vec::new();
+    if reply["type"] == "message" {
+        let mut start = reply.clone();
+        start["content"] = json!([]);
+        start["stop_reason"] = Value::Null;
+        events.push((
+            Some("message_start"),
+            json!({"type": "message_start", "message": start}),
+        ));
+        for (i, block) in reply["content"].as_array().unwrap().iter().enumerate() {
+            let (opening, delta) = if block["type"] == "tool_use" {
+                let mut opening = block.clone();
+                opening["input"] = json!({});
+                (
+                    opening,
+                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+                )
+            } else {
+                (
+                    json!({"type": "text", "text": ""}),
+                    json!({"type": "text_delta", "text": block["text"]}),
+                )
+            };
+            events.push((
+                Some("content_block_start"),
+                json!({"type": "content_block_start", "index": i, "content_block": opening}),
+            ));
+            events.push((
+                Some("content_block_delta"),
+                json!({"type": "content_block_delta", "index": i, "delta": delta}),
+            ));
+            events.push((
+                Some("content_block_stop"),
+                json!({"type": "content_block_stop", "index": i}),
+            ));
+        }
+        events.push((
+            Some("message_delta"),
+            json!({"type": "message_delta",
+            "delta": {"stop_reason": reply["stop_reason"]}, "usage": reply["usage"]}),
+        ));
+        events.push((Some("message_stop"), json!({"type": "message_stop"})));
+    } else if let Some(choice) = reply["choices"].get(0) {
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": reply["id"], "object": "chat.completion.chunk",
+            "model": reply["model"], "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let message = &choice["message"];
+        if let Some(text) = message["content"].as_str() {
+            events.push((
+                None,
+                chunk(json!({"role": "assistant", "content": text}), Value::Null),
+            ));
+        }
+        for (i, call) in message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let mut piece = call.clone();
+            piece["index"] = i.into();
+            events.push((None, chunk(json!({"tool_calls": [piece]}), Value::Null)));
+        }
+        events.push((None, chunk(json!({}), choice["finish_reason"].clone())));
+        events.push((
+            None,
+            json!({"id": reply["id"], "object": "chat.completion.chunk",
+            "model": reply["model"], "choices": [], "usage": reply["usage"]}),
+        ));
+    } else {
+        events.push((None, reply.clone()));
+    }
+    let mut out = String::new();
+    for (name, data) in events {
+        if let Some(name) = name {
+            let _ = writeln!(out, "event: {name}");
+        }
+        let _ = write!(out, "data: {data}\n\n");
+    }
+    if reply.get("choices").is_some() {
+        out.push_str("data: [DONE]\n\n");
+    }
+    out
 }
 
 /// A fake provider answering with two parallel sums, then a text; the
@@ -182,7 +277,12 @@ async fn two_parallel_sums(provider: &str, key: &str, base_var: &str, base: &str
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("→ calculate_sum(a=2, b=3)"), "{stdout}");
     assert!(stdout.contains("→ calculate_sum(a=10, b=20)"), "{stdout}");
-    assert!(stdout.contains("The sums are 5 and 30."), "{stdout}");
+    // Streamed as it was written, and not printed again at the end.
+    assert_eq!(
+        stdout.matches("The sums are 5 and 30.").count(),
+        1,
+        "{stdout}"
+    );
     assert!(!stdout.contains("test-key") && !text(&out.stderr).contains("test-key"));
     stdout
 }
@@ -210,6 +310,7 @@ async fn anthropic_two_parallel_calls_results_paired_then_an_answer() {
     .await;
     let bodies = bodies.lock().unwrap();
     assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[1]["stream"], true, "the demo streams");
     let results = &bodies[1]["messages"].as_array().unwrap().last().unwrap()["content"];
     assert_eq!(results[0]["tool_use_id"], "toolu_1");
     assert_eq!(results[0]["content"], "5");

@@ -38,7 +38,8 @@ use kesoku::store::SqliteStore;
 use interactive::interactive;
 use model::{SAMPLE, SHOWCASE, env_nonempty, env_provider, offline_model, real_model};
 use output::{
-    BAD, BOLD, DIM, SPINNER, delivered, print_history, print_messages, say, show_schemas,
+    BAD, BOLD, DIM, SPINNER, STREAMED, delivered, print_deltas, print_history, print_messages, say,
+    show_schemas,
 };
 use tools::{Notebook, registry};
 
@@ -171,6 +172,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         std::fs::write(staging.join("sample.png"), SAMPLE).map_err(|e| e.to_string())?;
     }
     let printer = tokio::spawn(print_messages(agent.clone(), session.clone()));
+    let streamer = tokio::spawn(print_deltas(agent.clone(), session.clone()));
     let code = match (&cli.prompt, std::io::stdin().is_terminal()) {
         (Some(prompt), _) => turn(&agent, &session, prompt, true).await?,
         (None, true) => {
@@ -188,6 +190,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
     };
     printer.abort();
+    streamer.abort();
     Ok(code)
 }
 
@@ -200,6 +203,7 @@ pub(crate) async fn turn(
     spin: bool,
 ) -> Result<ExitCode, String> {
     let start = Instant::now();
+    STREAMED.store(false, std::sync::atomic::Ordering::Relaxed);
     if spin && std::io::stdout().is_terminal() {
         let bar = indicatif::ProgressBar::new_spinner().with_message("working");
         bar.enable_steady_tick(std::time::Duration::from_millis(100));
@@ -226,7 +230,10 @@ pub(crate) async fn turn(
     }
     match outcome.status {
         TurnStatus::Completed => {
-            say!("\n{BOLD}{}{BOLD:#}", outcome.answer.unwrap_or_default());
+            // Shown as it was written, or now.
+            if !STREAMED.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                say!("\n{BOLD}{}{BOLD:#}", outcome.answer.unwrap_or_default());
+            }
             say!("{DIM}({} ms){DIM:#}", took.as_millis());
             Ok(ExitCode::SUCCESS)
         }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::ValueEnum as _;
 use kesoku::Message;
 use kesoku::llm::{
-    AssistantTurn, ClaudeLlm, GeminiLlm, Llm, LlmError, LlmFuture, LlmOptions, OpenAiLlm,
-    ScriptedLlm, ToolDeclaration,
+    AssistantTurn, ClaudeLlm, EventStream, GeminiLlm, Llm, LlmError, LlmFuture, LlmOptions,
+    OpenAiLlm, ScriptedLlm, ToolDeclaration,
 };
 use kesoku::store::{SqliteStore, Store as _};
 
@@ -138,5 +138,21 @@ impl Llm for Model {
                 .complete(session_id, messages, tools, options)
                 .await
         })
+    }
+
+    // A real provider streams (the delay is offline only, where the
+    // scripted model does not).
+    fn stream<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a LlmOptions,
+    ) -> EventStream<'a> {
+        self.inner.stream(session_id, messages, tools, options)
+    }
+
+    fn streams(&self) -> bool {
+        self.delay.is_zero() && self.inner.streams()
     }
 }

@@ -4,7 +4,7 @@
 
 use std::io::Write as _;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anstream::println;
 use anstyle::{AnsiColor, Style};
@@ -12,7 +12,7 @@ use futures_util::StreamExt as _;
 use kesoku::gateway::Filter;
 use kesoku::llm::{Agent, ToolDeclaration};
 use kesoku::lowering::Dialect;
-use kesoku::{Message, MessageType, Role, Status, ToolRegistry, keys};
+use kesoku::{DeltaKind, Message, MessageType, Role, Status, ToolRegistry, keys};
 
 /// Styles, which anstream drops when stdout is not a terminal or
 /// `NO_COLOR` is set.
@@ -35,7 +35,11 @@ pub(crate) const PROMPT: &str = "> ";
 /// (which is drawn again after it; what was typed reappears at the next
 /// key), around the spinner if one spins, or plainly.
 pub(crate) fn emit(line: &str) {
-    if EDITING.load(std::sync::atomic::Ordering::Relaxed) {
+    // A streamed answer's line is ended first.
+    if OPEN.swap(false, Ordering::Relaxed) {
+        println!();
+    }
+    if EDITING.load(Ordering::Relaxed) {
         let mut out = std::io::stdout().lock();
         // Back to the prompt's column 0, and clear that line.
         let _ = write!(out, "\r\x1b[K");
@@ -52,6 +56,43 @@ pub(crate) fn emit(line: &str) {
     match spinner.as_ref() {
         Some(bar) => bar.suspend(|| println!("{line}")),
         None => println!("{line}"),
+    }
+}
+
+/// Whether streamed text was printed and its line not ended yet.
+static OPEN: AtomicBool = AtomicBool::new(false);
+/// Whether this turn's answer was shown as it streamed (so it is not
+/// printed again at the end).
+pub(crate) static STREAMED: AtomicBool = AtomicBool::new(false);
+
+/// Prints the session's reply text as the model writes it (a real
+/// provider streams; the offline script does not). Not above the line
+/// editor, whose prompt sits on the last line: there the answer prints
+/// whole at the end.
+pub(crate) async fn print_deltas(agent: Agent, session: String) {
+    let mut deltas = agent.gateway().deltas(Some(&session));
+    while let Some(delta) = deltas.next().await {
+        let DeltaKind::Text(piece) = delta.kind else {
+            continue;
+        };
+        if EDITING.load(Ordering::Relaxed) {
+            continue;
+        }
+        // The spinner would draw over a line being written.
+        if let Some(bar) = SPINNER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            bar.finish_and_clear();
+        }
+        if !OPEN.swap(true, Ordering::Relaxed) {
+            println!();
+        }
+        STREAMED.store(true, Ordering::Relaxed);
+        let mut out = anstream::stdout().lock();
+        let _ = write!(out, "{BOLD}{piece}{BOLD:#}");
+        let _ = out.flush();
     }
 }
 
