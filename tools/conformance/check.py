@@ -11,6 +11,11 @@ the official Python SDKs' own types (versions pinned in requirements.txt).
 Each DIR holds subfolders anthropic/, openai/, gemini/ with *.json files.
 Response files named error_*.json are provider error bodies; files named
 malformed_*.json are skipped (deliberately invalid JSON) but counted.
+A response folder's stream/ subfolder holds recorded streams (*.sse): each
+event is checked against the SDK's stream event type (Anthropic
+RawMessageStreamEvent, OpenAI ChatCompletionChunk, Gemini
+GenerateContentResponse; error events against the error body), and the
+*.json beside them are the one-shot responses of the same replies.
 
 Why not pydantic.TypeAdapter on the request TypedDicts: it validates Iterable
 fields lazily (i.e. not at all), lets unknown keys pass and may see no required
@@ -965,7 +970,60 @@ def gemini_conversation(contents):
     return out
 
 
+def parse_sse(text: str):
+    """The events of a server-sent event stream: (event name or "", data), CRLF or LF."""
+    events = []
+    for block in re.split(r"\r?\n\r?\n", text.strip()):
+        name, data = "", []
+        for line in re.split(r"\r?\n", block):
+            if line.startswith("event:"):
+                name = line[len("event:"):].strip()
+            elif line.startswith("data:"):
+                data.append(line[len("data:"):].removeprefix(" "))
+        if data:
+            events.append((name, "\n".join(data)))
+    return events
+
+
+def _check_stream(events, one_event, error):
+    """Each event's data against the SDK's stream event type (errors against the error body)."""
+    issues = []
+    if not events:
+        return [((), "no events")]
+    for i, (name, data) in enumerate(events):
+        # OpenAI's end marker; Anthropic's keep-alive, which its SDK skips by name.
+        if data == "[DONE]" or name == "ping":
+            continue
+        try:
+            value = json.loads(data)
+        except ValueError as e:
+            issues.append(((i,), f"event data is not JSON: {e}"))
+            continue
+        is_error = name == "error" or (isinstance(value, dict) and "error" in value and "type" not in value)
+        check = error if is_error else one_event
+        issues += [((i,) + path, msg) for path, msg in check(value)]
+    return issues
+
+
+def check_anthropic_stream(events):
+    v = anthropic_validator("response")
+    return _check_stream(events, lambda d: v.check(a_types.RawMessageStreamEvent, d), check_anthropic_error)
+
+
+def check_openai_stream(events):
+    v = openai_validator("response")
+    return _check_stream(events, lambda d: v.check(o_chat.ChatCompletionChunk, d), check_openai_error)
+
+
+def check_gemini_stream(events):
+    v = gemini_validator("response")
+    return _check_stream(events, lambda d: v.check(g_types.GenerateContentResponse, d), check_gemini_error)
+
+
 CHECKS = {
+    ("anthropic", "stream"): check_anthropic_stream,
+    ("openai", "stream"): check_openai_stream,
+    ("gemini", "stream"): check_gemini_stream,
     ("anthropic", "request"): check_anthropic_request,
     ("openai", "request"): check_openai_request,
     ("gemini", "request"): check_gemini_request,
@@ -1291,6 +1349,11 @@ def collect(root: Path, kind: str):
         d = root / provider
         if d.is_dir():
             files.extend((provider, kind, f) for f in sorted(d.glob("*.json")) if f.is_file())
+            # Recorded streams: each event against the SDK's stream event type, and the
+            # one-shot response of the same reply beside it.
+            if kind == "response" and (d / "stream").is_dir():
+                files.extend((provider, "stream", f) for f in sorted((d / "stream").glob("*.sse")))
+                files.extend((provider, kind, f) for f in sorted((d / "stream").glob("*.json")))
     for extra in sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in PROVIDERS):
         print(f"conformance: ignoring unknown folder {root / extra}", file=sys.stderr)
     return files
@@ -1331,7 +1394,8 @@ def main(argv=None) -> int:
 
     passed = failed = skipped = 0
     for provider, kind, f in files:
-        label = f"{provider}/{kind}/{f.name}"
+        in_stream = f.parent.name == "stream" and kind != "stream"
+        label = f"{provider}/{kind}/{'stream/' if in_stream else ''}{f.name}"
         if f.name.startswith("malformed_"):
             skipped += 1
             print(f"skip {label}")
@@ -1339,7 +1403,7 @@ def main(argv=None) -> int:
         check_kind = "error" if kind == "response" and f.name.startswith("error_") else kind
         notes: list = []
         try:
-            body = load_json(f)
+            body = parse_sse(f.read_text(encoding="utf-8")) if kind == "stream" else load_json(f)
         except (ValueError, UnicodeDecodeError) as e:
             problems = [f"invalid JSON: {e}"]
         else:
