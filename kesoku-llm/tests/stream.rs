@@ -240,26 +240,72 @@ async fn a_stream_cut_short_gives_no_turn() {
     }
 }
 
-#[tokio::test]
-async fn a_connection_reset_mid_stream_is_an_error() {
+/// A server answering one request with `body` in HTTP chunks of `size`
+/// bytes, each written on its own (so lines, events and UTF-8 characters
+/// are cut everywhere), then the end of the body when `finish`.
+async fn chunking_server(body: String, size: usize, finish: bool) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let body = fixture_text("anthropic/stream/two_calls.sse");
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
-        let mut buf = vec![0; 65536];
+        socket.set_nodelay(true).unwrap();
+        let mut buf = vec![0; 1 << 16];
         let _ = socket.read(&mut buf).await;
-        let half = &body.as_bytes()[..body.len() / 2];
         let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-        let chunk = format!("{:x}\r\n", half.len());
         socket.write_all(head.as_bytes()).await.unwrap();
-        socket.write_all(chunk.as_bytes()).await.unwrap();
-        socket.write_all(half).await.unwrap();
-        socket.write_all(b"\r\n").await.unwrap();
-        socket.flush().await.unwrap();
-        // Gone, without the last chunk.
-        drop(socket);
+        for piece in body.as_bytes().chunks(size) {
+            let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
+            framed.extend_from_slice(piece);
+            framed.extend_from_slice(b"\r\n");
+            if socket.write_all(&framed).await.is_err() {
+                return;
+            }
+            let _ = socket.flush().await;
+            tokio::task::yield_now().await;
+        }
+        if finish {
+            let _ = socket.write_all(b"0\r\n\r\n").await;
+        }
+        // Dropped: without `finish`, the connection is cut mid-body.
     });
+    base
+}
+
+#[tokio::test]
+async fn a_server_writing_one_byte_at_a_time_gives_the_same_turn() {
+    for provider in ["anthropic", "openai", "gemini"] {
+        let sse = fixture_text(&format!("{provider}/stream/two_calls.sse"));
+        let base = chunking_server(sse, 1, true).await;
+        let (llm, _) = backend(provider, &base);
+        let events = collect(&*llm).await;
+        let Some(Ok(StreamEvent::Done(streamed))) = events.last() else {
+            panic!("{provider}: {events:?}")
+        };
+        let whole: Value = fixture(&format!("{provider}/stream/two_calls.json"));
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(whole))
+            .mount(&server)
+            .await;
+        let (one_shot, _) = backend(provider, &server.uri());
+        let completed = one_shot
+            .complete("s", &history(), &tools(), &LlmOptions::new("m"))
+            .await
+            .unwrap();
+        assert_eq!(normalized(streamed), normalized(&completed), "{provider}");
+    }
+}
+
+#[tokio::test]
+async fn a_connection_reset_mid_stream_is_an_error() {
+    let body = fixture_text("anthropic/stream/two_calls.sse");
+    // Half of it, cut at a character boundary (the body is text).
+    let cut = (0..=body.len() / 2)
+        .rev()
+        .find(|&i| body.is_char_boundary(i))
+        .unwrap();
+    let half = body[..cut].to_owned();
+    let base = chunking_server(half, 64, false).await;
     let (llm, _) = backend("anthropic", &base);
     let events = collect(&*llm).await;
     assert!(
