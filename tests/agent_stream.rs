@@ -93,14 +93,27 @@ async fn listeners_see_the_text_grow_and_the_store_keeps_one_message() {
     let stream = text_stream(&pieces);
     // One event per chunk, so each piece arrives on its own.
     let chunks: Vec<String> = stream.split_inclusive("\n\n").map(str::to_owned).collect();
-    let base = slow_server(chunks, Duration::from_millis(5)).await;
+    let base = slow_server(chunks, Duration::from_millis(20)).await;
     let agent = Agent::builder(claude(&base)).build().unwrap();
     let mut deltas = agent.gateway().deltas(Some("s"));
-    let outcome = agent.send("s", "Weather?").await.unwrap();
+    let turn = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.send("s", "Weather?").await })
+    };
+    // The first piece is seen while the reply is still being written.
+    let first = tokio::time::timeout(Duration::from_secs(5), deltas.next())
+        .await
+        .expect("a delta")
+        .unwrap();
+    assert!(!turn.is_finished(), "a delta came only after the turn");
+    let outcome = turn.await.unwrap().unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(outcome.answer.as_deref(), Some("The weather is fine."));
 
-    let mut seen = Vec::new();
+    let DeltaKind::Text(t) = first.kind else {
+        panic!("{first:?}")
+    };
+    let mut seen = vec![t];
     while seen.len() < pieces.len() {
         let delta = tokio::time::timeout(Duration::from_secs(5), deltas.next())
             .await

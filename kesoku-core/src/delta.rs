@@ -49,6 +49,8 @@ pub enum DeltaKind {
     Thought(String),
     /// A tool call begins.
     ToolCall {
+        /// The call's position in the reply, from 0.
+        index: usize,
         /// The provider's call id.
         id: String,
         /// The tool.

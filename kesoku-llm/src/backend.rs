@@ -26,7 +26,7 @@ use crate::llm::LlmFuture;
 use crate::options::LlmOptions;
 use crate::prefix::{Prefix, Prefixes};
 use crate::schemas::{LoweredTools, SchemaCache};
-use crate::stream::{EventStream, StreamDecoder as _, StreamError, StreamEvent};
+use crate::stream::{EventStream, Progress, StreamDecoder as _, StreamError, StreamEvent};
 use crate::transport::Transport;
 use crate::turn::AssistantTurn;
 use crate::wire::{Request, WireFormat};
@@ -85,8 +85,10 @@ type Events = std::pin::Pin<
 struct Reading<F: WireFormat> {
     events: Events,
     decoder: F::Decoder,
-    /// Whether the provider said the reply is complete.
+    /// Whether the reply is whole.
     complete: bool,
+    /// Whether nothing more is read (the provider's last event came).
+    ended: bool,
     /// Events read but not given yet.
     pending: VecDeque<StreamEvent>,
     lowered: Arc<LoweredTools>,
@@ -101,6 +103,32 @@ fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
         },
         StreamError::Malformed(message) => LlmError::Stream { provider, message },
     }
+}
+
+/// Whether a result among `items` pairs with a call that comes after it
+/// (a result stored before its call): its encoding then depends on later
+/// messages, so a prefix must not keep it (a rewound history without that
+/// call encodes it unpaired).
+fn pairs_forward(items: &[Item<'_>], kept: Option<&Prefix>) -> bool {
+    let mut seen: HashSet<&str> = HashSet::new();
+    for item in items {
+        match item {
+            Item::ToolCall(c) => {
+                seen.insert(c.message.id.as_str());
+            }
+            Item::ToolResult(r) => {
+                if let Some(c) = &r.call {
+                    let id = c.message.id.as_str();
+                    let earlier = kept.is_some_and(|p| p.calls.contains_key(id));
+                    if !seen.contains(id) && !earlier {
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// The call a result names (by `parent_id`) but that was not found.
@@ -246,7 +274,7 @@ impl<F: WireFormat> Backend<F> {
             // Keep every wire message but the last, which the next
             // messages may still add to.
             match wire.messages.last() {
-                Some(&(cut, _)) if cut > 0 => {
+                Some(&(cut, _)) if cut > 0 && !pairs_forward(&read.items[..cut], kept.as_ref()) => {
                     let mut prefix =
                         kept.unwrap_or_else(|| Prefix::new(Arc::clone(&lowered), system));
                     let until = read.at[cut];
@@ -350,6 +378,7 @@ impl<F: WireFormat> Backend<F> {
                 events: Box::pin(response.bytes_stream().eventsource()),
                 decoder: F::Decoder::default(),
                 complete: false,
+                ended: false,
                 pending: VecDeque::new(),
                 lowered: request.lowered,
                 fallbacks: request.fallbacks,
@@ -377,11 +406,25 @@ impl<F: WireFormat> Backend<F> {
                     if let Some(event) = r.pending.pop_front() {
                         return Some((Ok(event), Step::Reading(r)));
                     }
-                    match r.events.next().await {
+                    let next = if r.ended { None } else { r.events.next().await };
+                    match next {
                         Some(Ok(event)) => {
                             let mut out = Vec::new();
                             match r.decoder.event(&event.event, &event.data, &mut out) {
-                                Ok(done) => r.complete |= done,
+                                Ok(Progress::More) => {}
+                                Ok(Progress::Complete) => r.complete = true,
+                                // Nothing follows the last event; a server may
+                                // still hold the connection open.
+                                Ok(Progress::End) => {
+                                    r.complete = true;
+                                    r.ended = true;
+                                }
+                                // After the reply is whole, what follows can
+                                // only be extra: it does not undo the reply.
+                                Err(e) if r.complete => {
+                                    tracing::debug!(provider = F::NAME, error = ?e, "an event after the reply was whole");
+                                    r.ended = true;
+                                }
                                 Err(e) => {
                                     return Some((Err(stream_error(F::NAME, e)), Step::Ended));
                                 }
@@ -389,7 +432,7 @@ impl<F: WireFormat> Backend<F> {
                             r.pending.extend(out);
                             state = Step::Reading(r);
                         }
-                        Some(Err(e)) => {
+                        Some(Err(e)) if !r.complete => {
                             let error = LlmError::Stream {
                                 provider: F::NAME,
                                 message: format!("the stream broke off: {e}"),
@@ -406,7 +449,12 @@ impl<F: WireFormat> Backend<F> {
                             };
                             return Some((Err(error), Step::Ended));
                         }
-                        None => {
+                        // The end, or a failure after the reply was whole.
+                        Some(Err(_)) | None => {
+                            if !r.pending.is_empty() {
+                                state = Step::Reading(r);
+                                continue;
+                            }
                             let Reading {
                                 decoder,
                                 lowered,

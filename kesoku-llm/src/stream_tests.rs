@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::claude::Messages;
 use crate::gemini::GenerateContent;
 use crate::openai::ChatCompletions;
-use crate::stream::{StreamDecoder as _, StreamError, StreamEvent};
+use crate::stream::{Progress, StreamDecoder as _, StreamError, StreamEvent};
 use crate::turn::AssistantTurn;
 use crate::wire::WireFormat;
 
@@ -35,7 +35,7 @@ fn replay<F: WireFormat>(chunks: Vec<Vec<u8>>) -> Result<(Vec<StreamEvent>, Valu
         let mut complete = false;
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| StreamError::Malformed(e.to_string()))?;
-            complete |= decoder.event(&event.event, &event.data, &mut out)?;
+            complete |= decoder.event(&event.event, &event.data, &mut out)? != Progress::More;
         }
         if !complete {
             return Err(StreamError::Malformed("incomplete".into()));
@@ -185,7 +185,14 @@ fn a_stream_cut_short_is_never_complete() {
             .map(|(i, _)| i + blank.len())
             .collect();
         assert!(ends.len() > 3, "{provider}: events found");
-        for &end in &ends[..ends.len() - 1] {
+        // Cuts before the event that makes the reply whole: for OpenAI the
+        // finish reason (`[DONE]` may rightly be missing), else the last.
+        let whole = if provider == "openai" {
+            text.find("\"finish_reason\": \"tool_calls\"").unwrap()
+        } else {
+            text.len() - 1
+        };
+        for &end in ends.iter().filter(|&&e| e <= whole) {
             let chunks = vec![sse[..end].to_vec()];
             let result = match provider {
                 "anthropic" => replay::<Messages>(chunks).err(),
@@ -198,4 +205,34 @@ fn a_stream_cut_short_is_never_complete() {
             );
         }
     }
+}
+
+#[test]
+fn openai_calls_that_share_an_index_are_told_apart_by_their_ids() {
+    // Some compatible servers send `index: 0` for every call, or none.
+    let chunk = |delta: Value| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+        )
+    };
+    let mut sse = String::new();
+    sse += &chunk(
+        serde_json::json!({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]}),
+    );
+    sse += &chunk(
+        serde_json::json!({"tool_calls": [{"index": 0, "id": "b", "function": {"name": "get_weather", "arguments": ""}}]}),
+    );
+    sse += &chunk(
+        serde_json::json!({"tool_calls": [{"function": {"arguments": "{\"city\": \"Lima\"}"}}]}),
+    );
+    sse += "data: {\"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"tool_calls\"}]}\n\n";
+    let (_, body) = replay::<ChatCompletions>(vec![sse.into_bytes()]).unwrap();
+    let calls = body["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 2, "{body}");
+    assert_eq!(calls[0]["function"]["arguments"], "{\"city\": \"Oslo\"}");
+    assert_eq!(calls[1]["id"], "b");
+    assert_eq!(calls[1]["function"]["arguments"], "{\"city\": \"Lima\"}");
 }

@@ -23,7 +23,9 @@ const RETRYABLE: [u16; 6] = [429, 500, 502, 503, 504, 529];
 pub struct HttpOptions {
     /// Time to open a connection.
     pub connect_timeout: Duration,
-    /// Time for a whole request, body included.
+    /// Time for a whole request, body included; for a streamed reply,
+    /// which may rightly take longer, the longest silence between two
+    /// pieces of it.
     pub request_timeout: Duration,
     /// Retries after the first attempt.
     pub max_retries: u32,
@@ -55,6 +57,8 @@ pub(crate) struct Transport {
     options: HttpOptions,
     /// Built on first use and reused, so connections are pooled.
     client: OnceLock<Result<reqwest::Client, LlmError>>,
+    /// For streams: no limit on the whole, one on each silence.
+    stream_client: OnceLock<Result<reqwest::Client, LlmError>>,
 }
 
 impl Transport {
@@ -65,6 +69,7 @@ impl Transport {
             base_url: String::new(),
             options: HttpOptions::default(),
             client: OnceLock::new(),
+            stream_client: OnceLock::new(),
         };
         t.set_base_url(base_url);
         t
@@ -103,6 +108,7 @@ impl Transport {
     pub(crate) fn set_http_options(&mut self, options: HttpOptions) {
         self.options = options;
         self.client = OnceLock::new();
+        self.stream_client = OnceLock::new();
     }
 
     pub(crate) fn clear_key(&mut self) {
@@ -117,23 +123,29 @@ impl Transport {
             .filter(|k| !k.is_empty())
     }
 
-    fn client(&self) -> Result<&reqwest::Client, LlmError> {
-        self.client
-            .get_or_init(|| {
-                // reqwest is built without a bundled crypto provider; install
-                // ring once (an error only means one is installed already).
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                reqwest::Client::builder()
-                    .connect_timeout(self.options.connect_timeout)
-                    .timeout(self.options.request_timeout)
-                    .build()
-                    .map_err(|e| LlmError::Config {
-                        provider: self.provider,
-                        message: format!("cannot build the HTTP client: {e}"),
-                    })
+    fn client(&self, stream: bool) -> Result<&reqwest::Client, LlmError> {
+        let cell = if stream {
+            &self.stream_client
+        } else {
+            &self.client
+        };
+        cell.get_or_init(|| {
+            // reqwest is built without a bundled crypto provider; install
+            // ring once (an error only means one is installed already).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let builder = reqwest::Client::builder().connect_timeout(self.options.connect_timeout);
+            let builder = if stream {
+                builder.read_timeout(self.options.request_timeout)
+            } else {
+                builder.timeout(self.options.request_timeout)
+            };
+            builder.build().map_err(|e| LlmError::Config {
+                provider: self.provider,
+                message: format!("cannot build the HTTP client: {e}"),
             })
-            .as_ref()
-            .map_err(Clone::clone)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
     }
 
     /// POSTs `body` as JSON to `base_url + path` and returns the JSON
@@ -144,7 +156,7 @@ impl Transport {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<Value, LlmError> {
-        let (response, attempt) = self.send(path, headers, body).await?;
+        let (response, attempt) = self.send(path, headers, body, false).await?;
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(|e| LlmError::Malformed {
             provider: self.provider,
@@ -181,7 +193,7 @@ impl Transport {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<reqwest::Response, LlmError> {
-        let (response, attempt) = self.send(path, headers, body).await?;
+        let (response, attempt) = self.send(path, headers, body, true).await?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             return Ok(response);
@@ -203,8 +215,9 @@ impl Transport {
         path: &str,
         headers: &[(&'static str, String)],
         body: Vec<u8>,
+        stream: bool,
     ) -> Result<(reqwest::Response, u32), LlmError> {
-        let client = self.client()?;
+        let client = self.client(stream)?;
         let url = format!("{}{path}", self.base_url);
         let mut header_map = HeaderMap::new();
         for (name, value) in headers {

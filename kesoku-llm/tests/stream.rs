@@ -209,13 +209,19 @@ async fn a_stream_cut_short_gives_no_turn() {
         let server = MockServer::start().await;
         let (llm, stream_path) = backend(provider, &server.uri());
         let full = fixture_text(&format!("{provider}/stream/two_calls.sse"));
-        // Everything but the last event.
+        // Everything before the event that makes the reply whole (for
+        // OpenAI the finish reason: `[DONE]` may rightly be missing).
         let blank = if full.contains("\r\n") {
             "\r\n\r\n"
         } else {
             "\n\n"
         };
-        let cut = full.trim_end().rfind(blank).unwrap() + blank.len();
+        let whole = if provider == "openai" {
+            full.find("\"finish_reason\": \"tool_calls\"").unwrap()
+        } else {
+            full.trim_end().len()
+        };
+        let cut = full[..whole].rfind(blank).unwrap() + blank.len();
         Mock::given(method("POST"))
             .and(path(stream_path))
             .respond_with(
@@ -240,10 +246,21 @@ async fn a_stream_cut_short_gives_no_turn() {
     }
 }
 
+/// How a [`chunking_server`] ends its answer.
+#[derive(Clone, Copy, PartialEq)]
+enum Ending {
+    /// The last chunk, as HTTP wants.
+    Finish,
+    /// The connection cut mid-body.
+    Cut,
+    /// Nothing: the connection held open, as some proxies do.
+    Hold,
+}
+
 /// A server answering one request with `body` in HTTP chunks of `size`
 /// bytes, each written on its own (so lines, events and UTF-8 characters
-/// are cut everywhere), then the end of the body when `finish`.
-async fn chunking_server(body: String, size: usize, finish: bool) -> String {
+/// are cut everywhere), ending as `ending` says.
+async fn chunking_server(body: String, size: usize, ending: Ending) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -263,10 +280,13 @@ async fn chunking_server(body: String, size: usize, finish: bool) -> String {
             let _ = socket.flush().await;
             tokio::task::yield_now().await;
         }
-        if finish {
-            let _ = socket.write_all(b"0\r\n\r\n").await;
+        match ending {
+            Ending::Finish => {
+                let _ = socket.write_all(b"0\r\n\r\n").await;
+            }
+            Ending::Hold => tokio::time::sleep(Duration::from_secs(60)).await,
+            Ending::Cut => {}
         }
-        // Dropped: without `finish`, the connection is cut mid-body.
     });
     base
 }
@@ -275,7 +295,7 @@ async fn chunking_server(body: String, size: usize, finish: bool) -> String {
 async fn a_server_writing_one_byte_at_a_time_gives_the_same_turn() {
     for provider in ["anthropic", "openai", "gemini"] {
         let sse = fixture_text(&format!("{provider}/stream/two_calls.sse"));
-        let base = chunking_server(sse, 1, true).await;
+        let base = chunking_server(sse, 1, Ending::Finish).await;
         let (llm, _) = backend(provider, &base);
         let events = collect(&*llm).await;
         let Some(Ok(StreamEvent::Done(streamed))) = events.last() else {
@@ -305,7 +325,7 @@ async fn a_connection_reset_mid_stream_is_an_error() {
         .find(|&i| body.is_char_boundary(i))
         .unwrap();
     let half = body[..cut].to_owned();
-    let base = chunking_server(half, 64, false).await;
+    let base = chunking_server(half, 64, Ending::Cut).await;
     let (llm, _) = backend("anthropic", &base);
     let events = collect(&*llm).await;
     assert!(
@@ -315,10 +335,23 @@ async fn a_connection_reset_mid_stream_is_an_error() {
     let Some(Err(LlmError::Stream { message, .. })) = events.last() else {
         panic!("{events:?}")
     };
-    assert!(
-        message.contains("broke off") || message.contains("before the reply"),
-        "{message}"
-    );
+    assert!(message.contains("broke off"), "{message}");
+}
+
+#[tokio::test]
+async fn a_reply_is_done_at_its_last_event_though_the_connection_stays_open() {
+    for provider in ["anthropic", "openai"] {
+        let sse = fixture_text(&format!("{provider}/stream/two_calls.sse"));
+        let base = chunking_server(sse, 4096, Ending::Hold).await;
+        let (llm, _) = backend(provider, &base);
+        let events = tokio::time::timeout(Duration::from_secs(10), collect(&*llm))
+            .await
+            .unwrap_or_else(|_| panic!("{provider}: waited for the connection to close"));
+        assert!(
+            matches!(events.last(), Some(Ok(StreamEvent::Done(_)))),
+            "{provider}: {events:?}"
+        );
+    }
 }
 
 #[tokio::test]

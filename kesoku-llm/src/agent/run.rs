@@ -322,7 +322,9 @@ impl Turn<'_> {
                 StreamEvent::Done(turn) => return Ok(turn),
                 StreamEvent::Text(t) => DeltaKind::Text(t),
                 StreamEvent::Thought(t) => DeltaKind::Thought(t),
-                StreamEvent::ToolCallStart { id, name, .. } => DeltaKind::ToolCall { id, name },
+                StreamEvent::ToolCallStart { index, id, name } => {
+                    DeltaKind::ToolCall { index, id, name }
+                }
                 StreamEvent::ToolCallArguments { index, delta } => {
                     DeltaKind::ToolArguments { index, delta }
                 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{StreamDecoder, StreamError, StreamEvent, parse};
+use super::{Progress, StreamDecoder, StreamError, StreamEvent, parse};
 
 /// The reply so far, as the one-shot `Message` it will be.
 #[derive(Debug, Default)]
@@ -152,11 +152,11 @@ impl StreamDecoder for Decoder {
         event: &str,
         data: &str,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<bool, StreamError> {
+    ) -> Result<Progress, StreamError> {
         match event {
             // The official SDK ignores events without a name, and pings.
-            "" | "ping" => return Ok(false),
-            "message_stop" => return Ok(true),
+            "" | "ping" => return Ok(Progress::More),
+            "message_stop" => return Ok(Progress::End),
             _ => {}
         }
         let v = parse(event, data)?;
@@ -204,7 +204,7 @@ impl StreamDecoder for Decoder {
             // Events added later carry nothing this reads.
             _ => {}
         }
-        Ok(false)
+        Ok(Progress::More)
     }
 
     fn into_body(self) -> Value {

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{StreamDecoder, StreamError, StreamEvent, parse};
+use super::{Progress, StreamDecoder, StreamError, StreamEvent, parse};
 
 /// The reply so far, as the one-shot `GenerateContentResponse` it will be.
 #[derive(Debug, Default)]
@@ -18,13 +18,25 @@ pub(crate) struct Decoder {
     calls: usize,
 }
 
+impl Decoder {
+    /// The stream has no end event: a reason to stop makes the reply
+    /// whole, and the server closes the stream after its last usage.
+    fn progress(&self) -> Progress {
+        if self.finish_reason.is_some() || self.head.contains_key("promptFeedback") {
+            Progress::Complete
+        } else {
+            Progress::More
+        }
+    }
+}
+
 impl StreamDecoder for Decoder {
     fn event(
         &mut self,
         event: &str,
         data: &str,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<bool, StreamError> {
+    ) -> Result<Progress, StreamError> {
         let v = parse(event, data)?;
         if let Some(e) = v.get("error") {
             return Err(StreamError::Provider(format!(
@@ -45,7 +57,14 @@ impl StreamDecoder for Decoder {
             }
         }
         let Some(candidate) = v["candidates"].as_array().and_then(|c| c.first()) else {
-            return Ok(false);
+            // A blocked prompt has no candidates: its reason is the answer,
+            // which the one-shot decoder reports.
+            if v["promptFeedback"]["blockReason"].is_string() {
+                self.head
+                    .insert("promptFeedback".into(), v["promptFeedback"].clone());
+                return Ok(Progress::Complete);
+            }
+            return Ok(self.progress());
         };
         for part in candidate["content"]["parts"]
             .as_array()
@@ -78,9 +97,7 @@ impl StreamDecoder for Decoder {
         if let Some(reason) = candidate.get("finishReason").filter(|r| !r.is_null()) {
             self.finish_reason = Some(reason.clone());
         }
-        // The stream has no end event: a reason to stop is the end; usage
-        // may still follow in the same event, read above.
-        Ok(self.finish_reason.is_some())
+        Ok(self.progress())
     }
 
     fn into_body(self) -> Value {

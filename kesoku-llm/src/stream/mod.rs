@@ -56,18 +56,31 @@ pub enum StreamEvent {
 /// A stream of events of one reply, borrowing the call's inputs.
 pub type EventStream<'a> = BoxStream<'a, Result<StreamEvent, LlmError>>;
 
+/// Where a streamed reply is, after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// More is to come.
+    More,
+    /// The reply is whole, but the provider may still send something
+    /// (OpenAI's usage chunk after the finish reason, Gemini's last usage):
+    /// read on until the end, and a failure from here on loses nothing.
+    Complete,
+    /// The provider's last event: stop reading now (a server or proxy
+    /// may hold the connection open after it).
+    End,
+}
+
 /// One provider's reader of a streamed reply: it takes each server-sent
 /// event, pushes what it added to `out`, and at the end gives back the
 /// reply as the provider's one-shot response body.
 pub(crate) trait StreamDecoder: Default + Send {
     /// Reads one event (`event` is the SSE event name, empty when none).
-    /// Returns `true` once the reply is complete.
     fn event(
         &mut self,
         event: &str,
         data: &str,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<bool, StreamError>;
+    ) -> Result<Progress, StreamError>;
 
     /// The reply as the one-shot response body.
     fn into_body(self) -> Value;

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{StreamDecoder, StreamError, StreamEvent, parse};
+use super::{Progress, StreamDecoder, StreamError, StreamEvent, parse};
 
 /// The reply so far, as the one-shot `ChatCompletion` it will be.
 #[derive(Debug, Default)]
@@ -40,16 +40,28 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// A finish reason makes the reply whole; `[DONE]` (or the usage
+    /// chunk before it) may follow, or, from some servers, nothing.
+    fn progress(&self) -> Progress {
+        if self.finish_reason.is_some() {
+            Progress::Complete
+        } else {
+            Progress::More
+        }
+    }
+}
+
 impl StreamDecoder for Decoder {
     fn event(
         &mut self,
         event: &str,
         data: &str,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<bool, StreamError> {
+    ) -> Result<Progress, StreamError> {
         if data.trim() == "[DONE]" {
             self.end_calls(out);
-            return Ok(true);
+            return Ok(Progress::End);
         }
         let v = parse(event, data)?;
         if let Some(e) = v.get("error") {
@@ -72,7 +84,7 @@ impl StreamDecoder for Decoder {
             self.usage = Some(usage.clone());
         }
         let Some(choice) = v["choices"].as_array().and_then(|c| c.first()) else {
-            return Ok(false);
+            return Ok(self.progress());
         };
         let delta = &choice["delta"];
         if let Some(text) = delta["content"].as_str()
@@ -82,14 +94,25 @@ impl StreamDecoder for Decoder {
             out.push(StreamEvent::Text(text.to_owned()));
         }
         for piece in delta["tool_calls"].as_array().into_iter().flatten() {
-            let index = piece["index"].as_u64().unwrap_or_default();
+            let id = piece["id"].as_str().unwrap_or_default();
             let function = &piece["function"];
-            let position = if let Some(p) = self.calls.iter().position(|c| c.index == index) {
+            // Joined by `index`; a piece with another call's id starts a
+            // new call even at a known index (servers that send `index: 0`
+            // for every call, or none).
+            let index = piece["index"]
+                .as_u64()
+                .unwrap_or_else(|| self.calls.last().map_or(0, |c| c.index));
+            let known = self
+                .calls
+                .iter()
+                .rposition(|c| c.index == index)
+                .filter(|&p| id.is_empty() || self.calls[p].id == id);
+            let position = if let Some(p) = known {
                 p
             } else {
                 // The first piece names the call; later ones only add
                 // arguments (a server repeating the id is not joined).
-                let id = piece["id"].as_str().unwrap_or_default().to_owned();
+                let id = id.to_owned();
                 let name = function["name"].as_str().unwrap_or_default().to_owned();
                 out.push(StreamEvent::ToolCallStart {
                     index: self.calls.len(),
@@ -119,7 +142,7 @@ impl StreamDecoder for Decoder {
             self.finish_reason = Some(reason.clone());
             self.end_calls(out);
         }
-        Ok(false)
+        Ok(self.progress())
     }
 
     fn into_body(self) -> Value {
