@@ -26,7 +26,9 @@ use crate::llm::LlmFuture;
 use crate::options::LlmOptions;
 use crate::prefix::{Prefix, Prefixes};
 use crate::schemas::{LoweredTools, SchemaCache};
-use crate::stream::{EventStream, Progress, StreamDecoder as _, StreamError, StreamEvent};
+use crate::stream::{
+    EventStream, Progress, StreamDecoder as _, StreamError, StreamEvent, events_of,
+};
 use crate::transport::Transport;
 use crate::turn::AssistantTurn;
 use crate::wire::{Request, WireFormat};
@@ -59,10 +61,17 @@ struct Encoded {
     lowered: Arc<LoweredTools>,
 }
 
+/// A streamed call's answer: a stream, or (from a server that does not
+/// stream) the whole reply.
+enum Opened<F: WireFormat> {
+    Stream(Reading<F>),
+    Whole(AssistantTurn),
+}
+
 /// Where a streamed call is.
 enum Step<'a, F: WireFormat> {
     /// Sending the request.
-    Start(LlmFuture<'a, Result<Reading<F>, LlmError>>),
+    Start(LlmFuture<'a, Result<Opened<F>, LlmError>>),
     /// Reading events.
     Reading(Box<Reading<F>>),
     /// The reply was read: its last events.
@@ -374,7 +383,29 @@ impl<F: WireFormat> Backend<F> {
                 .transport
                 .post_stream(&path, &headers, request.body)
                 .await?;
-            Ok(Reading::<F> {
+            // A compatible server that ignored the request for a stream
+            // answers whole: read it as `complete` would.
+            let whole = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|t| t.starts_with("application/json"));
+            if whole {
+                let status = response.status().as_u16();
+                let bytes = response.bytes().await.map_err(|e| LlmError::Stream {
+                    provider: F::NAME,
+                    message: format!("the body was cut off or unreadable: {}", e.without_url()),
+                })?;
+                let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                    LlmError::malformed(F::NAME, format!("HTTP {status}, not JSON: {e}"))
+                })?;
+                let mut turn = self
+                    .format
+                    .decode(session_id, &body, &request.lowered.names)?;
+                turn.fallbacks = request.fallbacks;
+                return Ok(Opened::Whole(turn));
+            }
+            Ok(Opened::Stream(Reading::<F> {
                 events: Box::pin(response.bytes_stream().eventsource()),
                 decoder: F::Decoder::default(),
                 complete: false,
@@ -382,7 +413,7 @@ impl<F: WireFormat> Backend<F> {
                 pending: VecDeque::new(),
                 lowered: request.lowered,
                 fallbacks: request.fallbacks,
-            })
+            }))
         };
         let state: Step<'a, F> = Step::Start(Box::pin(start));
         Box::pin(futures_util::stream::unfold(state, move |state| {
@@ -399,7 +430,8 @@ impl<F: WireFormat> Backend<F> {
         loop {
             match state {
                 Step::Start(start) => match start.await {
-                    Ok(reading) => state = Step::Reading(Box::new(reading)),
+                    Ok(Opened::Stream(reading)) => state = Step::Reading(Box::new(reading)),
+                    Ok(Opened::Whole(turn)) => state = Step::Tail(events_of(turn).into()),
                     Err(e) => return Some((Err(e), Step::Ended)),
                 },
                 Step::Reading(mut r) => {

@@ -355,6 +355,28 @@ async fn a_reply_is_done_at_its_last_event_though_the_connection_stays_open() {
 }
 
 #[tokio::test]
+async fn a_server_that_ignores_the_request_for_a_stream_still_gives_the_turn() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(fixture("openai/stream/two_calls.json")),
+        )
+        .mount(&server)
+        .await;
+    let (llm, _) = backend("openai", &server.uri());
+    let events: Vec<StreamEvent> = collect(&*llm)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let Some(StreamEvent::Done(turn)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(turn.tool_calls.len(), 2);
+    assert!(matches!(&events[0], StreamEvent::Text(t) if t == &turn.text));
+}
+
+#[tokio::test]
 async fn a_model_that_does_not_stream_gives_its_turn_as_events() {
     let model = kesoku_llm::ScriptedLlm::from_json(json!([
         {"tool_calls": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}}]}
