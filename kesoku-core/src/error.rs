@@ -2,7 +2,7 @@
 //! [`RegistryError`]: why a tool could not be registered.
 
 use crate::arg_error::ArgsError;
-use crate::schema::Location;
+use crate::tool_schema::Location;
 
 /// Why a tool call failed. Its `Display` is what the model reads.
 #[derive(Debug, Clone, thiserror::Error)]

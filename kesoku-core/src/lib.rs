@@ -8,7 +8,8 @@
 // The modules form layers: each uses only modules on lines above its own
 // (`python3 ../shared/tools/layers.py` checks there is no cycle).
 //
-// 1. leaves:      schema, content, request, future
+// 1. leaves:      hints, schema, content, request, future
+// 1b.            tool_schema (schema, hints)
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema),
 //                 dynamic_schema (arg_error, validate)
@@ -30,6 +31,7 @@ mod dynamic_schema;
 mod error;
 mod future;
 pub mod gateway;
+mod hints;
 mod invocation;
 pub mod lowering;
 mod message;
@@ -41,6 +43,7 @@ mod schema;
 pub mod store;
 mod tool;
 mod tool_arg;
+mod tool_schema;
 mod valid_args;
 mod validate;
 
@@ -51,6 +54,7 @@ pub use delta::{Delta, DeltaKind};
 pub use error::{RegistryError, ToolError};
 pub use future::BoxFuture;
 pub use gateway::{Deltas, Gateway, GatewayError};
+pub use hints::ToolHints;
 pub use invocation::Invocation;
 pub use message::{Message, MessageType, Role, Status, keys};
 pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};
@@ -60,12 +64,12 @@ pub use registry::{
 pub use request::{ArgumentsParseError, ToolRequest};
 pub use runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::{
-    ArraySchema, Field, JSON_SCHEMA_DIALECT, Location, NamedSchema, ObjectSchema, Schema,
-    StringSchema, ToolHints, ToolSchema,
+    ArraySchema, Field, JSON_SCHEMA_DIALECT, NamedSchema, ObjectSchema, Schema, StringSchema,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{DynamicTool, Tool, ToolDef};
 pub use tool_arg::ToolArg;
+pub use tool_schema::{Location, ToolSchema};
 
 /// What the macros' expansions use. Not a public API.
 #[doc(hidden)]

@@ -14,9 +14,11 @@ use crate::decode::{PrepareError, PrepareFn, RawArgs};
 use crate::dynamic_schema::DynamicSchema;
 use crate::error::{RegistryError, ToolError};
 use crate::future::BoxFuture;
+use crate::hints::ToolHints;
 use crate::invocation::Invocation;
 use crate::output::{ToolOutput, ToolResult};
-use crate::schema::{JSON_SCHEMA_DIALECT, Location, Schema, ToolHints, ToolSchema};
+use crate::schema::{JSON_SCHEMA_DIALECT, Schema};
+use crate::tool_schema::{Location, ToolSchema};
 use crate::valid_args::ValidArgs;
 use crate::validate::describe;
 

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::arg_error::{ArgError, ArgErrorKind, ArgsError};
 use crate::decode::PrepareError;
-use crate::schema::ToolSchema;
+use crate::tool_schema::ToolSchema;
 use crate::validate::{Seg, Validator, describe, format_path};
 
 /// A tool's arguments, validated: always a JSON object.
