@@ -29,7 +29,7 @@ use crate::schemas::{LoweredTools, SchemaCache};
 use crate::stream::{
     EventStream, Progress, StreamDecoder as _, StreamError, StreamEvent, events_of,
 };
-use crate::transport::Transport;
+use crate::transport::{Streamed, Transport};
 use crate::turn::AssistantTurn;
 use crate::wire::{Request, WireFormat};
 
@@ -379,32 +379,22 @@ impl<F: WireFormat> Backend<F> {
             let request = self.encode(Some(session_id), messages, tools, options, true)?;
             let headers = self.format.auth_headers(self.transport.key());
             let path = self.format.stream_path(options);
-            let response = self
+            let response = match self
                 .transport
                 .post_stream(&path, &headers, request.body)
-                .await?;
-            // A compatible server that ignored the request for a stream
-            // answers whole: read it as `complete` would.
-            let whole = response
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|t| t.starts_with("application/json"));
-            if whole {
-                let status = response.status().as_u16();
-                let bytes = response.bytes().await.map_err(|e| LlmError::Stream {
-                    provider: F::NAME,
-                    message: format!("the body was cut off or unreadable: {}", e.without_url()),
-                })?;
-                let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
-                    LlmError::malformed(F::NAME, format!("HTTP {status}, not JSON: {e}"))
-                })?;
-                let mut turn = self
-                    .format
-                    .decode(session_id, &body, &request.lowered.names)?;
-                turn.fallbacks = request.fallbacks;
-                return Ok(Opened::Whole(turn));
-            }
+                .await?
+            {
+                Streamed::Events(response) => response,
+                // A compatible server that ignored the request for a
+                // stream: its answer is read as `complete` reads it.
+                Streamed::Whole(body) => {
+                    let mut turn = self
+                        .format
+                        .decode(session_id, &body, &request.lowered.names)?;
+                    turn.fallbacks = request.fallbacks;
+                    return Ok(Opened::Whole(turn));
+                }
+            };
             Ok(Opened::Stream(Reading::<F> {
                 events: Box::pin(response.bytes_stream().eventsource()),
                 decoder: F::Decoder::default(),

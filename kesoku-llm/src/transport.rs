@@ -18,6 +18,14 @@ use crate::key::ApiKey;
 /// Statuses worth another try: rate limits, overload and gateway trouble.
 const RETRYABLE: [u16; 6] = [429, 500, 502, 503, 504, 529];
 
+/// What a request for a stream got.
+pub(crate) enum Streamed {
+    /// A stream, its body unread.
+    Events(reqwest::Response),
+    /// A whole answer, from a server that does not stream.
+    Whole(Value),
+}
+
 /// Timeouts and the retry policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpOptions {
@@ -157,6 +165,40 @@ impl Transport {
         body: Vec<u8>,
     ) -> Result<Value, LlmError> {
         let (response, attempt) = self.send(path, headers, body, false).await?;
+        self.read_json(response, attempt).await
+    }
+
+    /// POSTs `body` for a streamed answer. A success is returned with its
+    /// body unread, to be read as events; or, from a compatible server that
+    /// ignored the request for a stream and answered JSON, read whole.
+    /// Retries happen only before that: once the first byte of a stream is
+    /// read, a failure is the caller's to report.
+    pub(crate) async fn post_stream(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<Streamed, LlmError> {
+        let (response, attempt) = self.send(path, headers, body, true).await?;
+        let status = response.status().as_u16();
+        let json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("application/json"));
+        if (200..300).contains(&status) && !json {
+            return Ok(Streamed::Events(response));
+        }
+        self.read_json(response, attempt).await.map(Streamed::Whole)
+    }
+
+    /// Reads an answer's JSON body: a provider error for a failed status,
+    /// else the JSON, or an error quoting what came instead.
+    async fn read_json(
+        &self,
+        response: reqwest::Response,
+        attempt: u32,
+    ) -> Result<Value, LlmError> {
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(|e| LlmError::Malformed {
             provider: self.provider,
@@ -181,31 +223,6 @@ impl Transport {
                 preview(&bytes, self.key())
             ),
         })
-    }
-
-    /// POSTs `body` for a streamed answer and returns the response once
-    /// its status is a success, its body unread. Retries happen only
-    /// before that: once the first byte of a stream is read, a failure is
-    /// the caller's to report.
-    pub(crate) async fn post_stream(
-        &self,
-        path: &str,
-        headers: &[(&'static str, String)],
-        body: Vec<u8>,
-    ) -> Result<reqwest::Response, LlmError> {
-        let (response, attempt) = self.send(path, headers, body, true).await?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(response);
-        }
-        let bytes = response.bytes().await.unwrap_or_default();
-        Err(api_error(
-            self.provider,
-            status,
-            &bytes,
-            attempt,
-            self.key(),
-        ))
     }
 
     /// Sends until an answer is not worth retrying; returns it, unread,
