@@ -171,8 +171,14 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
         std::fs::write(staging.join("sample.png"), SAMPLE).map_err(|e| e.to_string())?;
     }
-    let printer = tokio::spawn(print_messages(agent.clone(), session.clone()));
-    let streamer = tokio::spawn(print_deltas(agent.clone(), session.clone()));
+    let after = agent
+        .gateway()
+        .store()
+        .last_seq()
+        .await
+        .map_err(|e| e.to_string())?;
+    let printer = tokio::spawn(print_messages(agent.clone(), session.clone(), after));
+    let streamer = tokio::spawn(print_deltas(agent.gateway().deltas(Some(&session))));
     let code = match (&cli.prompt, std::io::stdin().is_terminal()) {
         (Some(prompt), _) => turn(&agent, &session, prompt, true).await?,
         (None, true) => {

@@ -69,8 +69,8 @@ pub(crate) static STREAMED: AtomicBool = AtomicBool::new(false);
 /// provider streams; the offline script does not). Not above the line
 /// editor, whose prompt sits on the last line: there the answer prints
 /// whole at the end.
-pub(crate) async fn print_deltas(agent: Agent, session: String) {
-    let mut deltas = agent.gateway().deltas(Some(&session));
+/// `deltas` is subscribed before the turn starts, so none is missed.
+pub(crate) async fn print_deltas(mut deltas: kesoku::Deltas) {
     while let Some(delta) = deltas.next().await {
         let DeltaKind::Text(piece) = delta.kind else {
             continue;
@@ -105,15 +105,14 @@ macro_rules! say {
 pub(crate) use say;
 
 /// Prints the session's messages as they are posted: calls with compact
-/// arguments, results with their timings, and progress notes.
-pub(crate) async fn print_messages(agent: Agent, session: String) {
+/// arguments, results with their timings, and progress notes. Those
+/// after `after`, the store's last sequence number read before the turn
+/// was sent: read in the printer's own task, it could already include the
+/// turn's first calls.
+pub(crate) async fn print_messages(agent: Agent, session: String, after: kesoku::store::Seq) {
     let Ok(mut listener) = agent
         .gateway()
-        .listen(
-            Filter::new()
-                .session(&session)
-                .after(agent.gateway().store().last_seq().await.unwrap_or(0)),
-        )
+        .listen(Filter::new().session(&session).after(after))
         .await
     else {
         return;
