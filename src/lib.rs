@@ -62,6 +62,8 @@ pub use kesoku_mcp as mcp;
 /// ```
 pub mod store {
     pub use kesoku_core::store::*;
+    #[cfg(feature = "postgres")]
+    pub use kesoku_postgres::{PostgresOptions, PostgresStore};
     #[cfg(feature = "sqlite")]
     pub use kesoku_sqlite::{SqliteOptions, SqliteStore};
 }

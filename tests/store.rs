@@ -3,7 +3,10 @@
 //! and one `store_suite!` line.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use kesoku::store::{MemoryStore, Store, StoreError};
@@ -13,45 +16,79 @@ use serde_json::json;
 /// A fresh, empty database and a way to open more handles on it.
 struct Fixture {
     store: Arc<dyn Store>,
-    /// Another handle on the same database: for `SQLite` a new connection,
-    /// as a second process would open.
-    handle: Box<dyn Fn() -> Arc<dyn Store> + Send + Sync>,
+    /// Another handle on the same database: for `SQLite` or PostgreSQL a
+    /// new connection, as a second process would open.
+    handle: Box<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync>,
     /// Keeps the database's directory alive.
     _dir: Option<tempfile::TempDir>,
 }
 
-fn memory() -> Fixture {
+/// A handle that is `store` itself.
+fn same(
+    store: &Arc<dyn Store>,
+) -> Box<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync> {
+    let same = Arc::clone(store);
+    Box::new(move || {
+        let same = Arc::clone(&same);
+        Box::pin(async move { same })
+    })
+}
+
+async fn memory() -> Option<Fixture> {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let same = Arc::clone(&store);
-    Fixture {
+    Some(Fixture {
+        handle: same(&store),
         store,
-        handle: Box::new(move || Arc::clone(&same)),
         _dir: None,
-    }
+    })
 }
 
 #[cfg(feature = "sqlite")]
-fn sqlite() -> Fixture {
+async fn sqlite() -> Option<Fixture> {
     use kesoku::store::SqliteStore;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kesoku.sqlite");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
-    Fixture {
+    Some(Fixture {
         store,
-        handle: Box::new(move || Arc::new(SqliteStore::open(&path).unwrap())),
+        handle: Box::new(move || {
+            let path = path.clone();
+            Box::pin(async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn Store> })
+        }),
         _dir: Some(dir),
-    }
+    })
 }
 
 #[cfg(feature = "sqlite")]
-fn sqlite_in_memory() -> Fixture {
+async fn sqlite_in_memory() -> Option<Fixture> {
     let store: Arc<dyn Store> = Arc::new(kesoku::store::SqliteStore::in_memory().unwrap());
-    let same = Arc::clone(&store);
-    Fixture {
+    Some(Fixture {
+        handle: same(&store),
         store,
-        handle: Box::new(move || Arc::clone(&same)),
         _dir: None,
-    }
+    })
+}
+
+#[cfg(feature = "postgres")]
+#[path = "support/pg.rs"]
+mod pg;
+
+/// A new database on the test server; `None` (skipped) without one.
+#[cfg(feature = "postgres")]
+async fn postgres() -> Option<Fixture> {
+    use kesoku::store::PostgresStore;
+    let url = pg::fresh_database("the PostgreSQL store suite").await?;
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+    Some(Fixture {
+        store,
+        handle: Box::new(move || {
+            let url = url.clone();
+            Box::pin(async move {
+                Arc::new(PostgresStore::connect(&url).await.unwrap()) as Arc<dyn Store>
+            })
+        }),
+        _dir: None,
+    })
 }
 
 macro_rules! store_suite {
@@ -59,14 +96,18 @@ macro_rules! store_suite {
         store_suite!(@tests $backend, $fixture; round_trip, history_order, history_after_resumes,
             duplicate_writes_nothing,
             after_pages_in_order, with_status_lists_in_order, transition_is_conditional,
-            concurrent_claims_have_one_winner, sessions_listing, reopening_sees_everything);
+            concurrent_claims_have_one_winner, sessions_listing, reopening_sees_everything,
+            concurrent_inserts_become_visible_in_order, leases_are_exclusive_until_they_expire,
+            expired_turns_are_requeued);
     };
     (@tests $backend:ident, $fixture:path; $($test:ident),*) => {
         mod $backend {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $test() {
-                    super::$test($fixture()).await;
+                    if let Some(fixture) = $fixture().await {
+                        super::$test(fixture).await;
+                    }
                 }
             )*
         }
@@ -78,6 +119,8 @@ store_suite!(memory, super::memory);
 store_suite!(sqlite, super::sqlite);
 #[cfg(feature = "sqlite")]
 store_suite!(sqlite_in_memory, super::sqlite_in_memory);
+#[cfg(feature = "postgres")]
+store_suite!(postgres, super::postgres);
 
 const ROLES: [Role; 4] = [Role::User, Role::Assistant, Role::Tool, Role::System];
 const TYPES: [MessageType; 4] = [
@@ -387,7 +430,7 @@ async fn concurrent_claims_have_one_winner(f: Fixture) {
             .with_status(Status::PendingAgent);
         f.store.insert(&m).await.unwrap();
     }
-    let handles = [f.store.clone(), (f.handle)()];
+    let handles = [f.store.clone(), (f.handle)().await];
     let ids = Arc::new(ids);
     let mut tasks = Vec::new();
     for c in 0..CLAIMANTS {
@@ -509,7 +552,7 @@ async fn reopening_sees_everything(f: Fixture) {
     let sessions = f.store.sessions().await.unwrap();
     let last = f.store.last_seq().await.unwrap();
     drop(f.store);
-    let store = (f.handle)();
+    let store = (f.handle)().await;
     assert_eq!(store.sessions().await.unwrap(), sessions);
     assert_eq!(store.last_seq().await.unwrap(), last);
     let all: Vec<Message> = store
@@ -528,4 +571,192 @@ async fn reopening_sees_everything(f: Fixture) {
             .unwrap()
             > last
     );
+}
+
+/// Tasks on two handles insert at once while readers watch: whenever a
+/// `Seq` is visible (through `last_seq` or `after`), every smaller one is
+/// too, which is what lets listeners catch up without a gap.
+async fn concurrent_inserts_become_visible_in_order(f: Fixture) {
+    const WRITERS: usize = 8;
+    const EACH: usize = 40;
+    let handles = [f.store.clone(), (f.handle)().await];
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let store = handles[w % 2].clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..EACH {
+                let m = msg(
+                    &format!("w{w}-{i}"),
+                    &format!("s{}", i % 4),
+                    Role::User,
+                    "x",
+                    at(0, 0),
+                );
+                store.insert(&m).await.unwrap();
+            }
+        }));
+    }
+    // Each read: the `last_seq` read first, then every seq `after` gave.
+    let reader = {
+        let store = handles[1].clone();
+        tokio::spawn(async move {
+            let mut reads = Vec::new();
+            loop {
+                let last = store.last_seq().await.unwrap();
+                let seqs: Vec<i64> = store
+                    .after(0, 10_000)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|(s, _)| s)
+                    .collect();
+                let done = seqs.len() == WRITERS * EACH;
+                reads.push((last, seqs));
+                if done {
+                    return reads;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    for w in writers {
+        w.await.unwrap();
+    }
+    let reads = reader.await.unwrap();
+    let all: Vec<i64> = f
+        .store
+        .after(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(all.len(), WRITERS * EACH);
+    assert!(all.windows(2).all(|p| p[0] < p[1]));
+    for (last, seqs) in &reads {
+        // Everything up to the last seq read was readable right after.
+        let upto: Vec<i64> = all.iter().copied().filter(|s| s <= last).collect();
+        let got: Vec<i64> = seqs.iter().copied().filter(|s| s <= last).collect();
+        assert_eq!(got, upto, "a seq at or below {last} was not visible yet");
+        // And what a read saw is a prefix of the final order: no smaller
+        // seq became visible later.
+        let max = seqs.last().copied().unwrap_or(0);
+        let before: Vec<i64> = all.iter().copied().filter(|s| *s <= max).collect();
+        assert_eq!(seqs, &before, "a seq below {max} became visible after it");
+    }
+}
+
+/// A session's lease is held by one holder at a time, renewed by it,
+/// released only by it, and free for another once it expires.
+async fn leases_are_exclusive_until_they_expire(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    assert!(f.store.lease("s1", "a", long).await.unwrap());
+    assert!(
+        !other.lease("s1", "b", long).await.unwrap(),
+        "b took a's lease"
+    );
+    assert!(
+        f.store.lease("s1", "a", long).await.unwrap(),
+        "a could not renew"
+    );
+    // Other sessions are free.
+    assert!(other.lease("s2", "b", long).await.unwrap());
+    // Only the holder releases.
+    assert!(!other.release("s1", "b").await.unwrap());
+    assert!(!other.lease("s1", "b", long).await.unwrap());
+    assert!(f.store.release("s1", "a").await.unwrap());
+    assert!(!f.store.release("s1", "a").await.unwrap());
+    assert!(other.lease("s1", "b", long).await.unwrap());
+    // An expired lease goes to whoever asks next; its old holder has lost it.
+    assert!(
+        f.store
+            .lease("s3", "a", Duration::from_millis(150))
+            .await
+            .unwrap()
+    );
+    assert!(!other.lease("s3", "b", long).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(other.lease("s3", "b", long).await.unwrap());
+    assert!(!f.store.lease("s3", "a", long).await.unwrap());
+    assert!(!f.store.release("s3", "a").await.unwrap());
+
+    // Many claimants at once on two handles: one winner.
+    let handles = [f.store.clone(), other];
+    let mut tasks = Vec::new();
+    for c in 0..16 {
+        let store = handles[c % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            store.lease("race", &format!("h{c}"), long).await.unwrap()
+        }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        winners += usize::from(t.await.unwrap());
+    }
+    assert_eq!(winners, 1);
+}
+
+/// `processing` user messages go back to `pending_agent` once their
+/// session's lease has expired (or when none was taken), and not while it
+/// is live; other messages are never touched.
+async fn expired_turns_are_requeued(f: Fixture) {
+    let store = f.store;
+    let prompt = |id: &str, session: &str| {
+        msg(id, session, Role::User, "x", at(0, 0)).with_status(Status::PendingAgent)
+    };
+    for (id, session) in [
+        ("live", "s-live"),
+        ("dead", "s-dead"),
+        ("none", "s-none"),
+        ("waiting", "s-live"),
+    ] {
+        store.insert(&prompt(id, session)).await.unwrap();
+    }
+    let answer =
+        msg("answer", "s-dead", Role::Assistant, "a", at(1, 0)).with_status(Status::Processing);
+    store.insert(&answer).await.unwrap();
+    assert!(
+        store
+            .lease("s-live", "w1", Duration::from_secs(30))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .lease("s-dead", "w2", Duration::from_millis(100))
+            .await
+            .unwrap()
+    );
+    for id in ["live", "dead", "none"] {
+        assert!(
+            store
+                .transition(id, &[Status::PendingAgent], Status::Processing)
+                .await
+                .unwrap()
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let requeued: Vec<String> = store
+        .requeue_expired()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, m)| m.id)
+        .collect();
+    assert_eq!(requeued, ["dead", "none"]);
+    let status = |id: &'static str| {
+        let store = Arc::clone(&store);
+        async move { store.get(id).await.unwrap().unwrap().status }
+    };
+    assert_eq!(status("live").await, Status::Processing);
+    assert_eq!(status("dead").await, Status::PendingAgent);
+    assert_eq!(status("none").await, Status::PendingAgent);
+    assert_eq!(status("waiting").await, Status::PendingAgent);
+    assert_eq!(
+        status("answer").await,
+        Status::Processing,
+        "only user messages are turns"
+    );
+    assert!(store.requeue_expired().await.unwrap().is_empty());
 }

@@ -6,8 +6,9 @@
 //! ones, with no gap and no duplicate between the two: it subscribes before
 //! it replays, and a message's [`Seq`] says which side it belongs to. A
 //! listener that falls behind catches up from the store rather than losing
-//! messages, and messages that another process posted to the same store
-//! arrive through a periodic read of the store.
+//! messages. Messages that another process posted to the same store
+//! arrive when the store announces them ([`Store::changes`], such as
+//! PostgreSQL's `NOTIFY`), else through a periodic read of the store.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
@@ -17,7 +18,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::delta::Delta;
 use crate::message::{Message, Role, Status};
@@ -155,6 +156,8 @@ const LIVE_CAPACITY: usize = 1024;
 const DELTA_CAPACITY: usize = 4096;
 /// How many messages one catch-up read takes from the store.
 const PAGE: usize = 512;
+/// How often a listener reads a store that announces its changes anyway.
+const ANNOUNCED_POLL: Duration = Duration::from_secs(5);
 
 impl Gateway {
     /// How often a listener reads the store for messages posted by other
@@ -299,7 +302,14 @@ impl Gateway {
             seen: 0,
             seen_above: BTreeSet::new(),
             ready: VecDeque::new(),
-            poll: tokio::time::interval(self.inner.poll),
+            changes: self.inner.store.changes(),
+            // A store that announces changes is read on its word; the
+            // timer is only a safety net then.
+            poll: tokio::time::interval(if self.inner.store.changes().is_some() {
+                self.inner.poll.max(ANNOUNCED_POLL)
+            } else {
+                self.inner.poll
+            }),
         };
         state.replay().await?;
         Ok(Listener {
@@ -370,6 +380,8 @@ struct Listening {
     /// a read of the store moves `seen`.
     seen_above: BTreeSet<Seq>,
     ready: VecDeque<Delivery>,
+    /// The store's announcements, if it makes them.
+    changes: Option<watch::Receiver<Seq>>,
     poll: tokio::time::Interval,
 }
 
@@ -392,7 +404,15 @@ impl Listening {
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
-                // Messages other processes posted reach this one's store only.
+                // Messages other processes posted reach this one's store
+                // only: as it announces them, or as the timer finds them.
+                stored = announced(&mut self.changes) => {
+                    if !self.saw_all_up_to(stored)
+                        && let Err(e) = self.catch_up().await
+                    {
+                        return Some((Err(e.into()), self));
+                    }
+                }
                 _ = self.poll.tick() => {
                     if let Err(e) = self.catch_up().await {
                         return Some((Err(e.into()), self));
@@ -433,12 +453,40 @@ impl Listening {
         Ok(())
     }
 
+    /// Whether every message up to `stored` was delivered live already
+    /// (the store announced this process's own posts); if so, that is
+    /// what was seen, and no read is needed.
+    fn saw_all_up_to(&mut self, stored: Seq) -> bool {
+        if stored <= self.seen {
+            return true;
+        }
+        let between = usize::try_from(stored - self.seen).unwrap_or(usize::MAX);
+        if self.seen_above.range(self.seen + 1..=stored).count() < between {
+            return false;
+        }
+        self.seen = stored;
+        self.seen_above = self.seen_above.split_off(&(stored + 1));
+        true
+    }
+
     /// Queues `message` unless it was seen already or the filter rejects it.
     fn take(&mut self, seq: Seq, message: Message) {
         if seq > self.seen && self.seen_above.insert(seq) && self.filter.matches(&message) {
             self.ready.push_back(Delivery { seq, message });
         }
     }
+}
+
+/// The next `Seq` the store announces; never, for a store that does not
+/// announce (or stopped).
+async fn announced(changes: &mut Option<watch::Receiver<Seq>>) -> Seq {
+    if let Some(rx) = changes {
+        if rx.changed().await.is_ok() {
+            return *rx.borrow_and_update();
+        }
+        *changes = None;
+    }
+    std::future::pending().await
 }
 
 /// The messages stored after `from`, up to `upto`, page by page.

@@ -13,7 +13,7 @@
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema),
 //                 dynamic_schema (arg_error, validate)
-// 4. results:     output (content, error), store (message)
+// 4. results:     output (content, error), store (message), row (store, message)
 // 4b. hub:        delta, gateway (store, message, delta)
 // 5. context:     context (gateway, message)
 // 6. a ready call: invocation (output, error, future)
@@ -38,6 +38,7 @@ mod message;
 mod output;
 mod registry;
 mod request;
+pub mod row;
 mod runner;
 mod schema;
 pub mod store;

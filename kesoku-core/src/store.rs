@@ -12,8 +12,10 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use tokio::sync::watch;
 
 use crate::message::{Message, MessageType, Role, Status};
 
@@ -91,13 +93,20 @@ impl SessionInfo {
 pub const TITLE_CHARS: usize = 80;
 
 /// A session's title from its first user message: the first line, cut at
-/// [`TITLE_CHARS`] characters.
+/// [`TITLE_CHARS`] characters, control characters made spaces (a title is
+/// one line of display text, and some databases cannot hold a NUL).
 pub fn title_of(message: &Message) -> Option<String> {
     if message.role != Role::User || message.kind != MessageType::Text {
         return None;
     }
     let line = message.content.lines().find(|l| !l.trim().is_empty())?;
-    Some(line.trim().chars().take(TITLE_CHARS).collect())
+    Some(
+        line.trim()
+            .chars()
+            .take(TITLE_CHARS)
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect(),
+    )
 }
 
 /// Where sessions and their messages are kept.
@@ -151,6 +160,36 @@ pub trait Store: Send + Sync + 'static {
 
     /// The largest `Seq` stored, 0 when empty.
     fn last_seq(&self) -> StoreFuture<'_, Seq>;
+
+    /// Takes or renews the turn lease of `session_id` for `holder`, until
+    /// `ttl` from now: `true` if `holder` holds it now, `false` if another
+    /// holder's lease has not expired. One conditional write, so of
+    /// several processes exactly one holds a session's lease: a session
+    /// runs one turn at a time across every agent sharing the store.
+    fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Gives up `holder`'s lease of `session_id`; `false` if it did not
+    /// hold it (it expired and another took it).
+    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Puts every user message left `processing` in a session whose lease
+    /// has expired (or was never taken) back to `pending_agent`, in one
+    /// conditional update, and returns them with their `Seq`s: the turns
+    /// of a worker that died, for another to take.
+    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>>;
+
+    /// Where the store announces that messages were stored, by this
+    /// process or any other: the largest `Seq` known stored, sent as it
+    /// grows. `None` (the default) when the store cannot tell; listeners
+    /// then read the store now and then for other processes' messages.
+    fn changes(&self) -> Option<watch::Receiver<Seq>> {
+        None
+    }
 }
 
 /// A [`Store`] in memory: the default of an agent without one, and for
@@ -185,6 +224,8 @@ struct Memory {
     /// Session id → the indexes of its messages, in order.
     by_session: HashMap<String, Vec<usize>>,
     sessions: HashMap<String, SessionInfo>,
+    /// Session id → (holder, when its lease expires).
+    leases: HashMap<String, (String, Instant)>,
 }
 
 impl MemoryStore {
@@ -341,6 +382,53 @@ impl Store for MemoryStore {
         let len = self.lock().log.len();
         Box::pin(std::future::ready(Ok(seq_of(len) - 1)))
     }
+
+    fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let free = m
+            .leases
+            .get(session_id)
+            .is_none_or(|(h, until)| h == holder || *until <= now);
+        if free {
+            m.leases
+                .insert(session_id.to_owned(), (holder.to_owned(), now + ttl));
+        }
+        Box::pin(std::future::ready(Ok(free)))
+    }
+
+    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let held = m.leases.get(session_id).is_some_and(|(h, _)| h == holder);
+        if held {
+            m.leases.remove(session_id);
+        }
+        Box::pin(std::future::ready(Ok(held)))
+    }
+
+    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let Memory { log, leases, .. } = &mut *m;
+        let mut found = Vec::new();
+        for (i, msg) in log.iter_mut().enumerate() {
+            let live = || {
+                leases
+                    .get(&msg.session_id)
+                    .is_some_and(|(_, until)| *until > now)
+            };
+            if msg.status == Status::Processing && msg.role == Role::User && !live() {
+                msg.status = Status::PendingAgent;
+                found.push((seq_of(i), msg.clone()));
+            }
+        }
+        Box::pin(std::future::ready(Ok(found)))
+    }
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
@@ -379,5 +467,22 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn last_seq(&self) -> StoreFuture<'_, Seq> {
         (**self).last_seq()
+    }
+    fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        (**self).lease(session_id, holder, ttl)
+    }
+    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
+        (**self).release(session_id, holder)
+    }
+    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        (**self).requeue_expired()
+    }
+    fn changes(&self) -> Option<watch::Receiver<Seq>> {
+        (**self).changes()
     }
 }

@@ -41,6 +41,7 @@ pub struct ScriptedLlm {
     /// How many turns each session has played.
     played: Mutex<HashMap<String, usize>>,
     latency: Duration,
+    per_prompt: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -72,6 +73,7 @@ impl ScriptedLlm {
             turns,
             played: Mutex::new(HashMap::new()),
             latency: Duration::ZERO,
+            per_prompt: false,
         })
     }
 
@@ -79,6 +81,34 @@ impl ScriptedLlm {
     #[must_use]
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
+        self
+    }
+
+    /// Plays the script from its start for each user prompt, at the turn
+    /// the history says: one more than the model's replies since the last
+    /// user message. Nothing is kept between calls, so any process (any
+    /// of several agents sharing a store, or one that resumes a turn after
+    /// another died) plays the same turn from the same history.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use kesoku_core::{Message, MessageType, Role};
+    /// use kesoku_llm::{Llm, LlmOptions, ScriptedLlm};
+    ///
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Hello."}]))
+    ///     .unwrap()
+    ///     .per_prompt();
+    /// let options = LlmOptions::new("any");
+    /// let prompt = |text| Message::new("s", Role::User, MessageType::Text, text);
+    /// for history in [vec![prompt("hi")], vec![prompt("hi"), prompt("again")]] {
+    ///     let turn = model.complete("s", &history, &[], &options).await.unwrap();
+    ///     assert_eq!(turn.text, "Hello.");
+    /// }
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn per_prompt(mut self) -> Self {
+        self.per_prompt = true;
         self
     }
 
@@ -91,7 +121,16 @@ impl ScriptedLlm {
     }
 
     fn play(&self, session: &str, history: &[Message]) -> Result<AssistantTurn, LlmError> {
-        let n = self.next_turn(session);
+        let (n, history) = if self.per_prompt {
+            let prompt = history
+                .iter()
+                .rposition(|m| m.role == Role::User)
+                .map_or(0, |i| i + 1);
+            let since = &history[prompt..];
+            (replies(since) + 1, since)
+        } else {
+            (self.next_turn(session), history)
+        };
         let Some(turn) = self.turns.get(n - 1) else {
             return Err(LlmError::Config {
                 provider: PROVIDER,
@@ -200,6 +239,23 @@ fn read_turn(n: usize, turn: &Value) -> Result<Scripted, ScriptError> {
 
 /// `template` with each `{{ID}}` replaced by the content of the result of
 /// call `ID` in `history`; `Err(ID)` for a call without one.
+/// How many model replies `messages` hold: runs of assistant messages,
+/// each ended by the results of its calls.
+fn replies(messages: &[Message]) -> usize {
+    let mut count = 0;
+    let mut in_reply = false;
+    for m in messages {
+        let assistant = m.role == Role::Assistant;
+        if assistant && !in_reply {
+            count += 1;
+        }
+        if assistant || m.role == Role::Tool {
+            in_reply = assistant;
+        }
+    }
+    count
+}
+
 fn fill(template: &str, history: &[Message]) -> Result<String, String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;

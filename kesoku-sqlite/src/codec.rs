@@ -1,11 +1,8 @@
 //! A [`Message`] as a row of `messages`, and back, field for field.
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use kesoku_core::Message;
-use kesoku_core::store::{Seq, title_of};
+use kesoku_core::store::Seq;
 use rusqlite::types::FromSql;
-use serde::Serialize;
-use serde::de::{DeserializeOwned, IntoDeserializer, value::StrDeserializer};
 
 use crate::error::Undecodable;
 
@@ -13,61 +10,12 @@ use crate::error::Undecodable;
 pub(crate) const COLUMNS: &str =
     "seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id";
 
-/// A message ready to be bound to `INSERT INTO messages`, encoded on the
-/// caller's task so the database thread only runs SQL.
-pub(crate) struct Row {
-    pub(crate) id: String,
-    pub(crate) session_id: String,
-    pub(crate) sender: String,
-    pub(crate) role: String,
-    pub(crate) kind: String,
-    pub(crate) status: String,
-    pub(crate) content: String,
-    pub(crate) metadata: String,
-    pub(crate) timestamp: String,
-    pub(crate) parent_id: Option<String>,
-    /// The session's title, if this message gives it one.
-    pub(crate) title: Option<String>,
-}
+use kesoku_core::row::variant;
+pub(crate) use kesoku_core::row::{Row, name, parse_time};
 
 /// `message` as a row.
 pub(crate) fn encode(message: &Message) -> Row {
-    Row {
-        id: message.id.clone(),
-        session_id: message.session_id.clone(),
-        sender: message.sender.clone(),
-        role: name(message.role),
-        kind: name(message.kind),
-        status: name(message.status),
-        content: message.content.clone(),
-        metadata: serde_json::to_string(&message.metadata)
-            .expect("a JSON map with string keys always serializes"),
-        timestamp: time(&message.timestamp),
-        parent_id: message.parent_id.clone(),
-        title: title_of(message),
-    }
-}
-
-/// The `snake_case` name serde gives a unit variant (a role, type or
-/// status): the store keeps the same spelling as the JSON form.
-pub(crate) fn name(value: impl Serialize) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        other => unreachable!("a unit variant serializes as a string, not {other:?}"),
-    }
-}
-
-/// A timestamp as stored: RFC 3339, UTC, nanoseconds, fixed width (so
-/// text order is time order).
-pub(crate) fn time(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Nanos, true)
-}
-
-/// A stored timestamp.
-pub(crate) fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| format!("timestamp `{text}`: {e}"))
+    Row::encode(message)
 }
 
 /// A row of [`COLUMNS`] as a message and its seq.
@@ -106,35 +54,4 @@ fn column<T: FromSql>(
         id: id(),
         message: format!("column `{what}`: {e}"),
     })
-}
-
-/// A role, type or status from its stored name.
-fn variant<T: DeserializeOwned>(name: &str) -> Result<T, String> {
-    let de: StrDeserializer<'_, serde::de::value::Error> = name.into_deserializer();
-    T::deserialize(de).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use chrono::TimeZone;
-    use kesoku_core::{MessageType, Role, Status};
-
-    use super::*;
-
-    #[test]
-    fn timestamps_are_fixed_width_and_exact() {
-        let t = Utc.timestamp_opt(1_700_000_000, 1).unwrap();
-        assert_eq!(time(&t), "2023-11-14T22:13:20.000000001Z");
-        assert_eq!(parse_time(&time(&t)), Ok(t));
-        let whole = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
-        assert_eq!(time(&whole).len(), time(&t).len());
-    }
-
-    #[test]
-    fn names_are_the_json_spelling() {
-        assert_eq!(name(Status::PendingAgent), "pending_agent");
-        assert_eq!(name(MessageType::ToolResult), "tool_result");
-        assert_eq!(variant::<Role>("assistant"), Ok(Role::Assistant));
-        assert!(variant::<Role>("wizard").unwrap_err().contains("wizard"));
-    }
 }

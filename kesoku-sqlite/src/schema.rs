@@ -47,9 +47,23 @@ CREATE INDEX messages_by_status ON messages (status, seq);
 CREATE INDEX sessions_by_updated ON sessions (updated DESC, id);
 ";
 
+/// Version 2: session turn leases.
+///
+/// - One row per session whose turn some agent holds: `holder` is the
+///   agent's id, `expires` milliseconds since the Unix epoch (the
+///   processes sharing a file share a clock). A holder renews it while
+///   its turn runs; once it expires, another agent may take the session.
+const V2: &str = "
+CREATE TABLE leases (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    holder     TEXT NOT NULL,
+    expires    INTEGER NOT NULL
+) STRICT;
+";
+
 /// Every migration, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1)])
+    Migrations::new(vec![M::up(V1), M::up(V2)])
 }
 
 #[cfg(test)]

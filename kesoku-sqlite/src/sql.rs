@@ -151,6 +151,59 @@ pub(crate) fn last_seq(conn: &mut Connection) -> Result<Seq, Failure> {
     Ok(seq)
 }
 
+/// Milliseconds since the Unix epoch, now.
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Takes or renews `holder`'s lease of `session_id` for `ttl_ms`; whether
+/// `holder` holds it now.
+pub(crate) fn lease(
+    conn: &mut Connection,
+    session_id: &str,
+    holder: &str,
+    ttl_ms: i64,
+) -> Result<bool, Failure> {
+    let now = now_ms();
+    let changed = conn
+        .prepare_cached(
+            "INSERT INTO leases (session_id, holder, expires) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, expires = excluded.expires
+             WHERE leases.holder = excluded.holder OR leases.expires <= ?4",
+        )?
+        .execute(params![session_id, holder, now.saturating_add(ttl_ms), now])?;
+    Ok(changed == 1)
+}
+
+/// Drops `holder`'s lease of `session_id`; whether it held it.
+pub(crate) fn release(
+    conn: &mut Connection,
+    session_id: &str,
+    holder: &str,
+) -> Result<bool, Failure> {
+    let changed = conn
+        .prepare_cached("DELETE FROM leases WHERE session_id = ?1 AND holder = ?2")?
+        .execute(params![session_id, holder])?;
+    Ok(changed == 1)
+}
+
+/// Puts the `processing` user messages of sessions without a live lease
+/// back to `pending_agent`; those messages.
+pub(crate) fn requeue_expired(conn: &mut Connection) -> Result<Vec<(Seq, Message)>, Failure> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let sql = format!(
+        "UPDATE messages SET status = 'pending_agent'
+         WHERE status = 'processing' AND role = 'user'
+           AND NOT EXISTS (SELECT 1 FROM leases l
+                           WHERE l.session_id = messages.session_id AND l.expires > ?1)
+         RETURNING {COLUMNS}"
+    );
+    let mut found = messages(&tx, &sql, [now_ms()])?;
+    tx.commit()?;
+    found.sort_by_key(|(seq, _)| *seq);
+    Ok(found)
+}
+
 /// `PRAGMA integrity_check`: "ok", or its findings, one per line.
 pub(crate) fn integrity_check(conn: &mut Connection) -> Result<String, Failure> {
     let mut stmt = conn.prepare("PRAGMA integrity_check")?;
@@ -162,7 +215,7 @@ pub(crate) fn integrity_check(conn: &mut Connection) -> Result<String, Failure> 
 
 /// The messages `sql` selects (its columns [`COLUMNS`]).
 fn messages(
-    conn: &mut Connection,
+    conn: &Connection,
     sql: &str,
     params: impl Params,
 ) -> Result<Vec<(Seq, Message)>, Failure> {

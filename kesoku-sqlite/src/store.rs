@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kesoku_core::store::{Seq, SessionInfo, Store, StoreError, StoreFuture};
 use kesoku_core::{Message, Status};
@@ -278,5 +279,37 @@ impl Store for SqliteStore {
 
     fn last_seq(&self) -> StoreFuture<'_, Seq> {
         self.call(Lane::Read, || "read the last seq".into(), sql::last_seq)
+    }
+
+    fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let (session, who) = (session_id.to_owned(), holder.to_owned());
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        self.call(
+            Lane::Write,
+            move || format!("lease session `{session_id}`"),
+            move |conn| sql::lease(conn, &session, &who, ttl_ms),
+        )
+    }
+
+    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
+        let (session, who) = (session_id.to_owned(), holder.to_owned());
+        self.call(
+            Lane::Write,
+            move || format!("release the lease of session `{session_id}`"),
+            move |conn| sql::release(conn, &session, &who),
+        )
+    }
+
+    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        self.call(
+            Lane::Write,
+            || "requeue the turns of expired leases".into(),
+            sql::requeue_expired,
+        )
     }
 }

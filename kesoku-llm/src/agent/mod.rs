@@ -2,10 +2,14 @@
 //! keeps every message in a store, one turn at a time per session.
 //!
 //! `send` and `serve` share one path: the user message is posted as
-//! `pending_agent`, claimed with a conditional update (so of several
-//! agents on one store exactly one takes it), and run as a turn under the
-//! session's turn lock. A newer user message of the session interrupts a
-//! running turn at once: see `run.rs`.
+//! `pending_agent`; the agent takes the session's turn lease in the store
+//! (so a session runs one turn at a time across every process sharing
+//! it), claims the message with a conditional update (so of several
+//! agents exactly one takes it), and runs the turn, renewing the lease
+//! as it goes. A worker that dies loses its leases when they expire, and
+//! `serve` in any other process puts its turns back and runs them. A
+//! newer user message of the session interrupts a running turn at once:
+//! see `run.rs`.
 
 mod outcome;
 mod run;
@@ -84,6 +88,10 @@ pub(crate) struct Shared {
     pub(crate) turn_model: Arc<TurnModel>,
     /// The user's state, each added to every turn's context.
     pub(crate) states: Vec<AddState>,
+    /// This agent's name as a lease holder, unique to it.
+    pub(crate) holder: String,
+    /// How long a session's lease lasts unless renewed.
+    pub(crate) lease: Duration,
 }
 
 /// Adds one value of the user's state to a context.
@@ -115,6 +123,7 @@ pub struct AgentBuilder {
     tool_timeout: Option<Duration>,
     sandbox: Option<Sandbox>,
     states: Vec<AddState>,
+    lease: Duration,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -241,8 +250,24 @@ impl AgentBuilder {
         self
     }
 
+    /// How long a session's turn lease lasts unless renewed (default:
+    /// 10 s). A turn renews it every third of that; when a worker dies,
+    /// its sessions wait this long before another worker resumes their
+    /// turns. A turn that cannot renew its lease in time stops, since
+    /// another worker may take the session. At least 300 ms.
+    pub fn lease(mut self, ttl: Duration) -> Self {
+        self.lease = ttl;
+        self
+    }
+
     /// The agent.
     pub fn build(self) -> Result<Agent, AgentError> {
+        if self.lease < MIN_LEASE {
+            return Err(AgentError::Config(format!(
+                "the lease must be at least {MIN_LEASE:?} (it is renewed every third of it), got {:?}",
+                self.lease
+            )));
+        }
         if self.max_steps == 0 {
             return Err(AgentError::Config(
                 "max_steps must be at least 1 (one model call per turn)".into(),
@@ -291,6 +316,8 @@ impl AgentBuilder {
                 sandbox: Arc::new(sandbox),
                 turn_model,
                 states: self.states,
+                holder: format!("agent-{}", uuid::Uuid::new_v4()),
+                lease: self.lease,
             }),
         })
     }
@@ -306,9 +333,19 @@ fn default_model(provider: &str) -> &'static str {
     }
 }
 
+/// `mutex`, locked; its contents are a set that a panic cannot leave
+/// half-changed.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// How often a `send` whose message another agent claimed checks whether
 /// that agent finished it.
 const ELSEWHERE_POLL: Duration = Duration::from_millis(50);
+/// The shortest lease [`AgentBuilder::lease`] takes.
+const MIN_LEASE: Duration = Duration::from_millis(300);
 
 impl Agent {
     /// Starts building an agent over `llm` (any [`Llm`]).
@@ -326,6 +363,7 @@ impl Agent {
             tool_timeout: None,
             sandbox: None,
             states: Vec::new(),
+            lease: Duration::from_secs(10),
         }
     }
 
@@ -344,11 +382,10 @@ impl Agent {
             .with_status(Status::PendingAgent);
         let seq = self.shared.gateway.post(message.clone()).await?;
         self.shared.sessions.saw_user_message(session_id, seq);
-        if self.shared.gateway.claim(&message.id).await? {
-            run::turn(&self.shared, message, seq).await
-        } else {
+        match run::take(&self.shared, message.clone(), seq).await? {
+            Some(outcome) => Ok(outcome),
             // A serving agent, here or elsewhere, took it first.
-            self.finished_elsewhere(&message).await
+            None => self.finished_elsewhere(&message).await,
         }
     }
 
@@ -427,44 +464,79 @@ impl Agent {
     /// first, and runs their turns, until the returned future is dropped
     /// (which stops the turns it started) or the store fails. A chat front
     /// end then only posts.
+    ///
+    /// Every half lease it also puts back the turns of workers that died
+    /// (their leases expired: [`Store::requeue_expired`]) and takes every
+    /// `pending_agent` message no one took, so nothing waits for ever.
+    /// Several processes may serve one store: each message is answered
+    /// once, and a session's turns never overlap.
     pub async fn serve(&self) -> Result<(), AgentError> {
         let filter = Filter::new()
             .status(Status::PendingAgent)
             .roles([Role::User]);
         let mut waiting = self.shared.gateway.listen(filter).await?;
         let mut turns = JoinSet::new();
+        // The messages this process is taking, so each is taken once here.
+        let taking = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+        let mut sweep = tokio::time::interval(self.shared.lease / 2);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
+            let found = tokio::select! {
                 delivery = waiting.next() => {
                     let Some(delivery) = delivery else { return Ok(()) };
                     let delivery = delivery?;
-                    let (seq, message) = (delivery.seq, delivery.message);
-                    self.shared.sessions.saw_user_message(&message.session_id, seq);
-                    let agent = self.clone();
-                    turns.spawn(async move {
-                        if let Err(e) = agent.take(message, seq).await {
-                            tracing::error!(error = %e, "a turn failed to run");
-                        }
-                    });
+                    vec![(delivery.seq, delivery.message)]
                 }
+                _ = sweep.tick() => self.sweep().await?,
                 Some(done) = turns.join_next(), if !turns.is_empty() => {
                     if let Err(e) = done
                         && e.is_panic()
                     {
                         tracing::error!(error = %e, "a turn panicked");
                     }
+                    continue;
                 }
+            };
+            for (seq, message) in found {
+                if !lock(&taking).insert(message.id.clone()) {
+                    continue;
+                }
+                self.shared
+                    .sessions
+                    .saw_user_message(&message.session_id, seq);
+                let agent = self.clone();
+                let taking = Arc::clone(&taking);
+                turns.spawn(async move {
+                    let id = message.id.clone();
+                    if let Err(e) = run::take(&agent.shared, message, seq).await {
+                        tracing::error!(error = %e, "a turn failed to run");
+                    }
+                    lock(&taking).remove(&id);
+                });
             }
         }
     }
 
-    /// Claims `message` and runs its turn; nothing if another agent (or a
-    /// `send`) claimed it first.
-    async fn take(&self, message: Message, seq: Seq) -> Result<(), AgentError> {
-        if self.shared.gateway.claim(&message.id).await? {
-            run::turn(&self.shared, message, seq).await?;
+    /// The turns of dead workers, put back, and every user message still
+    /// `pending_agent`.
+    async fn sweep(&self) -> Result<Vec<(Seq, Message)>, AgentError> {
+        let store = self.shared.gateway.store();
+        let requeued = store
+            .requeue_expired()
+            .await
+            .map_err(kesoku_core::GatewayError::from)?;
+        if !requeued.is_empty() {
+            tracing::warn!(
+                turns = requeued.len(),
+                "resuming turns whose worker stopped renewing its lease"
+            );
         }
-        Ok(())
+        let mut pending = store
+            .with_status(Status::PendingAgent)
+            .await
+            .map_err(kesoku_core::GatewayError::from)?;
+        pending.retain(|(_, m)| m.role == Role::User);
+        Ok(pending)
     }
 
     /// The outcome of a turn another agent runs, read from the store once

@@ -11,10 +11,12 @@
 use std::fmt::Write as _;
 use std::pin::pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kesoku_core::store::{Seq, Store};
 use kesoku_core::{
-    CancellationToken, Message, MessageType, Role, Status, ToolContext, ToolRequest, ToolRunner,
+    CancellationToken, GatewayError, Message, MessageType, Role, Status, ToolContext, ToolRequest,
+    ToolRunner,
 };
 use tracing::Instrument;
 
@@ -39,14 +41,97 @@ async fn whole(store: &dyn Store, session: &str) -> Result<Vec<(Seq, Message)>, 
         .map_err(kesoku_core::GatewayError::from)?)
 }
 
-/// Runs the turn of the claimed user `message` (at `seq`) to its end.
-pub(crate) async fn turn(
+/// How long a worker waits, at first, before it tries again for a lease
+/// another holds; the wait doubles up to [`LEASE_RETRY_MAX`].
+const LEASE_RETRY: Duration = Duration::from_millis(5);
+const LEASE_RETRY_MAX: Duration = Duration::from_millis(100);
+
+/// Takes the turn of the `pending_agent` user `message` (at `seq`) and
+/// runs it to its end: under the session's lock in this process, then its
+/// lease in the store (waited for while another worker holds it), then
+/// the claim of the message. `None` when another agent claimed it first.
+pub(crate) async fn take(
     shared: &Shared,
     message: Message,
     seq: Seq,
-) -> Result<TurnOutcome, AgentError> {
+) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
     let _turn = slot.turn.lock().await;
+    let store = shared.gateway.store();
+    let session = message.session_id.clone();
+    let session = session.as_str();
+    let mut retry = LEASE_RETRY;
+    // The lease first, then the claim: a claimed message's session is
+    // always leased, so only a dead worker's turns are requeued.
+    loop {
+        if store
+            .lease(session, &shared.holder, shared.lease)
+            .await
+            .map_err(GatewayError::from)?
+        {
+            break;
+        }
+        let status = store
+            .get(&message.id)
+            .await
+            .map_err(GatewayError::from)?
+            .map(|m| m.status);
+        if status != Some(Status::PendingAgent) {
+            return Ok(None);
+        }
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(LEASE_RETRY_MAX);
+    }
+    let outcome = if shared.gateway.claim(&message.id).await? {
+        let run = turn(shared, &slot, message, seq);
+        let mut run = pin!(run);
+        tokio::select! {
+            biased;
+            outcome = &mut run => Some(outcome),
+            () = keep_lease(shared, session) => {
+                tracing::warn!(session, "the session's lease was lost; its turn stops");
+                slot.stop();
+                Some(run.await)
+            }
+        }
+    } else {
+        None
+    };
+    if let Err(e) = store.release(session, &shared.holder).await {
+        // It expires on its own.
+        tracing::warn!(session, error = %e, "could not release a session's lease");
+    }
+    outcome.transpose()
+}
+
+/// Renews `session`'s lease every third of its length; returns when it
+/// is lost (another holder took it, or it could not be renewed in time).
+async fn keep_lease(shared: &Shared, session: &str) {
+    let store = shared.gateway.store();
+    let every = shared.lease / 3;
+    let mut renewed = Instant::now();
+    loop {
+        tokio::time::sleep(every).await;
+        match store.lease(session, &shared.holder, shared.lease).await {
+            Ok(true) => renewed = Instant::now(),
+            Ok(false) => return,
+            Err(e) => {
+                tracing::warn!(session, error = %e, "could not renew a session's lease");
+                if renewed.elapsed() + every >= shared.lease {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Runs the turn of the claimed user `message` (at `seq`) to its end.
+async fn turn(
+    shared: &Shared,
+    slot: &Slot,
+    message: Message,
+    seq: Seq,
+) -> Result<TurnOutcome, AgentError> {
     // Taken after the session's lock, so turns queued behind another of
     // their session hold no permit other sessions could use.
     let _permit = shared
@@ -64,7 +149,7 @@ pub(crate) async fn turn(
     slot.set_running(seq);
     let mut turn = Turn {
         shared,
-        slot: &slot,
+        slot,
         user: message,
         seq,
         posted: Vec::new(),
@@ -143,6 +228,21 @@ impl Turn<'_> {
         }
 
         let mut view = self.load_view().await?;
+        // A worker that died after posting the answer, before marking the
+        // message processed: the turn is done, not to be answered again.
+        if let Some(answer) = self.answered_already(&view.messages) {
+            self.shared.sessions.put_view(&self.user.session_id, view);
+            return match answer {
+                Err(()) => {
+                    self.settle(Status::Error).await?;
+                    Ok(self.outcome(TurnStatus::Failed, None))
+                }
+                Ok(answer) => {
+                    self.settle(Status::Processed).await?;
+                    Ok(self.outcome(TurnStatus::Completed, answer))
+                }
+            };
+        }
         // The turn adds to the view as it goes; what it stored is read
         // back, in the store's order, by the next turn.
         let kept = view.messages.len();
@@ -180,6 +280,26 @@ impl Turn<'_> {
         }
         // Read again, so each healed result stands after its call.
         Ok(View::new(whole(&**store, &session).await?))
+    }
+
+    /// Whether the turn was answered before it was resumed: its last
+    /// message is an assistant text answering the user message. `Err` for
+    /// a turn that failed, else the answer (`None` after the step limit).
+    #[allow(clippy::result_unit_err)]
+    fn answered_already(&self, view: &[Message]) -> Option<Result<Option<String>, ()>> {
+        let last = view
+            .iter()
+            .rev()
+            .find(|m| m.parent_id.as_deref() == Some(self.user.id.as_str()))?;
+        if last.role != Role::Assistant || last.kind != MessageType::Text {
+            return None;
+        }
+        if last.metadata.contains_key("error") {
+            return Some(Err(()));
+        }
+        Some(Ok(
+            (!last.metadata.contains_key("step_limit")).then(|| last.content.clone())
+        ))
     }
 
     /// The steps, until the turn ends.

@@ -1,0 +1,112 @@
+//! The connection that listens for new messages: `LISTEN` on the channel
+//! every insert notifies, each seq announced on a watch channel.
+//!
+//! `NOTIFY` is delivered only to sessions that were listening when the
+//! insert committed, so after every (re)connect the task reads the
+//! largest seq from the table and announces it: a listener that sees it
+//! is ahead of what it was delivered reads the rest from the table. Since
+//! inserts commit in seq order, no message is skipped, and a listener's
+//! own bookkeeping (by seq) keeps any from coming twice.
+
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use kesoku_core::store::Seq;
+use tokio::sync::{oneshot, watch};
+use tokio_postgres::{AsyncMessage, Config, NoTls};
+
+use crate::error::{Place, describe};
+use crate::sql::{self, CHANNEL};
+
+/// The longest wait between two attempts to connect again.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Listens until dropped (aborted), connecting again after each failure.
+/// `ready` is told once the first `LISTEN` is in place, or why the first
+/// attempt failed.
+pub(crate) async fn listen(
+    config: Config,
+    place: Place,
+    announce: watch::Sender<Seq>,
+    ready: oneshot::Sender<Result<(), String>>,
+) {
+    let mut ready = Some(ready);
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match listen_once(&config, &announce, &mut ready).await {
+            Ok(()) => backoff = Duration::from_millis(50),
+            Err(e) => {
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+                tracing::warn!(store = %place, error = %e, "listening for new messages failed; connecting again");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection's life: connect, `LISTEN`, announce what the table
+/// holds, then each notification, until the connection fails.
+async fn listen_once(
+    config: &Config,
+    announce: &watch::Sender<Seq>,
+    ready: &mut Option<oneshot::Sender<Result<(), String>>>,
+) -> Result<(), String> {
+    let (client, mut connection) = config.connect(NoTls).await.map_err(|e| describe(&e))?;
+    let (tx, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+    // The connection's messages (notifications among them) come only as
+    // it is polled, which this task does.
+    let driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            let item = match message {
+                Ok(AsyncMessage::Notification(n)) => Ok(n.payload().to_owned()),
+                Ok(_) => continue,
+                Err(e) => Err(describe(&e)),
+            };
+            let failed = item.is_err();
+            if tx.send(item).is_err() || failed {
+                return;
+            }
+        }
+        let _ = tx.send(Err("the server closed the connection".into()));
+    });
+    let result = async {
+        client
+            .batch_execute(&format!("LISTEN {CHANNEL}"))
+            .await
+            .map_err(|e| describe(&e))?;
+        let last = sql::last_seq(&client).await.map_err(|e| match e {
+            crate::error::Failure::Sql(e) => describe(&e),
+            other => format!("{other:?}"),
+        })?;
+        raise(announce, last);
+        if let Some(ready) = ready.take() {
+            let _ = ready.send(Ok(()));
+        }
+        while let Some(item) = notifications.recv().await {
+            match item?.parse::<Seq>() {
+                Ok(seq) => raise(announce, seq),
+                Err(_) => tracing::warn!("a notification on {CHANNEL} that is not a seq"),
+            }
+        }
+        Err("the connection's driver stopped".to_owned())
+    }
+    .await;
+    driver.abort();
+    result
+}
+
+/// Announces `seq` if it is past what was announced.
+fn raise(announce: &watch::Sender<Seq>, seq: Seq) {
+    announce.send_if_modified(|at| {
+        let later = seq > *at;
+        if later {
+            *at = seq;
+        }
+        later
+    });
+}

@@ -1,0 +1,56 @@
+//! [`PostgresOptions`]: how a [`PostgresStore`](crate::PostgresStore)
+//! connects.
+
+use std::time::Duration;
+
+/// How [`PostgresStore::connect_with`](crate::PostgresStore::connect_with)
+/// connects.
+///
+/// ```
+/// use std::time::Duration;
+/// use kesoku_postgres::PostgresOptions;
+///
+/// let options = PostgresOptions::new().with_max_connections(32);
+/// assert_eq!(options.max_connections, 32);
+/// assert_eq!(PostgresOptions::new().wait_timeout, Duration::from_secs(30));
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PostgresOptions {
+    /// How many pooled connections the store keeps at most (besides the
+    /// one that listens). 16 unless set.
+    pub max_connections: usize,
+    /// How long a call waits for a free connection, or for a new one to
+    /// open, before it fails. 30 s unless set.
+    pub wait_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            max_connections: 16,
+            wait_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// The defaults: 16 connections, waiting up to 30 s for one.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builder: sets [`max_connections`](Self::max_connections).
+    #[must_use]
+    pub fn with_max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
+        self
+    }
+
+    /// Builder: sets [`wait_timeout`](Self::wait_timeout).
+    #[must_use]
+    pub fn with_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = timeout;
+        self
+    }
+}

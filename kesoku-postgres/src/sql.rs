@@ -1,0 +1,245 @@
+//! The statements of each store call, and a row as a message.
+
+use deadpool_postgres::Client;
+use kesoku_core::Message;
+use kesoku_core::row::{Row, parse_time, variant};
+use kesoku_core::store::{Seq, SessionInfo};
+use tokio_postgres::types::ToSql;
+
+use crate::error::{Failure, is_duplicate};
+
+/// The columns [`decode`] reads, in its order.
+const COLUMNS: &str =
+    "seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id";
+
+/// The `NOTIFY` channel each insert announces its seq on.
+pub(crate) const CHANNEL: &str = "kesoku_messages";
+
+/// Saves `row` and its session; its seq, or `None` for a duplicate id.
+///
+/// One statement, so one round trip and one transaction: the counter is
+/// taken first (every part reads `c`), which orders the inserts and keeps
+/// two of one session from locking its row in opposite orders; the
+/// notification goes out when it commits.
+pub(crate) async fn insert(client: &Client, row: &Row) -> Result<Option<Seq>, Failure> {
+    let stmt = client
+        .prepare_cached(
+            "WITH c AS (UPDATE kesoku_counter SET seq = seq + 1 RETURNING seq),
+             s AS (
+                 INSERT INTO kesoku_sessions (id, title, created, updated, messages)
+                 SELECT $2, $11, $10, $10, 1 FROM c
+                 ON CONFLICT (id) DO UPDATE SET
+                     title = coalesce(kesoku_sessions.title, excluded.title),
+                     updated = greatest(kesoku_sessions.updated, excluded.updated),
+                     messages = kesoku_sessions.messages + 1
+             ),
+             m AS (
+                 INSERT INTO kesoku_messages
+                     (seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id)
+                 SELECT c.seq, $1, $2, $3, $4, $5, $6, $7, $8, $10, $9 FROM c
+                 RETURNING seq
+             )
+             SELECT seq, pg_notify('kesoku_messages', seq::text) FROM m",
+        )
+        .await?;
+    let content = row.content.as_bytes();
+    let params: [&(dyn ToSql + Sync); 11] = [
+        &row.id,
+        &row.session_id,
+        &row.sender,
+        &row.role,
+        &row.kind,
+        &row.status,
+        &content,
+        &row.metadata,
+        &row.parent_id,
+        &row.timestamp,
+        &row.title,
+    ];
+    match client.query_one(&stmt, &params).await {
+        Ok(r) => Ok(Some(r.get(0))),
+        Err(e) if is_duplicate(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The message with this id.
+pub(crate) async fn get(client: &Client, id: &str) -> Result<Option<Message>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM kesoku_messages WHERE id = $1");
+    Ok(messages(client, &sql, &[&id]).await?.pop().map(|(_, m)| m))
+}
+
+/// A session's messages after `seq`, in order.
+pub(crate) async fn history_after(
+    client: &Client,
+    session_id: &str,
+    seq: Seq,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM kesoku_messages WHERE session_id = $1 AND seq > $2 ORDER BY seq"
+    );
+    messages(client, &sql, &[&session_id, &seq]).await
+}
+
+/// Up to `limit` messages after `seq`.
+pub(crate) async fn after(
+    client: &Client,
+    seq: Seq,
+    limit: usize,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM kesoku_messages WHERE seq > $1 ORDER BY seq LIMIT $2");
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    messages(client, &sql, &[&seq, &limit]).await
+}
+
+/// The messages with status `status` (its stored name).
+pub(crate) async fn with_status(
+    client: &Client,
+    status: &str,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let sql = format!("SELECT {COLUMNS} FROM kesoku_messages WHERE status = $1 ORDER BY seq");
+    messages(client, &sql, &[&status]).await
+}
+
+/// Sets the status of `id` to `to` if it is one of `from`; whether it
+/// changed.
+pub(crate) async fn transition(
+    client: &Client,
+    id: &str,
+    from: &[String],
+    to: &str,
+) -> Result<bool, Failure> {
+    let stmt = client
+        .prepare_cached("UPDATE kesoku_messages SET status = $1 WHERE id = $2 AND status = ANY($3)")
+        .await?;
+    Ok(client.execute(&stmt, &[&to, &id, &from]).await? == 1)
+}
+
+/// Every session, the most recently updated first.
+pub(crate) async fn sessions(client: &Client) -> Result<Vec<SessionInfo>, Failure> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT id, title, created, updated, messages FROM kesoku_sessions ORDER BY updated DESC, id",
+        )
+        .await?;
+    let mut out = Vec::new();
+    for row in client.query(&stmt, &[]).await? {
+        let id: String = row.try_get(0)?;
+        let bad = |message: String| Failure::Corrupt {
+            id: id.clone(),
+            message,
+        };
+        let created = parse_time(row.try_get(2)?).map_err(bad)?;
+        let mut info = SessionInfo::new(id.clone(), created);
+        info.title = row.try_get(1)?;
+        info.updated = parse_time(row.try_get(3)?).map_err(bad)?;
+        info.messages = u64::try_from(row.try_get::<_, i64>(4)?)
+            .map_err(|_| bad("a negative message count".into()))?;
+        out.push(info);
+    }
+    Ok(out)
+}
+
+/// The largest seq committed, 0 when empty. Inserts commit in seq order,
+/// so every smaller one is committed too.
+pub(crate) async fn last_seq(client: &tokio_postgres::Client) -> Result<Seq, Failure> {
+    let row = client
+        .query_one("SELECT coalesce(max(seq), 0) FROM kesoku_messages", &[])
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Takes or renews `holder`'s lease of `session_id` for `ttl_ms`, on the
+/// database's clock; whether `holder` holds it now.
+pub(crate) async fn lease(
+    client: &Client,
+    session_id: &str,
+    holder: &str,
+    ttl_ms: f64,
+) -> Result<bool, Failure> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO kesoku_leases (session_id, holder, expires)
+             VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond')
+             ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, expires = excluded.expires
+             WHERE kesoku_leases.holder = excluded.holder OR kesoku_leases.expires <= clock_timestamp()",
+        )
+        .await?;
+    Ok(client
+        .execute(&stmt, &[&session_id, &holder, &ttl_ms])
+        .await?
+        == 1)
+}
+
+/// Drops `holder`'s lease of `session_id`; whether it held it.
+pub(crate) async fn release(
+    client: &Client,
+    session_id: &str,
+    holder: &str,
+) -> Result<bool, Failure> {
+    let stmt = client
+        .prepare_cached("DELETE FROM kesoku_leases WHERE session_id = $1 AND holder = $2")
+        .await?;
+    Ok(client.execute(&stmt, &[&session_id, &holder]).await? == 1)
+}
+
+/// Puts the `processing` user messages of sessions without a live lease
+/// back to `pending_agent`; those messages, in order.
+pub(crate) async fn requeue_expired(client: &Client) -> Result<Vec<(Seq, Message)>, Failure> {
+    let sql = format!(
+        "UPDATE kesoku_messages m SET status = 'pending_agent'
+         WHERE m.status = 'processing' AND m.role = 'user'
+           AND NOT EXISTS (SELECT 1 FROM kesoku_leases l
+                           WHERE l.session_id = m.session_id AND l.expires > clock_timestamp())
+         RETURNING {}",
+        COLUMNS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut found = messages(client, &sql, &[]).await?;
+    found.sort_by_key(|(seq, _)| *seq);
+    Ok(found)
+}
+
+/// The messages `sql` selects (its columns [`COLUMNS`]).
+async fn messages(
+    client: &Client,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    let stmt = client.prepare_cached(sql).await?;
+    client
+        .query(&stmt, params)
+        .await?
+        .iter()
+        .map(decode)
+        .collect()
+}
+
+/// A row of [`COLUMNS`] as a message and its seq.
+fn decode(row: &tokio_postgres::Row) -> Result<(Seq, Message), Failure> {
+    let seq: Seq = row.try_get(0)?;
+    let id: String = row.try_get(1)?;
+    let bad = |message: String| Failure::Corrupt {
+        id: id.clone(),
+        message,
+    };
+    let text = |i: usize| row.try_get::<_, String>(i);
+    let message = Message {
+        session_id: text(2)?,
+        sender: text(3)?,
+        role: variant(&text(4)?).map_err(bad)?,
+        kind: variant(&text(5)?).map_err(bad)?,
+        status: variant(&text(6)?).map_err(bad)?,
+        content: String::from_utf8(row.try_get::<_, Vec<u8>>(7)?)
+            .map_err(|e| bad(format!("content is not UTF-8: {e}")))?,
+        metadata: serde_json::from_str(&text(8)?)
+            .map_err(|e| bad(format!("metadata is not a JSON object: {e}")))?,
+        timestamp: parse_time(&text(9)?).map_err(bad)?,
+        parent_id: row.try_get(10)?,
+        id: id.clone(),
+    };
+    Ok((seq, message))
+}

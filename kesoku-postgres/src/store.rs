@@ -1,0 +1,299 @@
+//! [`PostgresStore`]: a pool of connections, the statements of `sql.rs`,
+//! and the listening connection of `notify.rs`.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use kesoku_core::row::{Row, name};
+use kesoku_core::store::{Seq, SessionInfo, Store, StoreError, StoreFuture};
+use kesoku_core::{Message, Status};
+use tokio::sync::{oneshot, watch};
+use tokio_postgres::NoTls;
+
+use crate::error::{Failure, Place, describe};
+use crate::options::PostgresOptions;
+use crate::schema::{self, MigrateError};
+use crate::{notify, sql};
+
+/// A [`Store`] in a PostgreSQL database, shared by any number of agent
+/// processes on any number of machines.
+///
+/// - Each message gets the next [`Seq`] of one counter, and inserts commit
+///   in that order: every process sees one total order, without gaps.
+/// - Claims ([`Store::transition`]) are conditional updates, and a
+///   session's turn lease ([`Store::lease`]) is a conditional upsert on
+///   the database's clock: of several workers exactly one wins, and a
+///   dead worker's lease expires for another to resume its turn.
+/// - Every insert sends a `NOTIFY` when it commits; the store listens on
+///   a connection of its own and announces new messages through
+///   [`Store::changes`], so a gateway's listeners in every process get
+///   them at once. After a reconnect, what was missed is read from the
+///   table.
+///
+/// Connecting runs the schema's migrations (under an advisory lock, so
+/// processes starting together apply each once). Tables are prefixed
+/// `kesoku_`; put the store in its own schema with `options=-csearch_path=...`
+/// in the URL if the database holds others.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), kesoku_core::store::StoreError> {
+/// use kesoku_postgres::PostgresStore;
+///
+/// let store = PostgresStore::connect("postgres://kesoku@db.internal/kesoku").await?;
+/// # let _ = store;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    place: Place,
+    changes: watch::Receiver<Seq>,
+    /// The listening task, stopped with the store.
+    listener: tokio::task::AbortHandle,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`,
+    /// or the key-value form), brings its schema up to date, and starts
+    /// listening for new messages. With [`PostgresOptions::default`].
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, PostgresOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect), with `options`.
+    pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Backend {
+            store: "PostgreSQL".into(),
+            action: "read the connection URL".into(),
+            message: format!("{e} (expected postgres://user:password@host:port/database)"),
+        })?;
+        let place = Place::of(&config);
+        if options.max_connections == 0 {
+            return Err(place.backend(
+                "open a connection pool".into(),
+                "max_connections must be at least 1",
+            ));
+        }
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.wait_timeout))
+            .build()
+            .map_err(|e| place.backend("open a connection pool".into(), e))?;
+
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| place.backend("connect".into(), pool_error(&e)))?;
+        schema::migrate(&mut client)
+            .await
+            .map_err(|e| match e {
+                MigrateError::Sql(e) => place.backend("migrate its schema".into(), describe(&e)),
+                MigrateError::Newer { at } => place.backend(
+                    "migrate its schema".into(),
+                    format!(
+                        "the database is at schema version {at}, newer than this build's {}; upgrade kesoku",
+                        schema::VERSION
+                    ),
+                ),
+            })?;
+        drop(client);
+
+        let (announce, changes) = watch::channel(0);
+        let (ready, started) = oneshot::channel();
+        let listener =
+            tokio::spawn(notify::listen(config, place.clone(), announce, ready)).abort_handle();
+        let store = PostgresStore {
+            inner: Arc::new(Inner {
+                pool,
+                place: place.clone(),
+                changes,
+                listener,
+            }),
+        };
+        match started.await {
+            Ok(Ok(())) => Ok(store),
+            Ok(Err(e)) => Err(place.backend("listen for new messages".into(), e)),
+            Err(_) => Err(place.backend(
+                "listen for new messages".into(),
+                "the listening task stopped",
+            )),
+        }
+    }
+
+    /// Runs `job` on a pooled connection; a failure names `action`.
+    fn call<'a, T, F>(
+        &'a self,
+        action: impl FnOnce() -> String + Send + 'a,
+        job: impl FnOnce(Client) -> F + Send + 'a,
+    ) -> StoreFuture<'a, T>
+    where
+        T: Send + 'a,
+        F: Future<Output = Result<T, Failure>> + Send + 'a,
+    {
+        Box::pin(async move {
+            let result = match self.inner.pool.get().await {
+                Ok(client) => job(client).await,
+                Err(e) => Err(Failure::Pool(e)),
+            };
+            result.map_err(|f| self.inner.place.fail(f, action))
+        })
+    }
+}
+
+/// A pool error, with the server's own message when it has one.
+fn pool_error(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => describe(e),
+        other => other.to_string(),
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("place", &self.inner.place.to_string())
+            .field("pool", &self.inner.pool.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store for PostgresStore {
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
+        let row = Row::encode(message);
+        Box::pin(async move {
+            let inserted = self
+                .call(
+                    || format!("save message `{}`", message.id),
+                    |c| async move { sql::insert(&c, &row).await },
+                )
+                .await?;
+            inserted.ok_or_else(|| StoreError::Duplicate {
+                id: message.id.clone(),
+            })
+        })
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
+        self.call(
+            move || format!("read message `{id}`"),
+            move |c| async move { sql::get(&c, id).await },
+        )
+    }
+
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
+        self.call(
+            move || format!("load the history of session `{session_id}`"),
+            move |c| async move {
+                let found = sql::history_after(&c, session_id, 0).await?;
+                Ok(found.into_iter().map(|(_, m)| m).collect())
+            },
+        )
+    }
+
+    fn history_after<'a>(
+        &'a self,
+        session_id: &'a str,
+        seq: Seq,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        self.call(
+            move || format!("load the history of session `{session_id}` after seq {seq}"),
+            move |c| async move { sql::history_after(&c, session_id, seq).await },
+        )
+    }
+
+    fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        self.call(
+            move || format!("read the messages after seq {seq}"),
+            move |c| async move { sql::after(&c, seq, limit).await },
+        )
+    }
+
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let stored = name(status);
+        self.call(
+            move || format!("list the messages with status `{}`", name(status)),
+            move |c| async move { sql::with_status(&c, &stored).await },
+        )
+    }
+
+    fn transition<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, bool> {
+        let from_names: Vec<String> = from.iter().map(|s| name(*s)).collect();
+        let to_name = name(to);
+        self.call(
+            move || format!("set the status of message `{id}` to `{}`", name(to)),
+            move |c| async move { sql::transition(&c, id, &from_names, &to_name).await },
+        )
+    }
+
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        self.call(
+            || "list the sessions".into(),
+            |c| async move { sql::sessions(&c).await },
+        )
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        self.call(
+            || "read the last seq".into(),
+            |c| async move { sql::last_seq(&c).await },
+        )
+    }
+
+    fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let ttl_ms = ttl.as_secs_f64() * 1000.0;
+        self.call(
+            move || format!("lease session `{session_id}`"),
+            move |c| async move { sql::lease(&c, session_id, holder, ttl_ms).await },
+        )
+    }
+
+    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
+        self.call(
+            move || format!("release the lease of session `{session_id}`"),
+            move |c| async move { sql::release(&c, session_id, holder).await },
+        )
+    }
+
+    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        self.call(
+            || "requeue the turns of expired leases".into(),
+            |c| async move { sql::requeue_expired(&c).await },
+        )
+    }
+
+    fn changes(&self) -> Option<watch::Receiver<Seq>> {
+        Some(self.inner.changes.clone())
+    }
+}
