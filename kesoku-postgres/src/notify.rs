@@ -18,6 +18,9 @@ use tokio_postgres::{AsyncMessage, Config, NoTls};
 use crate::error::{Place, describe};
 use crate::sql::{self, CHANNEL};
 
+/// The listening connection's `application_name`.
+pub(crate) const APPLICATION_NAME: &str = "kesoku listener";
+
 /// The longest wait between two attempts to connect again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -55,6 +58,9 @@ async fn listen_once(
     announce: &watch::Sender<Seq>,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), String> {
+    let mut config = config.clone();
+    // So an operator (or a test) can tell it in `pg_stat_activity`.
+    config.application_name(APPLICATION_NAME);
     let (client, mut connection) = config.connect(NoTls).await.map_err(|e| describe(&e))?;
     let (tx, mut notifications) = tokio::sync::mpsc::unbounded_channel();
     // The connection's messages (notifications among them) come only as

@@ -4,7 +4,7 @@
 
 /// The URL of a new, empty database, or `None` (and a line saying the
 /// test is skipped) when no server is configured.
-pub async fn fresh_database(test: &str) -> Option<String> {
+pub(crate) async fn fresh_database(test: &str) -> Option<String> {
     let Ok(url) = std::env::var("KESOKU_TEST_PG_URL") else {
         eprintln!(
             "skipped {test}: KESOKU_TEST_PG_URL is not set (start a server with `tools/postgres/start.sh target/pg` and set it to the URL it prints)"

@@ -63,13 +63,15 @@ pub(crate) async fn take(
     let mut retry = LEASE_RETRY;
     // The lease first, then the claim: a claimed message's session is
     // always leased, so only a dead worker's turns are requeued.
-    loop {
+    let valid_until = loop {
+        let asked = Instant::now();
         if store
             .lease(session, &shared.holder, shared.lease)
             .await
             .map_err(GatewayError::from)?
         {
-            break;
+            // The database's clock started the lease after `asked`.
+            break asked + shared.lease;
         }
         let status = store
             .get(&message.id)
@@ -81,17 +83,20 @@ pub(crate) async fn take(
         }
         tokio::time::sleep(retry).await;
         retry = (retry * 2).min(LEASE_RETRY_MAX);
-    }
+    };
     let outcome = if shared.gateway.claim(&message.id).await? {
         let run = turn(shared, &slot, message, seq);
         let mut run = pin!(run);
         tokio::select! {
             biased;
             outcome = &mut run => Some(outcome),
-            () = keep_lease(shared, session) => {
-                tracing::warn!(session, "the session's lease was lost; its turn stops");
-                slot.stop();
-                Some(run.await)
+            () = keep_lease(shared, session, valid_until) => {
+                // Another worker may have the session by now: this one
+                // stops at once and posts nothing more. Whoever resumes
+                // the turn answers its open calls.
+                tracing::warn!(session, "the session's lease could not be renewed in time; its turn stops here and resumes elsewhere");
+                slot.set_running(0);
+                None
             }
         }
     } else {
@@ -104,22 +109,29 @@ pub(crate) async fn take(
     outcome.transpose()
 }
 
-/// Renews `session`'s lease every third of its length; returns when it
-/// is lost (another holder took it, or it could not be renewed in time).
-async fn keep_lease(shared: &Shared, session: &str) {
+/// Renews `session`'s lease every third of its length; returns once it
+/// is lost (another holder took it) or is about to expire unrenewed (at
+/// `valid_until`, less a margin, as this process's clock measures it from
+/// when the last successful renewal was sent, which is never later than
+/// the database's).
+async fn keep_lease(shared: &Shared, session: &str, mut valid_until: Instant) {
     let store = shared.gateway.store();
     let every = shared.lease / 3;
-    let mut renewed = Instant::now();
+    let margin = shared.lease / 10;
     loop {
-        tokio::time::sleep(every).await;
-        match store.lease(session, &shared.holder, shared.lease).await {
-            Ok(true) => renewed = Instant::now(),
-            Ok(false) => return,
-            Err(e) => {
+        let deadline = valid_until.checked_sub(margin).unwrap_or(valid_until);
+        let next = (Instant::now() + every).min(deadline);
+        tokio::time::sleep_until(next.into()).await;
+        let sent = Instant::now();
+        if sent >= deadline {
+            return;
+        }
+        let renewal = store.lease(session, &shared.holder, shared.lease);
+        match tokio::time::timeout_at(deadline.into(), renewal).await {
+            Ok(Ok(true)) => valid_until = sent + shared.lease,
+            Ok(Ok(false)) | Err(_) => return,
+            Ok(Err(e)) => {
                 tracing::warn!(session, error = %e, "could not renew a session's lease");
-                if renewed.elapsed() + every >= shared.lease {
-                    return;
-                }
             }
         }
     }
@@ -215,9 +227,17 @@ impl Turn<'_> {
     }
 
     async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
-        // A newer message arrived while this one waited for the session.
+        // A newer message arrived while this one waited for the session
+        // (or before a dead worker's turn was resumed: that one may have
+        // been answered already).
         if self.interrupted() {
-            return self.end_interrupted().await;
+            let view = self.load_view().await?;
+            let answered = self.answered_already(&view.messages);
+            self.shared.sessions.put_view(&self.user.session_id, view);
+            return match answered {
+                Some(answer) => self.end_answered(answer).await,
+                None => self.end_interrupted().await,
+            };
         }
         let ctx = self.context().await?;
         let (registry, declarations) = self.shared.tools.current();
@@ -232,16 +252,7 @@ impl Turn<'_> {
         // message processed: the turn is done, not to be answered again.
         if let Some(answer) = self.answered_already(&view.messages) {
             self.shared.sessions.put_view(&self.user.session_id, view);
-            return match answer {
-                Err(()) => {
-                    self.settle(Status::Error).await?;
-                    Ok(self.outcome(TurnStatus::Failed, None))
-                }
-                Ok(answer) => {
-                    self.settle(Status::Processed).await?;
-                    Ok(self.outcome(TurnStatus::Completed, answer))
-                }
-            };
+            return self.end_answered(answer).await;
         }
         // The turn adds to the view as it goes; what it stored is read
         // back, in the store's order, by the next turn.
@@ -515,6 +526,24 @@ impl Turn<'_> {
         }
         self.settle(Status::Processed).await?;
         Ok(self.outcome(TurnStatus::Completed, answer))
+    }
+
+    /// Ends a turn found answered when it was resumed (see
+    /// [`answered_already`](Self::answered_already)).
+    async fn end_answered(
+        &mut self,
+        answer: Result<Option<String>, ()>,
+    ) -> Result<TurnOutcome, AgentError> {
+        match answer {
+            Err(()) => {
+                self.settle(Status::Error).await?;
+                Ok(self.outcome(TurnStatus::Failed, None))
+            }
+            Ok(answer) => {
+                self.settle(Status::Processed).await?;
+                Ok(self.outcome(TurnStatus::Completed, answer))
+            }
+        }
     }
 
     async fn end_step_limit(&mut self) -> Result<TurnOutcome, AgentError> {
