@@ -41,6 +41,11 @@ fn example(name: &str) -> PathBuf {
     path
 }
 
+/// An answer that quotes a call cut off by a worker's death: the turn
+/// resumed with that call answered as interrupted (as after a crash on
+/// `SQLite`), and the model answered from there.
+const HEALED: &str = "2 + 3 = Error: the call to `add` was interrupted before it returned a result; it may or may not have run";
+
 /// A model call a worker logged: (worker, prompt id, start µs, end µs).
 type Call = (usize, String, u128, u128);
 
@@ -221,7 +226,7 @@ async fn check_sessions(
             assert_eq!(results, 1, "{session}: results of call {}", call.id);
         }
         // In the store's order: the second prompt after the first's answer.
-        let pos = |pred: &dyn Fn(&Message) -> bool| history.iter().position(|m| pred(m)).unwrap();
+        let pos = |pred: &dyn Fn(&Message) -> bool| history.iter().position(pred).unwrap();
         let first_answer = pos(&|m| {
             m.role == Role::Assistant
                 && m.status == Status::Pending
@@ -372,7 +377,6 @@ async fn a_killed_workers_turns_are_resumed_and_none_is_answered_twice() {
     // A turn cut off between its call and the call's result is resumed
     // with that call answered as interrupted (as after a crash on
     // SQLite), and the model answers from there.
-    const HEALED: &str = "2 + 3 = Error: the call to `add` was interrupted before it returned a result; it may or may not have run";
     assert!(
         said.iter().all(|a| a == "2 + 3 = 5" || a == HEALED),
         "{said:?}"
@@ -393,6 +397,9 @@ async fn a_killed_workers_turns_are_resumed_and_none_is_answered_twice() {
     // the same rules.
     check_sessions(&*store, &asked, &calls).await;
 }
+
+/// How many messages each poster process posts.
+const EACH: usize = 400;
 
 /// Ends every connection of this database that is waiting in `LISTEN`
 /// (each store's listening one); how many.
@@ -421,7 +428,6 @@ async fn a_listener_sees_every_message_other_processes_post_in_order_across_reco
     else {
         return;
     };
-    const EACH: usize = 400;
     let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
     // No periodic read: only the store's announcements deliver.
     let gateway =

@@ -13,20 +13,21 @@ use kesoku::store::{MemoryStore, Store, StoreError};
 use kesoku::{Message, MessageType, Role, Status};
 use serde_json::json;
 
+/// Opens another handle on a fixture's database.
+type Opener = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync>;
+
 /// A fresh, empty database and a way to open more handles on it.
 struct Fixture {
     store: Arc<dyn Store>,
     /// Another handle on the same database: for `SQLite` or PostgreSQL a
     /// new connection, as a second process would open.
-    handle: Box<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync>,
+    handle: Opener,
     /// Keeps the database's directory alive.
     _dir: Option<tempfile::TempDir>,
 }
 
 /// A handle that is `store` itself.
-fn same(
-    store: &Arc<dyn Store>,
-) -> Box<dyn Fn() -> Pin<Box<dyn Future<Output = Arc<dyn Store>> + Send>> + Send + Sync> {
+fn same(store: &Arc<dyn Store>) -> Opener {
     let same = Arc::clone(store);
     Box::new(move || {
         let same = Arc::clone(&same);
@@ -34,6 +35,7 @@ fn same(
     })
 }
 
+#[allow(clippy::unused_async)] // every fixture has the same signature
 async fn memory() -> Option<Fixture> {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     Some(Fixture {
@@ -44,6 +46,7 @@ async fn memory() -> Option<Fixture> {
 }
 
 #[cfg(feature = "sqlite")]
+#[allow(clippy::unused_async)] // every fixture has the same signature
 async fn sqlite() -> Option<Fixture> {
     use kesoku::store::SqliteStore;
     let dir = tempfile::tempdir().unwrap();
@@ -60,6 +63,7 @@ async fn sqlite() -> Option<Fixture> {
 }
 
 #[cfg(feature = "sqlite")]
+#[allow(clippy::unused_async)] // every fixture has the same signature
 async fn sqlite_in_memory() -> Option<Fixture> {
     let store: Arc<dyn Store> = Arc::new(kesoku::store::SqliteStore::in_memory().unwrap());
     Some(Fixture {

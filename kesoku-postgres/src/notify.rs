@@ -94,9 +94,10 @@ async fn listen_once(
             let _ = ready.send(Ok(()));
         }
         while let Some(item) = notifications.recv().await {
-            match item?.parse::<Seq>() {
-                Ok(seq) => raise(announce, seq),
-                Err(_) => tracing::warn!("a notification on {CHANNEL} that is not a seq"),
+            if let Ok(seq) = item?.parse::<Seq>() {
+                raise(announce, seq);
+            } else {
+                tracing::warn!("a notification on {CHANNEL} that is not a seq");
             }
         }
         Err("the connection's driver stopped".to_owned())

@@ -6,7 +6,7 @@
 use tokio_postgres::Client;
 
 /// The advisory lock key migrations run under ("kesoku" in ASCII).
-const MIGRATION_LOCK: i64 = 0x6B_6573_6F6B_75;
+const MIGRATION_LOCK: i64 = 0x6B65_736F_6B75;
 
 /// Version 1: sessions, messages, the order counter and turn leases.
 ///
@@ -67,6 +67,7 @@ CREATE TABLE kesoku_leases (
 const MIGRATIONS: &[&str] = &[V1];
 
 /// The schema version this build knows.
+#[allow(clippy::cast_possible_wrap)] // a handful of migrations
 pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Applies the migrations the database lacks, in one transaction, under
