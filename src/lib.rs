@@ -51,7 +51,8 @@ pub use kesoku_mcp as mcp;
 /// Where sessions and their messages are kept: the [`Store`](store::Store)
 /// trait, [`MemoryStore`](store::MemoryStore), and, with the `sqlite`
 /// feature (on by default), `SqliteStore`, the embedded store in a `SQLite`
-/// file.
+/// file; with the `postgres` feature, `PostgresStore`, one store for many
+/// agent processes on PostgreSQL.
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] {

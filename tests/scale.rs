@@ -62,6 +62,7 @@ async fn worker(
     url: &str,
     lease_ms: u64,
     calls: &Arc<Mutex<HashMap<String, Vec<Call>>>>,
+    kill_after: Option<usize>,
 ) -> Worker {
     let mut child = Command::new(example("agent_worker"))
         .args([
@@ -81,8 +82,10 @@ async fn worker(
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let (ready_tx, ready) = oneshot::channel();
     let calls = Arc::clone(calls);
+    let pid = child.id().expect("the worker runs").to_string();
     tokio::spawn(async move {
         let mut ready_tx = Some(ready_tx);
+        let mut made = 0;
         while let Ok(Some(line)) = lines.next_line().await {
             let parts: Vec<&str> = line.split(' ').collect();
             match parts.as_slice() {
@@ -103,6 +106,15 @@ async fn worker(
                             start.parse().unwrap(),
                             end.parse().unwrap(),
                         ));
+                    made += 1;
+                    // Killed with SIGKILL as it logs this call: its other
+                    // turns are in flight.
+                    if kill_after == Some(made) {
+                        std::process::Command::new("kill")
+                            .args(["-KILL", &pid])
+                            .status()
+                            .unwrap();
+                    }
                 }
                 _ => {}
             }
@@ -277,20 +289,13 @@ async fn run_sessions(
     gateway: &Gateway,
     answers: &Arc<Answers>,
     sessions: usize,
-    after_first: impl Fn() + Send + Sync + 'static,
 ) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
-    let after_first = Arc::new(after_first);
     let mut tasks = Vec::new();
     for s in 0..sessions {
-        let (gateway, answers, after_first) = (
-            gateway.clone(),
-            Arc::clone(answers),
-            Arc::clone(&after_first),
-        );
+        let (gateway, answers) = (gateway.clone(), Arc::clone(answers));
         tasks.push(tokio::spawn(async move {
             let session = format!("s{s:03}");
             let (p1, a1) = answers.ask(&gateway, &session, "first").await;
-            after_first();
             let (p2, a2) = answers.ask(&gateway, &session, "second").await;
             (session, vec![p1, p2], [a1, a2])
         }));
@@ -317,10 +322,10 @@ async fn three_workers_answer_each_prompt_once_with_turns_in_order() {
     let calls = Arc::default();
     let mut workers = Vec::new();
     for n in 0..3 {
-        workers.push(worker(n, &url, 2_000, &calls).await);
+        workers.push(worker(n, &url, 2_000, &calls, None).await);
     }
     let answers = Arc::new(Answers::new(&gateway).await);
-    let (asked, said) = run_sessions(&gateway, &answers, 300, || {}).await;
+    let (asked, said) = run_sessions(&gateway, &answers, 300).await;
     assert!(said.iter().all(|a| a == "2 + 3 = 5"), "{said:?}");
     let calls = calls.lock().unwrap().clone();
     check_sessions(&*store, &asked, &calls).await;
@@ -351,23 +356,12 @@ async fn a_killed_workers_turns_are_resumed_and_none_is_answered_twice() {
     let calls = Arc::default();
     let mut workers = Vec::new();
     for n in 0..3 {
-        workers.push(worker(n, &url, 1_000, &calls).await);
+        workers.push(worker(n, &url, 1_000, &calls, (n == 0).then_some(30)).await);
     }
-    let victim = workers[0].child.id().expect("worker 0 runs");
     let answers = Arc::new(Answers::new(&gateway).await);
-    // Once 40 first prompts are answered, worker 0 is killed, mid-turn:
-    // it holds a third of the sessions' turns at any moment.
-    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = Arc::clone(&answered);
-    let (asked, said) = run_sessions(&gateway, &answers, 120, move || {
-        if counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 40 {
-            std::process::Command::new("kill")
-                .args(["-KILL", &victim.to_string()])
-                .status()
-                .unwrap();
-        }
-    })
-    .await;
+    // Worker 0 is killed as it logs its 30th model call, mid-turn: it
+    // holds a third of the sessions' turns at any moment.
+    let (asked, said) = run_sessions(&gateway, &answers, 120).await;
     let status = workers[0].child.wait().await.unwrap();
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
@@ -388,8 +382,9 @@ async fn a_killed_workers_turns_are_resumed_and_none_is_answered_twice() {
         .any(|w| w.stderr.lock().unwrap().contains("resuming turns"));
     assert!(
         resumed,
-        "no worker resumed a turn:\n{}",
-        workers[1].stderr.lock().unwrap()
+        "no worker resumed a turn:\n{}\n{}",
+        workers[1].stderr.lock().unwrap(),
+        workers[2].stderr.lock().unwrap()
     );
     // A call the dead worker had begun was never logged (it logs calls
     // that end); those it finished came before its death, and a turn is

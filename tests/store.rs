@@ -684,6 +684,10 @@ async fn leases_are_exclusive_until_they_expire(f: Fixture) {
     assert!(other.lease("s3", "b", long).await.unwrap());
     assert!(!f.store.lease("s3", "a", long).await.unwrap());
     assert!(!f.store.release("s3", "a").await.unwrap());
+    // Breaking one frees it whoever holds it.
+    assert!(f.store.break_lease("s3").await.unwrap());
+    assert!(!f.store.break_lease("s3").await.unwrap());
+    assert!(f.store.lease("s3", "a", long).await.unwrap());
 
     // Many claimants at once on two handles: one winner.
     let handles = [f.store.clone(), other];

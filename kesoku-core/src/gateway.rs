@@ -18,11 +18,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::Stream;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use crate::delta::Delta;
 use crate::message::{Message, Role, Status};
-use crate::store::{MemoryStore, Seq, Store, StoreError};
+use crate::store::{Announced, Header, MemoryStore, Seq, Store, StoreError};
 
 /// Why the gateway could not save or deliver a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,6 +88,16 @@ impl Filter {
     pub fn after(mut self, seq: Seq) -> Self {
         self.after = Some(seq);
         self
+    }
+
+    /// Whether a message with this header may pass the filter (it does,
+    /// since the filter reads nothing else).
+    fn admits(&self, header: &Header) -> bool {
+        self.session
+            .as_deref()
+            .is_none_or(|s| s == header.session_id)
+            && self.status.is_none_or(|s| s == header.status)
+            && self.roles.as_ref().is_none_or(|r| r.contains(&header.role))
     }
 
     /// Whether `message` passes the filter.
@@ -295,6 +305,7 @@ impl Gateway {
     pub async fn listen(&self, filter: Filter) -> Result<Listener, GatewayError> {
         // Subscribe before replaying: whatever is posted from now on is
         // either in the replay or arrives live, and its `Seq` says which.
+        let changes = self.inner.store.changes();
         let mut state = Listening {
             live: self.inner.live.subscribe(),
             store: Arc::clone(&self.inner.store),
@@ -302,14 +313,14 @@ impl Gateway {
             seen: 0,
             seen_above: BTreeSet::new(),
             ready: VecDeque::new(),
-            changes: self.inner.store.changes(),
             // A store that announces changes is read on its word; the
             // timer is only a safety net then.
-            poll: tokio::time::interval(if self.inner.store.changes().is_some() {
+            poll: tokio::time::interval(if changes.is_some() {
                 self.inner.poll.max(ANNOUNCED_POLL)
             } else {
                 self.inner.poll
             }),
+            changes,
         };
         state.replay().await?;
         Ok(Listener {
@@ -381,7 +392,7 @@ struct Listening {
     seen_above: BTreeSet<Seq>,
     ready: VecDeque<Delivery>,
     /// The store's announcements, if it makes them.
-    changes: Option<watch::Receiver<Seq>>,
+    changes: Option<broadcast::Receiver<Announced>>,
     poll: tokio::time::Interval,
 }
 
@@ -406,10 +417,13 @@ impl Listening {
                 },
                 // Messages other processes posted reach this one's store
                 // only: as it announces them, or as the timer finds them.
-                stored = announced(&mut self.changes) => {
-                    if !self.saw_all_up_to(stored)
-                        && let Err(e) = self.catch_up().await
-                    {
+                news = announced(&mut self.changes) => {
+                    let read = match news {
+                        Some(news) => self.hear(&news).await,
+                        // Fell behind the announcements.
+                        None => self.catch_up().await,
+                    };
+                    if let Err(e) = read {
                         return Some((Err(e.into()), self));
                     }
                 }
@@ -453,38 +467,57 @@ impl Listening {
         Ok(())
     }
 
-    /// Whether every message up to `stored` was delivered live already
-    /// (the store announced this process's own posts); if so, that is
-    /// what was seen, and no read is needed.
-    fn saw_all_up_to(&mut self, stored: Seq) -> bool {
-        if stored <= self.seen {
-            return true;
+    /// Takes in what the store announced: nothing to do for a message
+    /// seen already, or one the filter rejects by its header; else the
+    /// store is read up to it.
+    async fn hear(&mut self, news: &Announced) -> Result<(), StoreError> {
+        if news.seq <= self.seen || self.seen_above.contains(&news.seq) {
+            return Ok(());
         }
-        let between = usize::try_from(stored - self.seen).unwrap_or(usize::MAX);
-        if self.seen_above.range(self.seen + 1..=stored).count() < between {
-            return false;
+        if let Some(header) = &news.header
+            && !self.filter.admits(header)
+        {
+            self.seen_above.insert(news.seq);
+            self.advance();
+            return Ok(());
         }
-        self.seen = stored;
-        self.seen_above = self.seen_above.split_off(&(stored + 1));
-        true
+        // Everything up to `news.seq` is stored: one read, no `last_seq`.
+        for (seq, message) in read_after(&*self.store, self.seen, news.seq).await? {
+            self.take(seq, message);
+        }
+        self.seen = self.seen.max(news.seq);
+        self.seen_above = self.seen_above.split_off(&(self.seen + 1));
+        Ok(())
+    }
+
+    /// Moves `seen` over the seqs just above it that were seen.
+    fn advance(&mut self) {
+        while self.seen_above.first() == Some(&(self.seen + 1)) {
+            self.seen_above.pop_first();
+            self.seen += 1;
+        }
     }
 
     /// Queues `message` unless it was seen already or the filter rejects it.
     fn take(&mut self, seq: Seq, message: Message) {
-        if seq > self.seen && self.seen_above.insert(seq) && self.filter.matches(&message) {
-            self.ready.push_back(Delivery { seq, message });
+        if seq > self.seen && self.seen_above.insert(seq) {
+            if self.filter.matches(&message) {
+                self.ready.push_back(Delivery { seq, message });
+            }
+            self.advance();
         }
     }
 }
 
-/// The next `Seq` the store announces; never, for a store that does not
-/// announce (or stopped).
-async fn announced(changes: &mut Option<watch::Receiver<Seq>>) -> Seq {
+/// The next announcement of the store (`None`: this listener fell behind
+/// them); never, for a store that does not announce (or stopped).
+async fn announced(changes: &mut Option<broadcast::Receiver<Announced>>) -> Option<Announced> {
     if let Some(rx) = changes {
-        if rx.changed().await.is_ok() {
-            return *rx.borrow_and_update();
+        match rx.recv().await {
+            Ok(news) => return Some(news),
+            Err(broadcast::error::RecvError::Lagged(_)) => return None,
+            Err(broadcast::error::RecvError::Closed) => *changes = None,
         }
-        *changes = None;
     }
     std::future::pending().await
 }

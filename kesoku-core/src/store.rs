@@ -3,9 +3,9 @@
 //!
 //! A store is the one source of truth of a running agent: the gateway
 //! saves every message in it before delivering it, listeners catch up from
-//! it, and a claim is a conditional update in it. Nothing an agent needs
-//! lives only in one process's memory, so several processes can share a
-//! store that a server database backs.
+//! it, and a claim and a session's turn lease are conditional updates in
+//! it. Nothing an agent needs lives only in one process's memory, so
+//! several processes can share a store that a server database backs.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,7 +15,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
+use tokio::sync::broadcast;
 
 use crate::message::{Message, MessageType, Role, Status};
 
@@ -58,6 +58,52 @@ pub enum StoreError {
         /// What is wrong with it.
         message: String,
     },
+}
+
+/// What a store announces ([`Store::changes`]): every message up to `seq`
+/// is stored and visible, and, when the store can say, the fields of the
+/// message at `seq` that a listener's filter reads, so a listener that
+/// does not want it need not read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Announced {
+    /// Every message up to this one is stored.
+    pub seq: Seq,
+    /// The message at `seq`: its session, role and status as stored.
+    /// `None` when only `seq` is known (after a reconnect, say).
+    pub header: Option<Header>,
+}
+
+/// The fields of an [`Announced`] message a listener's filter reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Header {
+    /// Its session.
+    pub session_id: String,
+    /// Its role.
+    pub role: Role,
+    /// Its status when it was stored.
+    pub status: Status,
+}
+
+impl Announced {
+    /// Every message up to `seq` is stored; nothing more is known.
+    pub fn upto(seq: Seq) -> Self {
+        Announced { seq, header: None }
+    }
+
+    /// The message at `seq` is stored (and every one before it), with
+    /// these fields.
+    pub fn message(seq: Seq, session_id: impl Into<String>, role: Role, status: Status) -> Self {
+        Announced {
+            seq,
+            header: Some(Header {
+                session_id: session_id.into(),
+                role,
+                status,
+            }),
+        }
+    }
 }
 
 /// A session as a store lists it.
@@ -177,17 +223,24 @@ pub trait Store: Send + Sync + 'static {
     /// hold it (it expired and another took it).
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool>;
 
+    /// Drops `session_id`'s lease, whoever holds it; whether there was
+    /// one. For start-up recovery on a store no other agent uses (the
+    /// holder died with the process): a live holder elsewhere would find
+    /// its lease gone.
+    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool>;
+
     /// Puts every user message left `processing` in a session whose lease
     /// has expired (or was never taken) back to `pending_agent`, in one
     /// conditional update, and returns them with their `Seq`s: the turns
     /// of a worker that died, for another to take.
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>>;
 
-    /// Where the store announces that messages were stored, by this
-    /// process or any other: the largest `Seq` known stored, sent as it
-    /// grows. `None` (the default) when the store cannot tell; listeners
-    /// then read the store now and then for other processes' messages.
-    fn changes(&self) -> Option<watch::Receiver<Seq>> {
+    /// Where the store announces the messages stored, by this process or
+    /// any other, as they are. `None` (the default) when the store cannot
+    /// tell; listeners then read the store now and then for other
+    /// processes' messages. A listener that falls behind the channel
+    /// reads what it missed from the store.
+    fn changes(&self) -> Option<broadcast::Receiver<Announced>> {
         None
     }
 }
@@ -411,6 +464,11 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(held)))
     }
 
+    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
+        let broken = self.lock().leases.remove(session_id).is_some();
+        Box::pin(std::future::ready(Ok(broken)))
+    }
+
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         let mut m = self.lock();
         let now = Instant::now();
@@ -479,10 +537,13 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         (**self).release(session_id, holder)
     }
+    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
+        (**self).break_lease(session_id)
+    }
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         (**self).requeue_expired()
     }
-    fn changes(&self) -> Option<watch::Receiver<Seq>> {
+    fn changes(&self) -> Option<broadcast::Receiver<Announced>> {
         (**self).changes()
     }
 }

@@ -11,8 +11,9 @@
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use kesoku_core::store::Seq;
-use tokio::sync::{oneshot, watch};
+use kesoku_core::row::variant;
+use kesoku_core::store::{Announced, Seq};
+use tokio::sync::{broadcast, oneshot};
 use tokio_postgres::{AsyncMessage, Config, NoTls};
 
 use crate::error::{Place, describe};
@@ -30,7 +31,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 pub(crate) async fn listen(
     config: Config,
     place: Place,
-    announce: watch::Sender<Seq>,
+    announce: broadcast::Sender<Announced>,
     ready: oneshot::Sender<Result<(), String>>,
 ) {
     let mut ready = Some(ready);
@@ -55,7 +56,7 @@ pub(crate) async fn listen(
 /// holds, then each notification, until the connection fails.
 async fn listen_once(
     config: &Config,
-    announce: &watch::Sender<Seq>,
+    announce: &broadcast::Sender<Announced>,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
 ) -> Result<(), String> {
     let mut config = config.clone();
@@ -89,15 +90,17 @@ async fn listen_once(
             crate::error::Failure::Sql(e) => describe(&e),
             other => format!("{other:?}"),
         })?;
-        raise(announce, last);
+        // Receivers come and go; none listening is fine.
+        let _ = announce.send(Announced::upto(last));
         if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
         }
         while let Some(item) = notifications.recv().await {
-            if let Ok(seq) = item?.parse::<Seq>() {
-                raise(announce, seq);
-            } else {
-                tracing::warn!("a notification on {CHANNEL} that is not a seq");
+            match parse(&item?) {
+                Some(news) => {
+                    let _ = announce.send(news);
+                }
+                None => tracing::warn!("a notification on {CHANNEL} that kesoku did not send"),
             }
         }
         Err("the connection's driver stopped".to_owned())
@@ -107,13 +110,43 @@ async fn listen_once(
     result
 }
 
-/// Announces `seq` if it is past what was announced.
-fn raise(announce: &watch::Sender<Seq>, seq: Seq) {
-    announce.send_if_modified(|at| {
-        let later = seq > *at;
-        if later {
-            *at = seq;
-        }
-        later
-    });
+/// A payload as the insert writes it: `SEQ ROLE STATUS SESSION`, or `SEQ`.
+fn parse(payload: &str) -> Option<Announced> {
+    let mut parts = payload.splitn(4, ' ');
+    let seq: Seq = parts.next()?.parse().ok()?;
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(role), Some(status), Some(session)) => Some(Announced::message(
+            seq,
+            session,
+            variant(role).ok()?,
+            variant(status).ok()?,
+        )),
+        (None, None, None) => Some(Announced::upto(seq)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kesoku_core::store::Announced;
+    use kesoku_core::{Role, Status};
+
+    use super::parse;
+
+    #[test]
+    fn payloads_read_back() {
+        assert_eq!(
+            parse("42 user pending_agent a session id"),
+            Some(Announced::message(
+                42,
+                "a session id",
+                Role::User,
+                Status::PendingAgent
+            ))
+        );
+        assert_eq!(parse("7"), Some(Announced::upto(7)));
+        assert_eq!(parse("x"), None);
+        assert_eq!(parse("7 wizard pending s"), None);
+        assert_eq!(parse("7 user"), None);
+    }
 }

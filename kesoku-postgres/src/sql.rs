@@ -12,12 +12,15 @@ use crate::error::{Failure, is_duplicate};
 const COLUMNS: &str =
     "seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id";
 
-/// The `NOTIFY` channel each insert announces its seq on.
+/// The `NOTIFY` channel each insert announces itself on, with the payload
+/// `SEQ ROLE STATUS SESSION` (just `SEQ` for a session id over 512 bytes:
+/// a payload must stay under 8,000).
 pub(crate) const CHANNEL: &str = "kesoku_messages";
 
 /// Saves `row` and its session; its seq, or `None` for a duplicate id.
 ///
-/// One statement, so one round trip and one transaction: the counter is
+/// One statement, so one round trip and one transaction (the `NOTIFY`
+/// included, sent when it commits): the counter is
 /// taken first (every part reads `c`), which orders the inserts and keeps
 /// two of one session from locking its row in opposite orders; the
 /// notification goes out when it commits.
@@ -39,7 +42,9 @@ pub(crate) async fn insert(client: &Client, row: &Row) -> Result<Option<Seq>, Fa
                  SELECT c.seq, $1, $2, $3, $4, $5, $6, $7, $8, $10, $9 FROM c
                  RETURNING seq
              )
-             SELECT seq, pg_notify('kesoku_messages', seq::text) FROM m",
+             SELECT seq, pg_notify('kesoku_messages', CASE
+                 WHEN octet_length($2) <= 512 THEN seq || ' ' || $4 || ' ' || $6 || ' ' || $2
+                 ELSE seq::text END) FROM m",
         )
         .await?;
     let content = row.content.as_bytes();
@@ -181,6 +186,14 @@ pub(crate) async fn release(
         .prepare_cached("DELETE FROM kesoku_leases WHERE session_id = $1 AND holder = $2")
         .await?;
     Ok(client.execute(&stmt, &[&session_id, &holder]).await? == 1)
+}
+
+/// Drops `session_id`'s lease, whoever holds it; whether there was one.
+pub(crate) async fn break_lease(client: &Client, session_id: &str) -> Result<bool, Failure> {
+    let stmt = client
+        .prepare_cached("DELETE FROM kesoku_leases WHERE session_id = $1")
+        .await?;
+    Ok(client.execute(&stmt, &[&session_id]).await? == 1)
 }
 
 /// Puts the `processing` user messages of sessions without a live lease

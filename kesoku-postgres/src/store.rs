@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use kesoku_core::row::{Row, name};
-use kesoku_core::store::{Seq, SessionInfo, Store, StoreError, StoreFuture};
+use kesoku_core::store::{Announced, Seq, SessionInfo, Store, StoreError, StoreFuture};
 use kesoku_core::{Message, Status};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{broadcast, oneshot};
 use tokio_postgres::NoTls;
 
 use crate::error::{Failure, Place, describe};
@@ -54,10 +54,14 @@ pub struct PostgresStore {
 struct Inner {
     pool: Pool,
     place: Place,
-    changes: watch::Receiver<Seq>,
+    changes: broadcast::Sender<Announced>,
     /// The listening task, stopped with the store.
     listener: tokio::task::AbortHandle,
 }
+
+/// How many announcements a listener may fall behind before it reads
+/// what it missed from the table instead.
+const ANNOUNCED: usize = 4096;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -120,7 +124,8 @@ impl PostgresStore {
             })?;
         drop(client);
 
-        let (announce, changes) = watch::channel(0);
+        let (announce, _) = broadcast::channel(ANNOUNCED);
+        let changes = announce.clone();
         let (ready, started) = oneshot::channel();
         let listener =
             tokio::spawn(notify::listen(config, place.clone(), announce, ready)).abort_handle();
@@ -286,6 +291,13 @@ impl Store for PostgresStore {
         )
     }
 
+    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
+        self.call(
+            move || format!("break the lease of session `{session_id}`"),
+            move |c| async move { sql::break_lease(&c, session_id).await },
+        )
+    }
+
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         self.call(
             || "requeue the turns of expired leases".into(),
@@ -293,7 +305,7 @@ impl Store for PostgresStore {
         )
     }
 
-    fn changes(&self) -> Option<watch::Receiver<Seq>> {
-        Some(self.inner.changes.clone())
+    fn changes(&self) -> Option<broadcast::Receiver<Announced>> {
+        Some(self.inner.changes.subscribe())
     }
 }

@@ -187,6 +187,14 @@ pub(crate) fn release(
     Ok(changed == 1)
 }
 
+/// Drops `session_id`'s lease, whoever holds it; whether there was one.
+pub(crate) fn break_lease(conn: &mut Connection, session_id: &str) -> Result<bool, Failure> {
+    let changed = conn
+        .prepare_cached("DELETE FROM leases WHERE session_id = ?1")?
+        .execute([session_id])?;
+    Ok(changed == 1)
+}
+
 /// Puts the `processing` user messages of sessions without a live lease
 /// back to `pending_agent`; those messages.
 pub(crate) fn requeue_expired(conn: &mut Connection) -> Result<Vec<(Seq, Message)>, Failure> {

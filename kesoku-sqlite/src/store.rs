@@ -305,6 +305,15 @@ impl Store for SqliteStore {
         )
     }
 
+    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
+        let session = session_id.to_owned();
+        self.call(
+            Lane::Write,
+            move || format!("break the lease of session `{session_id}`"),
+            move |conn| sql::break_lease(conn, &session),
+        )
+    }
+
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         self.call(
             Lane::Write,

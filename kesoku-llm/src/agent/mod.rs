@@ -437,12 +437,15 @@ impl Agent {
     }
 
     /// Start-up recovery: every user message left `processing` by a crash
-    /// goes back to `pending_agent`, for [`serve`](Self::serve) to take
-    /// again; its turn's unanswered tool calls are healed when it runs.
-    /// Returns how many were recovered.
+    /// goes back to `pending_agent`, its session's lease broken, for
+    /// [`serve`](Self::serve) to take again at once; its turn's unanswered
+    /// tool calls are healed when it runs. Returns how many were
+    /// recovered.
     ///
-    /// Run it in one process only when several share a store: to another
-    /// agent that is alive, its own turns look the same.
+    /// For a store this agent alone uses. Where several processes share
+    /// one, do not call it: a live agent's turns look the same, and
+    /// `serve` resumes a dead worker's turns by itself once their leases
+    /// expire.
     pub async fn recover(&self) -> Result<usize, AgentError> {
         let store = self.shared.gateway.store();
         let mut recovered = 0;
@@ -451,6 +454,10 @@ impl Agent {
             .await
             .map_err(kesoku_core::GatewayError::from)?
         {
+            store
+                .break_lease(&m.session_id)
+                .await
+                .map_err(kesoku_core::GatewayError::from)?;
             let back = store
                 .transition(&m.id, &[Status::Processing], Status::PendingAgent)
                 .await

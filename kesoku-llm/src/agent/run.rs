@@ -57,6 +57,15 @@ pub(crate) async fn take(
 ) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
     let _turn = slot.turn.lock().await;
+    // After the session's lock, so turns queued behind another of their
+    // session hold no permit other sessions could use; before the lease,
+    // so a worker leases (and claims) only sessions it can run now, and
+    // leaves the rest to workers with room.
+    let _permit = shared
+        .permits
+        .acquire()
+        .await
+        .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
     let store = shared.gateway.store();
     let session = message.session_id.clone();
     let session = session.as_str();
@@ -144,13 +153,6 @@ async fn turn(
     message: Message,
     seq: Seq,
 ) -> Result<TurnOutcome, AgentError> {
-    // Taken after the session's lock, so turns queued behind another of
-    // their session hold no permit other sessions could use.
-    let _permit = shared
-        .permits
-        .acquire()
-        .await
-        .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
     let span = tracing::info_span!(
         "agent_turn",
         session = %message.session_id,
