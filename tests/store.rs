@@ -102,7 +102,7 @@ macro_rules! store_suite {
             after_pages_in_order, with_status_lists_in_order, transition_is_conditional,
             concurrent_claims_have_one_winner, sessions_listing, reopening_sees_everything,
             concurrent_inserts_become_visible_in_order, leases_are_exclusive_until_they_expire,
-            expired_turns_are_requeued);
+            expired_turns_are_requeued, claim_next_takes_each_prompt_once_in_order);
     };
     (@tests $backend:ident, $fixture:path; $($test:ident),*) => {
         mod $backend {
@@ -767,4 +767,82 @@ async fn expired_turns_are_requeued(f: Fixture) {
         "only user messages are turns"
     );
     assert!(store.requeue_expired().await.unwrap().is_empty());
+}
+
+/// `claim_next` hands out the oldest prompt of a session no one leases,
+/// each to one claimant, and never a session's second prompt before its
+/// first; what it claimed is `processing` and its session leased.
+async fn claim_next_takes_each_prompt_once_in_order(f: Fixture) {
+    let long = Duration::from_secs(30);
+    let prompt = |id: &str, session: &str| {
+        msg(id, session, Role::User, "x", at(0, 0)).with_status(Status::PendingAgent)
+    };
+    // a1, b1, a2, an answer (not a prompt), c1 with c's lease held.
+    for (id, session) in [("a1", "a"), ("b1", "b"), ("a2", "a")] {
+        f.store.insert(&prompt(id, session)).await.unwrap();
+    }
+    f.store
+        .insert(&msg("x", "d", Role::Assistant, "x", at(0, 0)).with_status(Status::PendingAgent))
+        .await
+        .unwrap();
+    f.store.insert(&prompt("c1", "c")).await.unwrap();
+    assert!(f.store.lease("c", "other", long).await.unwrap());
+
+    let (seq, first) = f.store.claim_next("w1", long).await.unwrap().unwrap();
+    assert_eq!(
+        (first.id.as_str(), first.status),
+        ("a1", Status::Processing)
+    );
+    assert_eq!(
+        f.store.get("a1").await.unwrap().unwrap().status,
+        Status::Processing
+    );
+    assert_eq!(seq, f.store.after(0, 1).await.unwrap()[0].0);
+    // a is leased to w1 now: a2 waits; b1 is next; then nothing (c leased).
+    assert!(!f.store.lease("a", "w2", long).await.unwrap());
+    let (_, second) = f.store.claim_next("w2", long).await.unwrap().unwrap();
+    assert_eq!(second.id, "b1");
+    assert_eq!(f.store.claim_next("w3", long).await.unwrap(), None);
+    // Once a's lease is released, a2 goes.
+    assert!(f.store.release("a", "w1").await.unwrap());
+    let (_, third) = f.store.claim_next("w3", long).await.unwrap().unwrap();
+    assert_eq!(third.id, "a2");
+    assert!(f.store.release("a", "w3").await.unwrap());
+
+    // Many claimants on two handles, 40 prompts in 40 sessions: each once.
+    for i in 0..40 {
+        f.store
+            .insert(&prompt(&format!("p{i}"), &format!("s{i}")))
+            .await
+            .unwrap();
+    }
+    let handles = [f.store.clone(), (f.handle)().await];
+    let mut tasks = Vec::new();
+    for c in 0..8 {
+        let store = handles[c % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut misses = 0;
+            // A claimant that lost a race for a lease may get `None`
+            // while prompts remain: it asks again a few times.
+            while misses < 5 {
+                match store.claim_next(&format!("c{c}"), long).await.unwrap() {
+                    Some((_, m)) => got.push(m.id),
+                    None => {
+                        misses += 1;
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    let mut want: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
+    want.sort();
+    assert_eq!(all, want, "each prompt claimed exactly once");
 }

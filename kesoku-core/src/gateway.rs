@@ -419,7 +419,7 @@ impl Listening {
                 // only: as it announces them, or as the timer finds them.
                 news = announced(&mut self.changes) => {
                     let read = match news {
-                        Some(news) => self.hear(&news).await,
+                        Some(news) => self.hear(news).await,
                         // Fell behind the announcements.
                         None => self.catch_up().await,
                     };
@@ -467,25 +467,39 @@ impl Listening {
         Ok(())
     }
 
-    /// Takes in what the store announced: nothing to do for a message
-    /// seen already, or one the filter rejects by its header; else the
-    /// store is read up to it.
-    async fn hear(&mut self, news: &Announced) -> Result<(), StoreError> {
-        if news.seq <= self.seen || self.seen_above.contains(&news.seq) {
-            return Ok(());
+    /// Takes in what the store announced, `news` and whatever else is
+    /// waiting in the channel: nothing to do for messages seen already, or
+    /// ones the filter rejects by their header; for the rest, one read of
+    /// the store up to the last of them. (Under load, one read then
+    /// serves many announcements.)
+    async fn hear(&mut self, news: Announced) -> Result<(), StoreError> {
+        let mut wanted = None;
+        let mut next = Some(news);
+        while let Some(news) = next.take() {
+            if news.seq > self.seen && !self.seen_above.contains(&news.seq) {
+                match &news.header {
+                    Some(header) if !self.filter.admits(header) => {
+                        self.seen_above.insert(news.seq);
+                    }
+                    _ => wanted = wanted.max(Some(news.seq)),
+                }
+            }
+            next = match self.changes.as_mut().map(broadcast::Receiver::try_recv) {
+                Some(Ok(news)) => Some(news),
+                // Fell behind: what was missed is in the store.
+                Some(Err(broadcast::error::TryRecvError::Lagged(_))) => {
+                    return self.catch_up().await;
+                }
+                _ => None,
+            };
         }
-        if let Some(header) = &news.header
-            && !self.filter.admits(header)
-        {
-            self.seen_above.insert(news.seq);
-            self.advance();
-            return Ok(());
-        }
-        // Everything up to `news.seq` is stored: one read, no `last_seq`.
-        for (seq, message) in read_after(&*self.store, self.seen, news.seq).await? {
+        self.advance();
+        let Some(upto) = wanted else { return Ok(()) };
+        // Everything up to `upto` is stored: one read, no `last_seq`.
+        for (seq, message) in read_after(&*self.store, self.seen, upto).await? {
             self.take(seq, message);
         }
-        self.seen = self.seen.max(news.seq);
+        self.seen = self.seen.max(upto);
         self.seen_above = self.seen_above.split_off(&(self.seen + 1));
         Ok(())
     }

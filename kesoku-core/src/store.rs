@@ -223,6 +223,18 @@ pub trait Store: Send + Sync + 'static {
     /// hold it (it expired and another took it).
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool>;
 
+    /// Claims the oldest `pending_agent` user message whose session no one
+    /// holds a live lease on (and that has no older one pending), leasing
+    /// the session to `holder` for `ttl` and setting the message
+    /// `processing`, in one transaction; the message, with its `Seq`, or
+    /// `None` when there is none to take. How `serve` takes work: each
+    /// prompt goes to one worker, and a worker asks only when it has room.
+    fn claim_next<'a>(
+        &'a self,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<(Seq, Message)>>;
+
     /// Drops `session_id`'s lease, whoever holds it; whether there was
     /// one. For start-up recovery on a store no other agent uses (the
     /// holder died with the process): a live holder elsewhere would find
@@ -464,6 +476,35 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(held)))
     }
 
+    fn claim_next<'a>(
+        &'a self,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<(Seq, Message)>> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let Memory { log, leases, .. } = &mut *m;
+        // Sessions with an older prompt pending come first, or are leased.
+        let mut passed = std::collections::HashSet::new();
+        let mut found = None;
+        for (i, msg) in log.iter_mut().enumerate() {
+            if msg.status != Status::PendingAgent || msg.role != Role::User {
+                continue;
+            }
+            let leased = leases
+                .get(&msg.session_id)
+                .is_some_and(|(_, until)| *until > now);
+            if !leased && !passed.contains(msg.session_id.as_str()) {
+                msg.status = Status::Processing;
+                leases.insert(msg.session_id.clone(), (holder.to_owned(), now + ttl));
+                found = Some((seq_of(i), msg.clone()));
+                break;
+            }
+            passed.insert(msg.session_id.clone());
+        }
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
         let broken = self.lock().leases.remove(session_id).is_some();
         Box::pin(std::future::ready(Ok(broken)))
@@ -536,6 +577,13 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         (**self).release(session_id, holder)
+    }
+    fn claim_next<'a>(
+        &'a self,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<(Seq, Message)>> {
+        (**self).claim_next(holder, ttl)
     }
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
         (**self).break_lease(session_id)

@@ -188,6 +188,48 @@ pub(crate) async fn release(
     Ok(client.execute(&stmt, &[&session_id, &holder]).await? == 1)
 }
 
+/// Claims the oldest pending user message of a session with no live
+/// lease (and no older one pending), leasing the session to `holder`, in
+/// one statement. Workers asking at once skip each other's candidates
+/// (`SKIP LOCKED`) instead of queueing on them; one that loses the race
+/// for a session's lease gets `None`.
+pub(crate) async fn claim_next(
+    client: &Client,
+    holder: &str,
+    ttl_ms: f64,
+) -> Result<Option<(Seq, Message)>, Failure> {
+    let sql = format!(
+        "WITH next AS (
+             SELECT m.seq, m.session_id FROM kesoku_messages m
+             WHERE m.status = 'pending_agent' AND m.role = 'user'
+               AND NOT EXISTS (SELECT 1 FROM kesoku_leases l
+                               WHERE l.session_id = m.session_id AND l.expires > clock_timestamp())
+               AND NOT EXISTS (SELECT 1 FROM kesoku_messages o
+                               WHERE o.session_id = m.session_id AND o.status = 'pending_agent'
+                                 AND o.role = 'user' AND o.seq < m.seq)
+             ORDER BY m.seq LIMIT 1
+             FOR UPDATE OF m SKIP LOCKED
+         ),
+         leased AS (
+             INSERT INTO kesoku_leases (session_id, holder, expires)
+             SELECT session_id, $1, clock_timestamp() + $2 * interval '1 millisecond' FROM next
+             ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, expires = excluded.expires
+             WHERE kesoku_leases.expires <= clock_timestamp()
+             RETURNING session_id
+         )
+         UPDATE kesoku_messages m SET status = 'processing'
+         FROM next, leased
+         WHERE m.seq = next.seq AND leased.session_id = next.session_id
+         RETURNING {}",
+        COLUMNS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(messages(client, &sql, &[&holder, &ttl_ms]).await?.pop())
+}
+
 /// Drops `session_id`'s lease, whoever holds it; whether there was one.
 pub(crate) async fn break_lease(client: &Client, session_id: &str) -> Result<bool, Failure> {
     let stmt = client

@@ -291,6 +291,18 @@ impl Store for PostgresStore {
         )
     }
 
+    fn claim_next<'a>(
+        &'a self,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<(Seq, Message)>> {
+        let ttl_ms = ttl.as_secs_f64() * 1000.0;
+        self.call(
+            || "claim the next pending prompt".into(),
+            move |c| async move { sql::claim_next(&c, holder, ttl_ms).await },
+        )
+    }
+
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
         self.call(
             move || format!("break the lease of session `{session_id}`"),

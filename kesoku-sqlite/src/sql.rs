@@ -187,6 +187,38 @@ pub(crate) fn release(
     Ok(changed == 1)
 }
 
+/// Claims the oldest pending user message of a session with no live
+/// lease (and no older one pending), leasing the session to `holder`.
+pub(crate) fn claim_next(
+    conn: &mut Connection,
+    holder: &str,
+    ttl_ms: i64,
+) -> Result<Option<(Seq, Message)>, Failure> {
+    let now = now_ms();
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let sql = format!(
+        "SELECT {COLUMNS} FROM messages m
+         WHERE m.status = 'pending_agent' AND m.role = 'user'
+           AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = m.session_id AND l.expires > ?1)
+           AND NOT EXISTS (SELECT 1 FROM messages o WHERE o.session_id = m.session_id
+                           AND o.status = 'pending_agent' AND o.role = 'user' AND o.seq < m.seq)
+         ORDER BY m.seq LIMIT 1"
+    );
+    let Some((seq, mut message)) = messages(&tx, &sql, [now])?.pop() else {
+        return Ok(None);
+    };
+    tx.prepare_cached(
+        "INSERT INTO leases (session_id, holder, expires) VALUES (?1, ?2, ?3)
+         ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, expires = excluded.expires",
+    )?
+    .execute(params![message.session_id, holder, now.saturating_add(ttl_ms)])?;
+    tx.prepare_cached("UPDATE messages SET status = 'processing' WHERE seq = ?1")?
+        .execute([seq])?;
+    tx.commit()?;
+    message.status = kesoku_core::Status::Processing;
+    Ok(Some((seq, message)))
+}
+
 /// Drops `session_id`'s lease, whoever holds it; whether there was one.
 pub(crate) fn break_lease(conn: &mut Connection, session_id: &str) -> Result<bool, Failure> {
     let changed = conn

@@ -305,6 +305,20 @@ impl Store for SqliteStore {
         )
     }
 
+    fn claim_next<'a>(
+        &'a self,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<(Seq, Message)>> {
+        let who = holder.to_owned();
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        self.call(
+            Lane::Write,
+            || "claim the next pending prompt".into(),
+            move |conn| sql::claim_next(conn, &who, ttl_ms),
+        )
+    }
+
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
         let session = session_id.to_owned();
         self.call(

@@ -13,7 +13,8 @@
 //! server; each case gets a new database. `SQLite`: one file shared by the
 //! workers, always run.
 //!
-//! Run with `cargo bench -p kesoku-bench --features postgres --bench scale`.
+//! Run with `cargo bench -p kesoku-bench --features postgres --bench scale`
+//! (`KESOKU_BENCH_ONLY=postgres` or `sqlite` for one store's cases).
 
 #![allow(missing_docs)]
 
@@ -149,7 +150,26 @@ async fn fresh_database(url: &str, name: &str) -> String {
 }
 
 async fn bench() {
+    // `KESOKU_BENCH_ONLY=postgres` (or `sqlite`) runs one store's cases.
+    let only = std::env::var("KESOKU_BENCH_ONLY").unwrap_or_default();
+    let run = |store: &str| only.is_empty() || only == store;
     #[cfg(feature = "postgres")]
+    if run("postgres") {
+        postgres().await;
+    }
+    #[cfg(not(feature = "postgres"))]
+    println!("scale/postgres: skipped (built without the `postgres` feature)");
+    if run("sqlite") {
+        for workers in WORKERS {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite:{}", dir.path().join("kesoku.sqlite").display());
+            case("sqlite", &url, workers).await;
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres() {
     match std::env::var("KESOKU_BENCH_PG_URL").or_else(|_| std::env::var("KESOKU_TEST_PG_URL")) {
         Ok(url) => {
             for workers in WORKERS {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kesoku_core::gateway::{Filter, Gateway};
-use kesoku_core::store::{MemoryStore, Seq, Store};
+use kesoku_core::store::{MemoryStore, Store};
 use kesoku_core::{
     LiveRegistry, Message, MessageType, RegistryRef, Role, Status, ToolContext, ToolRegistry,
 };
@@ -333,14 +333,6 @@ fn default_model(provider: &str) -> &'static str {
     }
 }
 
-/// `mutex`, locked; its contents are a set that a panic cannot leave
-/// half-changed.
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// How often a `send` whose message another agent claimed checks whether
 /// that agent finished it.
 const ELSEWHERE_POLL: Duration = Duration::from_millis(50);
@@ -467,68 +459,88 @@ impl Agent {
         Ok(recovered)
     }
 
-    /// Takes `pending_agent` user messages from the gateway, stored ones
-    /// first, and runs their turns, until the returned future is dropped
-    /// (which stops the turns it started) or the store fails. A chat front
-    /// end then only posts.
+    /// Takes `pending_agent` user messages from the store, oldest first,
+    /// and runs their turns, until the returned future is dropped (which
+    /// stops the turns it started) or the store fails. A chat front end
+    /// then only posts.
     ///
-    /// Every half lease it also puts back the turns of workers that died
-    /// (their leases expired: [`Store::requeue_expired`]) and takes every
-    /// `pending_agent` message no one took, so nothing waits for ever.
-    /// Several processes may serve one store: each message is answered
-    /// once, and a session's turns never overlap.
+    /// Several processes may serve one store. Each asks the store for the
+    /// next prompt ([`Store::claim_next`]) only when it has room for a turn
+    /// (see [`max_concurrent_turns`](AgentBuilder::max_concurrent_turns)):
+    /// the claim leases the prompt's session to it, so each prompt is
+    /// answered once, a session's turns never overlap, and work goes to
+    /// the workers that are free. It asks again as prompts are posted and
+    /// as its turns end. Every half lease it also puts back the turns of
+    /// workers that died ([`Store::requeue_expired`]), for whoever has
+    /// room.
     pub async fn serve(&self) -> Result<(), AgentError> {
         let filter = Filter::new()
             .status(Status::PendingAgent)
             .roles([Role::User]);
         let mut waiting = self.shared.gateway.listen(filter).await?;
         let mut turns = JoinSet::new();
-        // The messages this process is taking, so each is taken once here.
-        let taking = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
         let mut sweep = tokio::time::interval(self.shared.lease / 2);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let found = tokio::select! {
+            tokio::select! {
                 delivery = waiting.next() => {
                     let Some(delivery) = delivery else { return Ok(()) };
                     let delivery = delivery?;
-                    vec![(delivery.seq, delivery.message)]
+                    // A newer prompt interrupts its session's turn here at
+                    // once (wherever it is taken).
+                    self.shared
+                        .sessions
+                        .saw_user_message(&delivery.message.session_id, delivery.seq);
                 }
-                _ = sweep.tick() => self.sweep().await?,
+                _ = sweep.tick() => self.requeue().await?,
                 Some(done) = turns.join_next(), if !turns.is_empty() => {
                     if let Err(e) = done
                         && e.is_panic()
                     {
                         tracing::error!(error = %e, "a turn panicked");
                     }
-                    continue;
                 }
-            };
-            for (seq, message) in found {
-                if !lock(&taking).insert(message.id.clone()) {
-                    continue;
-                }
-                self.shared
-                    .sessions
-                    .saw_user_message(&message.session_id, seq);
-                let agent = self.clone();
-                let taking = Arc::clone(&taking);
-                turns.spawn(async move {
-                    let id = message.id.clone();
-                    if let Err(e) = run::take(&agent.shared, message, seq).await {
-                        tracing::error!(error = %e, "a turn failed to run");
-                    }
-                    lock(&taking).remove(&id);
-                });
             }
+            self.pull(&mut turns).await?;
         }
     }
 
-    /// The turns of dead workers, put back, and every user message still
-    /// `pending_agent`.
-    async fn sweep(&self) -> Result<Vec<(Seq, Message)>, AgentError> {
+    /// Claims prompts while this agent has room for their turns, and
+    /// starts them.
+    async fn pull(&self, turns: &mut JoinSet<()>) -> Result<(), AgentError> {
         let store = self.shared.gateway.store();
-        let requeued = store
+        while let Ok(permit) = Arc::clone(&self.shared.permits).try_acquire_owned() {
+            let asked = std::time::Instant::now();
+            let Some((seq, message)) = store
+                .claim_next(&self.shared.holder, self.shared.lease)
+                .await
+                .map_err(kesoku_core::GatewayError::from)?
+            else {
+                break;
+            };
+            self.shared
+                .sessions
+                .saw_user_message(&message.session_id, seq);
+            let agent = self.clone();
+            // The database's clock started the lease after `asked`.
+            let valid_until = asked + self.shared.lease;
+            turns.spawn(async move {
+                if let Err(e) =
+                    run::run_claimed(&agent.shared, message, seq, permit, valid_until).await
+                {
+                    tracing::error!(error = %e, "a turn failed to run");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Puts back the turns of workers that died.
+    async fn requeue(&self) -> Result<(), AgentError> {
+        let requeued = self
+            .shared
+            .gateway
+            .store()
             .requeue_expired()
             .await
             .map_err(kesoku_core::GatewayError::from)?;
@@ -538,12 +550,7 @@ impl Agent {
                 "resuming turns whose worker stopped renewing its lease"
             );
         }
-        let mut pending = store
-            .with_status(Status::PendingAgent)
-            .await
-            .map_err(kesoku_core::GatewayError::from)?;
-        pending.retain(|(_, m)| m.role == Role::User);
-        Ok(pending)
+        Ok(())
     }
 
     /// The outcome of a turn another agent runs, read from the store once

@@ -57,22 +57,28 @@ pub(crate) async fn take(
 ) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
     let _turn = slot.turn.lock().await;
-    // After the session's lock, so turns queued behind another of their
-    // session hold no permit other sessions could use; before the lease,
-    // so a worker leases (and claims) only sessions it can run now, and
-    // leaves the rest to workers with room.
-    let _permit = shared
-        .permits
-        .acquire()
-        .await
-        .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
     let store = shared.gateway.store();
     let session = message.session_id.clone();
     let session = session.as_str();
     let mut retry = LEASE_RETRY;
-    // The lease first, then the claim: a claimed message's session is
-    // always leased, so only a dead worker's turns are requeued.
-    let valid_until = loop {
+    // The permit, then the lease, then the claim. The permit comes after
+    // the session's lock, so turns queued behind another of their session
+    // hold none other sessions could use, and before the lease, so a
+    // worker leases (and claims) only sessions it can run now. While
+    // another worker holds the lease, this one waits without a permit. A
+    // claimed message's session is always leased, so only a dead worker's
+    // turns are requeued.
+    let (_permit, valid_until) = loop {
+        // Several workers try each prompt; those that come second learn
+        // it was taken without holding a permit for it.
+        if !still_pending(&**store, &message.id).await? {
+            return Ok(None);
+        }
+        let permit = shared
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
         let asked = Instant::now();
         if store
             .lease(session, &shared.holder, shared.lease)
@@ -80,42 +86,89 @@ pub(crate) async fn take(
             .map_err(GatewayError::from)?
         {
             // The database's clock started the lease after `asked`.
-            break asked + shared.lease;
+            break (permit, asked + shared.lease);
         }
-        let status = store
-            .get(&message.id)
-            .await
-            .map_err(GatewayError::from)?
-            .map(|m| m.status);
-        if status != Some(Status::PendingAgent) {
-            return Ok(None);
-        }
+        drop(permit);
         tokio::time::sleep(retry).await;
         retry = (retry * 2).min(LEASE_RETRY_MAX);
     };
     let outcome = if shared.gateway.claim(&message.id).await? {
-        let run = turn(shared, &slot, message, seq);
-        let mut run = pin!(run);
-        tokio::select! {
-            biased;
-            outcome = &mut run => Some(outcome),
-            () = keep_lease(shared, session, valid_until) => {
-                // Another worker may have the session by now: this one
-                // stops at once and posts nothing more. Whoever resumes
-                // the turn answers its open calls.
-                tracing::warn!(session, "the session's lease could not be renewed in time; its turn stops here and resumes elsewhere");
-                slot.set_running(0);
-                None
-            }
-        }
+        run_leased(shared, &slot, message, seq, valid_until).await
     } else {
         None
     };
-    if let Err(e) = store.release(session, &shared.holder).await {
-        // It expires on its own.
+    release(shared, session).await;
+    outcome.transpose()
+}
+
+/// Runs the turn of `message` (at `seq`), which this agent claimed with
+/// its session's lease (valid until `valid_until`) through
+/// [`Store::claim_next`], holding `permit` for it; then releases the
+/// lease. `None` when the lease was lost.
+pub(crate) async fn run_claimed(
+    shared: &Shared,
+    message: Message,
+    seq: Seq,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    valid_until: Instant,
+) -> Result<Option<TurnOutcome>, AgentError> {
+    let slot = shared.sessions.slot(&message.session_id);
+    // A `send` of this process may run a turn of the session (the store
+    // leased it to this agent): one at a time.
+    let _turn = slot.turn.lock().await;
+    let session = message.session_id.clone();
+    let outcome = run_leased(shared, &slot, message, seq, valid_until).await;
+    release(shared, &session).await;
+    drop(permit);
+    outcome.transpose()
+}
+
+/// Runs the turn while keeping the session's lease; `None` when the lease
+/// could not be renewed in time.
+async fn run_leased(
+    shared: &Shared,
+    slot: &Slot,
+    message: Message,
+    seq: Seq,
+    valid_until: Instant,
+) -> Option<Result<TurnOutcome, AgentError>> {
+    let session = message.session_id.clone();
+    let run = turn(shared, slot, message, seq);
+    let mut run = pin!(run);
+    tokio::select! {
+        biased;
+        outcome = &mut run => Some(outcome),
+        () = keep_lease(shared, &session, valid_until) => {
+            // Another worker may have the session by now: this one stops
+            // at once and posts nothing more. Whoever resumes the turn
+            // answers its open calls.
+            tracing::warn!(session, "the session's lease could not be renewed in time; its turn stops here and resumes elsewhere");
+            slot.set_running(0);
+            None
+        }
+    }
+}
+
+/// Gives up the session's lease (it expires on its own if this fails).
+async fn release(shared: &Shared, session: &str) {
+    if let Err(e) = shared
+        .gateway
+        .store()
+        .release(session, &shared.holder)
+        .await
+    {
         tracing::warn!(session, error = %e, "could not release a session's lease");
     }
-    outcome.transpose()
+}
+
+/// Whether message `id` is still `pending_agent`.
+async fn still_pending(store: &dyn Store, id: &str) -> Result<bool, AgentError> {
+    let status = store
+        .get(id)
+        .await
+        .map_err(GatewayError::from)?
+        .map(|m| m.status);
+    Ok(status == Some(Status::PendingAgent))
 }
 
 /// Renews `session`'s lease every third of its length; returns once it
