@@ -826,12 +826,11 @@ async fn claim_next_takes_each_prompt_once_in_order(f: Fixture) {
             // A claimant that lost a race for a lease may get `None`
             // while prompts remain: it asks again a few times.
             while misses < 5 {
-                match store.claim_next(&format!("c{c}"), long).await.unwrap() {
-                    Some((_, m)) => got.push(m.id),
-                    None => {
-                        misses += 1;
-                        tokio::task::yield_now().await;
-                    }
+                if let Some((_, m)) = store.claim_next(&format!("c{c}"), long).await.unwrap() {
+                    got.push(m.id);
+                } else {
+                    misses += 1;
+                    tokio::task::yield_now().await;
                 }
             }
             got

@@ -96,11 +96,10 @@ async fn listen_once(
             let _ = ready.send(Ok(()));
         }
         while let Some(item) = notifications.recv().await {
-            match parse(&item?) {
-                Some(news) => {
-                    let _ = announce.send(news);
-                }
-                None => tracing::warn!("a notification on {CHANNEL} that kesoku did not send"),
+            if let Some(news) = parse(&item?) {
+                let _ = announce.send(news);
+            } else {
+                tracing::warn!("a notification on {CHANNEL} that kesoku did not send");
             }
         }
         Err("the connection's driver stopped".to_owned())

@@ -24,6 +24,7 @@ use kesoku::{DynamicTool, Message, MessageType, Role, ToolOutput, ToolRegistry};
 use serde_json::json;
 
 /// The store at `url`: PostgreSQL, or `sqlite:PATH`.
+#[allow(clippy::unused_async)] // awaits only with the `postgres` feature
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>, String> {
     if let Some(path) = url.strip_prefix("sqlite:") {
         #[cfg(feature = "sqlite")]
