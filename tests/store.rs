@@ -803,10 +803,23 @@ async fn claim_next_takes_each_prompt_once_in_order(f: Fixture) {
     let (_, second) = f.store.claim_next("w2", long).await.unwrap().unwrap();
     assert_eq!(second.id, "b1");
     assert_eq!(f.store.claim_next("w3", long).await.unwrap(), None);
-    // Once a's lease is released, a2 goes.
+    // Once a1's turn is over (its prompt answered, the lease released),
+    // a2 goes.
+    assert!(
+        f.store
+            .transition("a1", &[Status::Processing], Status::Processed)
+            .await
+            .unwrap()
+    );
     assert!(f.store.release("a", "w1").await.unwrap());
     let (_, third) = f.store.claim_next("w3", long).await.unwrap().unwrap();
     assert_eq!(third.id, "a2");
+    assert!(
+        f.store
+            .transition("a2", &[Status::Processing], Status::Processed)
+            .await
+            .unwrap()
+    );
     assert!(f.store.release("a", "w3").await.unwrap());
 
     // Many claimants on two handles, 40 prompts in 40 sessions: each once.
@@ -844,4 +857,26 @@ async fn claim_next_takes_each_prompt_once_in_order(f: Fixture) {
     let mut want: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
     want.sort();
     assert_eq!(all, want, "each prompt claimed exactly once");
+
+    // A dead worker's prompt, still `processing` once its lease is gone,
+    // goes before the session's newer one: after it is requeued.
+    f.store.insert(&prompt("e1", "e")).await.unwrap();
+    let (_, e1) = f.store.claim_next("dead", long).await.unwrap().unwrap();
+    assert_eq!(e1.id, "e1");
+    assert!(f.store.break_lease("e").await.unwrap());
+    f.store.insert(&prompt("e2", "e")).await.unwrap();
+    assert_eq!(f.store.claim_next("w", long).await.unwrap(), None);
+    let requeued: Vec<String> = f
+        .store
+        .requeue_expired()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, m)| m.id)
+        .collect();
+    assert!(requeued.contains(&"e1".to_owned()), "{requeued:?}");
+    assert_eq!(
+        f.store.claim_next("w", long).await.unwrap().unwrap().1.id,
+        "e1"
+    );
 }

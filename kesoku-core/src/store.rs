@@ -224,7 +224,8 @@ pub trait Store: Send + Sync + 'static {
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool>;
 
     /// Claims the oldest `pending_agent` user message whose session no one
-    /// holds a live lease on (and that has no older one pending), leasing
+    /// holds a live lease on (and that has no older one pending, or left
+    /// `processing` by a dead worker until it is requeued), leasing
     /// the session to `holder` for `ttl` and setting the message
     /// `processing`, in one transaction; the message, with its `Seq`, or
     /// `None` when there is none to take. How `serve` takes work: each
@@ -488,7 +489,15 @@ impl Store for MemoryStore {
         let mut passed = std::collections::HashSet::new();
         let mut found = None;
         for (i, msg) in log.iter_mut().enumerate() {
-            if msg.status != Status::PendingAgent || msg.role != Role::User {
+            if msg.role != Role::User {
+                continue;
+            }
+            if msg.status == Status::Processing {
+                // Left by a dead worker: it goes first, once requeued.
+                passed.insert(msg.session_id.clone());
+                continue;
+            }
+            if msg.status != Status::PendingAgent {
                 continue;
             }
             let leased = leases

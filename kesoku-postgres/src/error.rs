@@ -72,9 +72,11 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
-/// Whether `e` is a unique violation (a duplicate id).
+/// Whether `e` is a unique violation of the message id (a duplicate id),
+/// not of anything else.
 pub(crate) fn is_duplicate(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+        && e.as_db_error().and_then(|d| d.constraint()) == Some("kesoku_messages_id_key")
 }
 
 /// Why a call failed, before it is given its place.

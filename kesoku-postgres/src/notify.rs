@@ -22,6 +22,8 @@ use crate::sql::{self, CHANNEL};
 /// The listening connection's `application_name`.
 pub(crate) const APPLICATION_NAME: &str = "kesoku listener";
 
+/// The first wait before connecting again.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest wait between two attempts to connect again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -35,10 +37,11 @@ pub(crate) async fn listen(
     ready: oneshot::Sender<Result<(), String>>,
 ) {
     let mut ready = Some(ready);
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = FIRST_BACKOFF;
     loop {
-        match listen_once(&config, &announce, &mut ready).await {
-            Ok(()) => backoff = Duration::from_millis(50),
+        let mut listened = false;
+        match listen_once(&config, &announce, &mut ready, &mut listened).await {
+            Ok(()) => {}
             Err(e) => {
                 if let Some(ready) = ready.take() {
                     let _ = ready.send(Err(e));
@@ -46,6 +49,10 @@ pub(crate) async fn listen(
                 }
                 tracing::warn!(store = %place, error = %e, "listening for new messages failed; connecting again");
             }
+        }
+        // After a connection that listened, the first retry is quick.
+        if listened {
+            backoff = FIRST_BACKOFF;
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -58,6 +65,7 @@ async fn listen_once(
     config: &Config,
     announce: &broadcast::Sender<Announced>,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
+    listened: &mut bool,
 ) -> Result<(), String> {
     let mut config = config.clone();
     // So an operator (or a test) can tell it in `pg_stat_activity`.
@@ -92,6 +100,7 @@ async fn listen_once(
         })?;
         // Receivers come and go; none listening is fine.
         let _ = announce.send(Announced::upto(last));
+        *listened = true;
         if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
         }

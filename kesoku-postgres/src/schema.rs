@@ -49,12 +49,13 @@ CREATE TABLE kesoku_messages (
 CREATE INDEX kesoku_messages_by_session ON kesoku_messages (session_id, seq);
 CREATE INDEX kesoku_messages_by_status ON kesoku_messages (status, seq);
 CREATE INDEX kesoku_sessions_by_updated ON kesoku_sessions (updated DESC, id);
--- The prompts waiting for a worker, in order and by session: what
--- `claim_next` reads; small, since a prompt leaves it once claimed.
+-- The prompts waiting for a worker, in order, and those open (waiting
+-- or running) by session: what `claim_next` reads; small, since a prompt
+-- leaves them once claimed or answered.
 CREATE INDEX kesoku_pending_prompts ON kesoku_messages (seq)
     WHERE status = 'pending_agent' AND role = 'user';
-CREATE INDEX kesoku_pending_prompts_by_session ON kesoku_messages (session_id, seq)
-    WHERE status = 'pending_agent' AND role = 'user';
+CREATE INDEX kesoku_open_prompts_by_session ON kesoku_messages (session_id, seq)
+    WHERE status IN ('pending_agent', 'processing') AND role = 'user';
 
 CREATE TABLE kesoku_counter (
     one BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),

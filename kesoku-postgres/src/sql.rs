@@ -189,8 +189,9 @@ pub(crate) async fn release(
 }
 
 /// Claims the oldest pending user message of a session with no live
-/// lease (and no older one pending), leasing the session to `holder`, in
-/// one statement. Workers asking at once skip each other's candidates
+/// lease (and no older one pending, or left `processing` by a dead worker
+/// until it is requeued), leasing the session to `holder`, in one
+/// statement. Workers asking at once skip each other's candidates
 /// (`SKIP LOCKED`) instead of queueing on them; one that loses the race
 /// for a session's lease gets `None`.
 pub(crate) async fn claim_next(
@@ -205,7 +206,8 @@ pub(crate) async fn claim_next(
                AND NOT EXISTS (SELECT 1 FROM kesoku_leases l
                                WHERE l.session_id = m.session_id AND l.expires > clock_timestamp())
                AND NOT EXISTS (SELECT 1 FROM kesoku_messages o
-                               WHERE o.session_id = m.session_id AND o.status = 'pending_agent'
+                               WHERE o.session_id = m.session_id
+                                 AND o.status IN ('pending_agent', 'processing')
                                  AND o.role = 'user' AND o.seq < m.seq)
              ORDER BY m.seq LIMIT 1
              FOR UPDATE OF m SKIP LOCKED

@@ -188,7 +188,8 @@ pub(crate) fn release(
 }
 
 /// Claims the oldest pending user message of a session with no live
-/// lease (and no older one pending), leasing the session to `holder`.
+/// lease (and no older one pending, or left `processing` by a dead worker
+/// until it is requeued), leasing the session to `holder`.
 pub(crate) fn claim_next(
     conn: &mut Connection,
     holder: &str,
@@ -201,7 +202,8 @@ pub(crate) fn claim_next(
          WHERE m.status = 'pending_agent' AND m.role = 'user'
            AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = m.session_id AND l.expires > ?1)
            AND NOT EXISTS (SELECT 1 FROM messages o WHERE o.session_id = m.session_id
-                           AND o.status = 'pending_agent' AND o.role = 'user' AND o.seq < m.seq)
+                           AND o.status IN ('pending_agent', 'processing')
+                           AND o.role = 'user' AND o.seq < m.seq)
          ORDER BY m.seq LIMIT 1"
     );
     let Some((seq, mut message)) = messages(&tx, &sql, [now])?.pop() else {

@@ -88,10 +88,24 @@ pub(crate) struct Shared {
     pub(crate) turn_model: Arc<TurnModel>,
     /// The user's state, each added to every turn's context.
     pub(crate) states: Vec<AddState>,
-    /// This agent's name as a lease holder, unique to it.
+    /// This agent's name, unique to it: each claim's lease holder is it
+    /// and the claim's number ([`Shared::claim_holder`]).
     pub(crate) holder: String,
+    /// How many claims this agent made.
+    pub(crate) claims: std::sync::atomic::AtomicU64,
     /// How long a session's lease lasts unless renewed.
     pub(crate) lease: Duration,
+}
+
+impl Shared {
+    /// The lease holder of a new claim: one per turn, so a turn's lease is
+    /// its own even among turns of this agent.
+    pub(crate) fn claim_holder(&self) -> String {
+        let n = self
+            .claims
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{}#{n}", self.holder)
+    }
 }
 
 /// Adds one value of the user's state to a context.
@@ -317,6 +331,7 @@ impl AgentBuilder {
                 turn_model,
                 states: self.states,
                 holder: format!("agent-{}", uuid::Uuid::new_v4()),
+                claims: std::sync::atomic::AtomicU64::new(0),
                 lease: self.lease,
             }),
         })
@@ -483,16 +498,22 @@ impl Agent {
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                delivery = waiting.next() => {
-                    let Some(delivery) = delivery else { return Ok(()) };
-                    let delivery = delivery?;
+                delivery = waiting.next() => match delivery {
                     // A newer prompt interrupts its session's turn here at
                     // once (wherever it is taken).
-                    self.shared
+                    Some(Ok(delivery)) => self
+                        .shared
                         .sessions
-                        .saw_user_message(&delivery.message.session_id, delivery.seq);
+                        .saw_user_message(&delivery.message.session_id, delivery.seq),
+                    // The listener goes on after an error; so does serving.
+                    Some(Err(e)) => tracing::warn!(error = %e, "listening for prompts failed; retrying"),
+                    None => return Ok(()),
+                },
+                _ = sweep.tick() => {
+                    if let Err(e) = self.requeue().await {
+                        tracing::warn!(error = %e, "could not requeue dead workers' turns; retrying");
+                    }
                 }
-                _ = sweep.tick() => self.requeue().await?,
                 Some(done) = turns.join_next(), if !turns.is_empty() => {
                     if let Err(e) = done
                         && e.is_panic()
@@ -501,7 +522,11 @@ impl Agent {
                     }
                 }
             }
-            self.pull(&mut turns).await?;
+            // A store that fails now and then must not stop the turns
+            // running: the next event or tick tries again.
+            if let Err(e) = self.pull(&mut turns).await {
+                tracing::warn!(error = %e, "could not claim the next prompt; retrying");
+            }
         }
     }
 
@@ -511,8 +536,9 @@ impl Agent {
         let store = self.shared.gateway.store();
         while let Ok(permit) = Arc::clone(&self.shared.permits).try_acquire_owned() {
             let asked = std::time::Instant::now();
+            let holder = self.shared.claim_holder();
             let Some((seq, message)) = store
-                .claim_next(&self.shared.holder, self.shared.lease)
+                .claim_next(&holder, self.shared.lease)
                 .await
                 .map_err(kesoku_core::GatewayError::from)?
             else {
@@ -526,7 +552,7 @@ impl Agent {
             let valid_until = asked + self.shared.lease;
             turns.spawn(async move {
                 if let Err(e) =
-                    run::run_claimed(&agent.shared, message, seq, permit, valid_until).await
+                    run::run_claimed(&agent.shared, holder, message, seq, permit, valid_until).await
                 {
                     tracing::error!(error = %e, "a turn failed to run");
                 }

@@ -56,18 +56,18 @@ pub(crate) async fn take(
     seq: Seq,
 ) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
-    let _turn = slot.turn.lock().await;
     let store = shared.gateway.store();
     let session = message.session_id.clone();
     let session = session.as_str();
+    let holder = shared.claim_holder();
     let mut retry = LEASE_RETRY;
-    // The permit, then the lease, then the claim. The permit comes after
-    // the session's lock, so turns queued behind another of their session
-    // hold none other sessions could use, and before the lease, so a
-    // worker leases (and claims) only sessions it can run now. While
-    // another worker holds the lease, this one waits without a permit. A
-    // claimed message's session is always leased, so only a dead worker's
-    // turns are requeued.
+    // The permit, then the lease, then the claim. The lease is this
+    // claim's alone (its holder names the agent and the claim), so it also
+    // keeps two turns of one session in this process apart. The permit
+    // comes first so a worker leases (and claims) only sessions it can
+    // run now; while another turn holds the lease, this one waits without
+    // a permit. A claimed message's session is always leased, so only a
+    // dead worker's turns are requeued.
     let (_permit, valid_until) = loop {
         // Several workers try each prompt; those that come second learn
         // it was taken without holding a permit for it.
@@ -81,7 +81,7 @@ pub(crate) async fn take(
             .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
         let asked = Instant::now();
         if store
-            .lease(session, &shared.holder, shared.lease)
+            .lease(session, &holder, shared.lease)
             .await
             .map_err(GatewayError::from)?
         {
@@ -93,32 +93,30 @@ pub(crate) async fn take(
         retry = (retry * 2).min(LEASE_RETRY_MAX);
     };
     let outcome = if shared.gateway.claim(&message.id).await? {
-        run_leased(shared, &slot, message, seq, valid_until).await
+        run_leased(shared, &slot, &holder, message, seq, valid_until).await
     } else {
         None
     };
-    release(shared, session).await;
+    release(shared, session, &holder).await;
     outcome.transpose()
 }
 
-/// Runs the turn of `message` (at `seq`), which this agent claimed with
-/// its session's lease (valid until `valid_until`) through
+/// Runs the turn of `message` (at `seq`), which `holder` claimed with its
+/// session's lease (valid until `valid_until`) through
 /// [`Store::claim_next`], holding `permit` for it; then releases the
 /// lease. `None` when the lease was lost.
 pub(crate) async fn run_claimed(
     shared: &Shared,
+    holder: String,
     message: Message,
     seq: Seq,
     permit: tokio::sync::OwnedSemaphorePermit,
     valid_until: Instant,
 ) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
-    // A `send` of this process may run a turn of the session (the store
-    // leased it to this agent): one at a time.
-    let _turn = slot.turn.lock().await;
     let session = message.session_id.clone();
-    let outcome = run_leased(shared, &slot, message, seq, valid_until).await;
-    release(shared, &session).await;
+    let outcome = run_leased(shared, &slot, &holder, message, seq, valid_until).await;
+    release(shared, &session, &holder).await;
     drop(permit);
     outcome.transpose()
 }
@@ -128,6 +126,7 @@ pub(crate) async fn run_claimed(
 async fn run_leased(
     shared: &Shared,
     slot: &Slot,
+    holder: &str,
     message: Message,
     seq: Seq,
     valid_until: Instant,
@@ -138,7 +137,7 @@ async fn run_leased(
     tokio::select! {
         biased;
         outcome = &mut run => Some(outcome),
-        () = keep_lease(shared, &session, valid_until) => {
+        () = keep_lease(shared, &session, holder, valid_until) => {
             // Another worker may have the session by now: this one stops
             // at once and posts nothing more. Whoever resumes the turn
             // answers its open calls.
@@ -150,13 +149,8 @@ async fn run_leased(
 }
 
 /// Gives up the session's lease (it expires on its own if this fails).
-async fn release(shared: &Shared, session: &str) {
-    if let Err(e) = shared
-        .gateway
-        .store()
-        .release(session, &shared.holder)
-        .await
-    {
+async fn release(shared: &Shared, session: &str, holder: &str) {
+    if let Err(e) = shared.gateway.store().release(session, holder).await {
         tracing::warn!(session, error = %e, "could not release a session's lease");
     }
 }
@@ -176,7 +170,7 @@ async fn still_pending(store: &dyn Store, id: &str) -> Result<bool, AgentError> 
 /// `valid_until`, less a margin, as this process's clock measures it from
 /// when the last successful renewal was sent, which is never later than
 /// the database's).
-async fn keep_lease(shared: &Shared, session: &str, mut valid_until: Instant) {
+async fn keep_lease(shared: &Shared, session: &str, holder: &str, mut valid_until: Instant) {
     let store = shared.gateway.store();
     let every = shared.lease / 3;
     let margin = shared.lease / 10;
@@ -188,7 +182,7 @@ async fn keep_lease(shared: &Shared, session: &str, mut valid_until: Instant) {
         if sent >= deadline {
             return;
         }
-        let renewal = store.lease(session, &shared.holder, shared.lease);
+        let renewal = store.lease(session, holder, shared.lease);
         match tokio::time::timeout_at(deadline.into(), renewal).await {
             Ok(Ok(true)) => valid_until = sent + shared.lease,
             Ok(Ok(false)) | Err(_) => return,
@@ -329,11 +323,14 @@ impl Turn<'_> {
                 .history_after(&session, view.seq)
                 .await
                 .map_err(kesoku_core::GatewayError::from)?;
+            self.note_prompts(&newer);
             if view.extend(newer) && !view.has_orphans() {
                 return Ok(view);
             }
         }
-        let view = View::new(whole(&**store, &session).await?);
+        let history = whole(&**store, &session).await?;
+        self.note_prompts(&history);
+        let view = View::new(history);
         if !view.has_orphans() {
             return Ok(view);
         }
@@ -346,6 +343,21 @@ impl Turn<'_> {
         }
         // Read again, so each healed result stands after its call.
         Ok(View::new(whole(&**store, &session).await?))
+    }
+
+    /// Notes the session's user messages in `history`: one newer than
+    /// this turn's interrupts it, wherever it was posted (another process
+    /// may have taken it before this one's listener saw it pending).
+    fn note_prompts(&self, history: &[(Seq, Message)]) {
+        if let Some((seq, _)) = history
+            .iter()
+            .rev()
+            .find(|(seq, m)| m.role == Role::User && *seq > self.seq)
+        {
+            self.shared
+                .sessions
+                .saw_user_message(&self.user.session_id, *seq);
+        }
     }
 
     /// Whether the turn was answered before it was resumed: its last

@@ -1,6 +1,7 @@
-//! The agent's per-session state in this process: one turn at a time, the
-//! newest user message seen (which is what interrupts a running turn), and
-//! the session's [`View`] kept between turns.
+//! The agent's per-session state in this process: the newest user message
+//! seen (which is what interrupts a running turn), and the session's
+//! [`View`] kept between turns. (One turn at a time is the store's turn
+//! lease, in this process as across processes.)
 //!
 //! A kept view is a cache, never the truth: a turn brings it up to date
 //! from the store (only the messages stored since), so turns other agents
@@ -24,8 +25,6 @@ const VIEW_BUDGET: usize = 200_000;
 /// One session's state.
 #[derive(Debug)]
 pub(crate) struct Slot {
-    /// Held for the length of a turn: a session runs one turn at a time.
-    pub(crate) turn: tokio::sync::Mutex<()>,
     /// What ends the session's turns.
     marks: watch::Sender<Marks>,
     /// The `Seq` of the user message whose turn runs; 0 when none does.
@@ -115,7 +114,6 @@ impl Sessions {
             return Arc::clone(slot);
         }
         let slot = Arc::new(Slot {
-            turn: tokio::sync::Mutex::new(()),
             marks: watch::Sender::new(Marks::default()),
             running: AtomicI64::new(0),
         });
