@@ -4,8 +4,11 @@
 //! against the same example in `.ci/run`).
 #![cfg(feature = "mcp")]
 
+#[path = "support/example.rs"]
+mod example;
+use example::example;
+
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,24 +19,6 @@ use kesoku::{ContentBlock, LiveRegistry, ToolContext, ToolError, ToolRegistry};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
-
-/// An example `cargo test` built beside this test.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary");
-    let debug = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let path = debug
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo test` builds the examples, `cargo test --test mcp` alone does not (run `cargo build --examples` first)",
-        path.display()
-    );
-    path
-}
 
 fn fixture() -> Command {
     Command::new(example("mcp_test_server"))

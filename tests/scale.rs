@@ -9,8 +9,11 @@
 #[path = "support/pg.rs"]
 mod pg;
 
+#[path = "support/example.rs"]
+mod example;
+use example::example;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,24 +25,6 @@ use kesoku::{Message, MessageType, Role, Status};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
-
-/// An example `cargo test` built beside this test.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary");
-    let debug = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let path = debug
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo test --all-features` builds the examples (or run `cargo build --all-features --examples`)",
-        path.display()
-    );
-    path
-}
 
 /// An answer that quotes a call cut off by a worker's death: the turn
 /// resumed with that call answered as interrupted (as after a crash on
@@ -310,21 +295,58 @@ async fn run_sessions(
     (asked, all)
 }
 
+/// Three workers on a new database, and a gateway of this process.
+struct Cluster {
+    store: Arc<dyn Store>,
+    gateway: Gateway,
+    /// Every worker's model calls, by session.
+    calls: Arc<Mutex<HashMap<String, Vec<Call>>>>,
+    workers: Vec<Worker>,
+    answers: Arc<Answers>,
+}
+
+impl Cluster {
+    /// Starts three workers with leases of `lease_ms`; worker 0 is killed
+    /// as it logs model call `kill_first_after`. `None` (skipped) without a
+    /// server.
+    async fn start(test: &str, lease_ms: u64, kill_first_after: Option<usize>) -> Option<Self> {
+        let url = pg::fresh_database(test).await?;
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+        let gateway = Gateway::from_arc(Arc::clone(&store));
+        let calls = Arc::default();
+        let mut workers = Vec::new();
+        for n in 0..3 {
+            let kill = kill_first_after.filter(|_| n == 0);
+            workers.push(worker(n, &url, lease_ms, &calls, kill).await);
+        }
+        let answers = Arc::new(Answers::new(&gateway).await);
+        Some(Cluster {
+            store,
+            gateway,
+            calls,
+            workers,
+            answers,
+        })
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_answer_each_prompt_once_with_turns_in_order() {
-    let Some(url) =
-        pg::fresh_database("three_workers_answer_each_prompt_once_with_turns_in_order").await
+    let Some(Cluster {
+        store,
+        gateway,
+        calls,
+        workers,
+        answers,
+    }) = Cluster::start(
+        "three_workers_answer_each_prompt_once_with_turns_in_order",
+        2_000,
+        None,
+    )
+    .await
     else {
         return;
     };
-    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
-    let gateway = Gateway::from_arc(Arc::clone(&store));
-    let calls = Arc::default();
-    let mut workers = Vec::new();
-    for n in 0..3 {
-        workers.push(worker(n, &url, 2_000, &calls, None).await);
-    }
-    let answers = Arc::new(Answers::new(&gateway).await);
     let (asked, said) = run_sessions(&gateway, &answers, 300).await;
     assert!(said.iter().all(|a| a == "2 + 3 = 5"), "{said:?}");
     let calls = calls.lock().unwrap().clone();
@@ -346,19 +368,21 @@ async fn three_workers_answer_each_prompt_once_with_turns_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_workers_turns_are_resumed_and_none_is_answered_twice() {
-    let Some(url) =
-        pg::fresh_database("a_killed_workers_turns_are_resumed_and_none_is_answered_twice").await
+    let Some(Cluster {
+        store,
+        gateway,
+        calls,
+        mut workers,
+        answers,
+    }) = Cluster::start(
+        "a_killed_workers_turns_are_resumed_and_none_is_answered_twice",
+        1_000,
+        Some(30),
+    )
+    .await
     else {
         return;
     };
-    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
-    let gateway = Gateway::from_arc(Arc::clone(&store));
-    let calls = Arc::default();
-    let mut workers = Vec::new();
-    for n in 0..3 {
-        workers.push(worker(n, &url, 1_000, &calls, (n == 0).then_some(30)).await);
-    }
-    let answers = Arc::new(Answers::new(&gateway).await);
     // Worker 0 is killed as it logs its 30th model call, mid-turn: it
     // holds a third of the sessions' turns at any moment.
     let (asked, said) = run_sessions(&gateway, &answers, 120).await;
