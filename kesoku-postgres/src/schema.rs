@@ -82,6 +82,9 @@ pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
 /// it is newer than this build knows.
 pub(crate) async fn migrate(client: &mut Client) -> Result<i64, MigrateError> {
     let tx = client.transaction().await?;
+    // The pool's connections commit asynchronously; a migration waits.
+    tx.batch_execute("SET LOCAL synchronous_commit TO on")
+        .await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS kesoku_schema (version BIGINT NOT NULL)")

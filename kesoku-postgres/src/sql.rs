@@ -61,11 +61,29 @@ pub(crate) async fn insert(client: &Client, row: &Row) -> Result<Option<Seq>, Fa
         &row.timestamp,
         &row.title,
     ];
-    match client.query_one(&stmt, &params).await {
-        Ok(r) => Ok(Some(r.get(0))),
-        Err(e) if is_duplicate(&e) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    let seq = match client.query_one(&stmt, &params).await {
+        Ok(r) => r.get(0),
+        Err(e) if is_duplicate(&e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    flushed(client).await?;
+    Ok(Some(seq))
+}
+
+/// Returns once everything this connection committed is on disk (as the
+/// server's `synchronous_commit` would have it): a transaction that
+/// writes a little WAL and commits synchronously flushes the log up to
+/// its own commit, which is after every earlier one. Many inserts waiting
+/// at once share one flush, and none holds the order counter's lock
+/// meanwhile.
+async fn flushed(client: &Client) -> Result<(), Failure> {
+    client
+        .batch_execute(
+            "BEGIN; SET LOCAL synchronous_commit TO on; \
+             SELECT pg_logical_emit_message(true, 'kesoku', ''); COMMIT",
+        )
+        .await?;
+    Ok(())
 }
 
 /// The message with this id.

@@ -91,8 +91,20 @@ impl PostgresStore {
                 "max_connections must be at least 1",
             ));
         }
+        // Pooled connections commit without waiting for the disk: an
+        // insert then holds the order counter's lock only for its commit,
+        // not for its flush, and `sql::insert` waits for the flush after
+        // (so a message whose post returned is on disk). Status changes and
+        // leases stay asynchronous: one lost to a server crash is redone by
+        // recovery (a claim requeued, an answered prompt settled).
+        let mut pooled = config.clone();
+        let server_options = match config.get_options() {
+            Some(o) if !o.is_empty() => format!("{o} -c synchronous_commit=off"),
+            _ => "-c synchronous_commit=off".to_owned(),
+        };
+        pooled.options(&server_options);
         let manager = Manager::from_config(
-            config.clone(),
+            pooled,
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
