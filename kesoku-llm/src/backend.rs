@@ -114,6 +114,22 @@ fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
     }
 }
 
+/// How many of a request's wire messages a prefix keeps, and the item
+/// where the first one it leaves starts: every wire message but the last
+/// (which the next messages may still add to), and none that ends on an
+/// assistant's item, which a later assistant item may join once what
+/// stands between them is gone (a rewind).
+fn keep_until<M>(messages: &[(usize, M)], items: &[Item<'_>]) -> Option<(usize, usize)> {
+    (1..messages.len()).rev().find_map(|k| {
+        let cut = messages[k].0;
+        let joinable = matches!(
+            items.get(cut.wrapping_sub(1)),
+            Some(Item::AssistantText(_) | Item::ToolCall(_))
+        );
+        (cut > 0 && !joinable).then_some((k, cut))
+    })
+}
+
 /// Whether a result among `items` pairs with a call that comes after it
 /// (a result stored before its call): its encoding then depends on later
 /// messages, so a prefix must not keep it (a rewound history without that
@@ -254,14 +270,14 @@ impl<F: WireFormat> Backend<F> {
         if let Some(p) = &kept {
             body.extend_from_slice(&p.json);
         }
-        // Where this request's wire messages start, and its last one.
+        // Where this request's wire messages start, and each of them.
         let new_from = body.len();
-        let mut last_from = body.len();
+        let mut starts = Vec::with_capacity(wire.messages.len());
         for (_, m) in &wire.messages {
             if body.last() != Some(&b'[') {
                 body.push(b',');
             }
-            last_from = body.len();
+            starts.push(body.len());
             serde_json::to_writer(&mut body, m).map_err(|e| Self::unencodable(&e))?;
         }
         body.push(b']');
@@ -280,10 +296,9 @@ impl<F: WireFormat> Backend<F> {
         all_fallbacks.extend(fallbacks.iter().cloned());
 
         if let Some(session) = session {
-            // Keep every wire message but the last, which the next
-            // messages may still add to.
-            match wire.messages.last() {
-                Some(&(cut, _)) if cut > 0 && !pairs_forward(&read.items[..cut], kept.as_ref()) => {
+            match keep_until(&wire.messages, &read.items) {
+                Some((k, cut)) if !pairs_forward(&read.items[..cut], kept.as_ref()) => {
+                    let last_from = starts[k];
                     let mut prefix =
                         kept.unwrap_or_else(|| Prefix::new(Arc::clone(&lowered), system));
                     let until = read.at[cut];
