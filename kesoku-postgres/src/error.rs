@@ -66,10 +66,22 @@ impl fmt::Display for Place {
 /// A driver error with the server's own message, when it sent one (the
 /// driver's `Display` says only "db error").
 pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
+    if let Some(db) = e.as_db_error() {
+        return format!("{} ({})", db.message(), db.code().code());
     }
+    // The driver's `Display` leaves out its cause (a refused connection,
+    // the TLS handshake's reason): add the chain.
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Whether `e` is a unique violation of the message id (a duplicate id),

@@ -9,6 +9,7 @@
 //!
 //! Modules, each using only those listed before it:
 //! - `options`: [`PostgresOptions`], how a store connects;
+//! - `tls`: the URL's `sslmode` and `sslrootcert`, and the TLS connector;
 //! - `error`: how failures name the database and the call;
 //! - `schema`: the versioned migrations;
 //! - `sql`: the statements, and a row as a message;
@@ -21,6 +22,7 @@ mod options;
 mod schema;
 mod sql;
 mod store;
+mod tls;
 
 pub use options::PostgresOptions;
 pub use store::PostgresStore;

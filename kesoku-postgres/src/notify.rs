@@ -14,7 +14,8 @@ use futures_util::StreamExt as _;
 use kesoku_core::row::variant;
 use kesoku_core::store::{Announced, Seq};
 use tokio::sync::{broadcast, oneshot};
-use tokio_postgres::{AsyncMessage, Config, NoTls};
+use tokio_postgres::{AsyncMessage, Config};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{Place, describe};
 use crate::sql::{self, CHANNEL};
@@ -32,6 +33,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// attempt failed.
 pub(crate) async fn listen(
     config: Config,
+    tls: MakeRustlsConnect,
     place: Place,
     announce: broadcast::Sender<Announced>,
     ready: oneshot::Sender<Result<(), String>>,
@@ -40,7 +42,7 @@ pub(crate) async fn listen(
     let mut backoff = FIRST_BACKOFF;
     loop {
         let mut listened = false;
-        match listen_once(&config, &announce, &mut ready, &mut listened).await {
+        match listen_once(&config, tls.clone(), &announce, &mut ready, &mut listened).await {
             Ok(()) => {}
             Err(e) => {
                 if let Some(ready) = ready.take() {
@@ -63,6 +65,7 @@ pub(crate) async fn listen(
 /// holds, then each notification, until the connection fails.
 async fn listen_once(
     config: &Config,
+    tls: MakeRustlsConnect,
     announce: &broadcast::Sender<Announced>,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
     listened: &mut bool,
@@ -70,7 +73,7 @@ async fn listen_once(
     let mut config = config.clone();
     // So an operator (or a test) can tell it in `pg_stat_activity`.
     config.application_name(APPLICATION_NAME);
-    let (client, mut connection) = config.connect(NoTls).await.map_err(|e| describe(&e))?;
+    let (client, mut connection) = config.connect(tls).await.map_err(|e| describe(&e))?;
     let (tx, mut notifications) = tokio::sync::mpsc::unbounded_channel();
     // The connection's messages (notifications among them) come only as
     // it is polled, which this task does.

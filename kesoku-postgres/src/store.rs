@@ -11,12 +11,11 @@ use kesoku_core::row::{Row, name};
 use kesoku_core::store::{Announced, Seq, SessionInfo, Store, StoreError, StoreFuture};
 use kesoku_core::{Message, Status};
 use tokio::sync::{broadcast, oneshot};
-use tokio_postgres::NoTls;
 
 use crate::error::{Failure, Place, describe};
 use crate::options::PostgresOptions;
 use crate::schema::{self, MigrateError};
-use crate::{notify, sql};
+use crate::{notify, sql, tls};
 
 /// A [`Store`] in a PostgreSQL database, shared by any number of agent
 /// processes on any number of machines.
@@ -79,11 +78,12 @@ impl PostgresStore {
 
     /// [`connect`](Self::connect), with `options`.
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Backend {
-            store: "PostgreSQL".into(),
-            action: "read the connection URL".into(),
-            message: format!("{e} (expected postgres://user:password@host:port/database)"),
-        })?;
+        let tls::Connect { config, tls } =
+            tls::read(url).map_err(|message| StoreError::Backend {
+                store: "PostgreSQL".into(),
+                action: "read the connection URL".into(),
+                message,
+            })?;
         let place = Place::of(&config);
         if options.max_connections == 0 {
             return Err(place.backend(
@@ -105,7 +105,7 @@ impl PostgresStore {
         pooled.options(&server_options);
         let manager = Manager::from_config(
             pooled,
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -139,8 +139,8 @@ impl PostgresStore {
         let (announce, _) = broadcast::channel(ANNOUNCED);
         let changes = announce.clone();
         let (ready, started) = oneshot::channel();
-        let listener =
-            tokio::spawn(notify::listen(config, place.clone(), announce, ready)).abort_handle();
+        let listener = tokio::spawn(notify::listen(config, tls, place.clone(), announce, ready))
+            .abort_handle();
         let store = PostgresStore {
             inner: Arc::new(Inner {
                 pool,
