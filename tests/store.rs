@@ -102,7 +102,8 @@ macro_rules! store_suite {
             after_pages_in_order, with_status_lists_in_order, transition_is_conditional,
             concurrent_claims_have_one_winner, sessions_listing, reopening_sees_everything,
             concurrent_inserts_become_visible_in_order, leases_are_exclusive_until_they_expire,
-            expired_turns_are_requeued, claim_next_takes_each_prompt_once_in_order);
+            expired_turns_are_requeued, claim_next_takes_each_prompt_once_in_order,
+            leased_inserts_need_a_live_lease, a_lost_lease_orders_the_old_holders_writes_first);
     };
     (@tests $backend:ident, $fixture:path; $($test:ident),*) => {
         mod $backend {
@@ -703,6 +704,157 @@ async fn leases_are_exclusive_until_they_expire(f: Fixture) {
         winners += usize::from(t.await.unwrap());
     }
     assert_eq!(winners, 1);
+}
+
+/// `insert_leased` writes only while its holder holds the session's live
+/// lease: not without one, with another holder's, a released or an
+/// expired one, or another session's. A refusal writes nothing, and uses
+/// up no seq.
+async fn leased_inserts_need_a_live_lease(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let answer = |id: &str, session: &str| msg(id, session, Role::Assistant, "4", at(1, 0));
+    let refused =
+        |result: Result<i64, StoreError>, id: &str, session: &str, holder: &str| match result {
+            Err(StoreError::LeaseLost {
+                id: i,
+                session: s,
+                holder: h,
+            }) => assert_eq!((i.as_str(), s.as_str(), h.as_str()), (id, session, holder)),
+            other => panic!("{id}: expected LeaseLost, got {other:?}"),
+        };
+    refused(
+        f.store.insert_leased(&answer("m0", "s1"), "w1").await,
+        "m0",
+        "s1",
+        "w1",
+    );
+    assert!(f.store.lease("s1", "w1", long).await.unwrap());
+    let first = f
+        .store
+        .insert_leased(&answer("m1", "s1"), "w1")
+        .await
+        .unwrap();
+    refused(
+        other.insert_leased(&answer("m2", "s1"), "w2").await,
+        "m2",
+        "s1",
+        "w2",
+    );
+    refused(
+        f.store.insert_leased(&answer("m3", "s2"), "w1").await,
+        "m3",
+        "s2",
+        "w1",
+    );
+    assert!(f.store.release("s1", "w1").await.unwrap());
+    refused(
+        f.store.insert_leased(&answer("m4", "s1"), "w1").await,
+        "m4",
+        "s1",
+        "w1",
+    );
+    assert!(
+        f.store
+            .lease("s1", "w1", Duration::from_millis(150))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Expired, though no one has taken it yet.
+    refused(
+        f.store.insert_leased(&answer("m5", "s1"), "w1").await,
+        "m5",
+        "s1",
+        "w1",
+    );
+    assert!(other.lease("s1", "w2", long).await.unwrap());
+    let next = other
+        .insert_leased(&answer("m6", "s1"), "w2")
+        .await
+        .unwrap();
+    assert_eq!(next, first + 1, "a refused insert used up a seq");
+    assert_eq!(
+        other.insert_leased(&answer("m6", "s1"), "w2").await,
+        Err(StoreError::Duplicate { id: "m6".into() })
+    );
+    for id in ["m0", "m2", "m3", "m4", "m5"] {
+        assert_eq!(f.store.get(id).await.unwrap(), None, "{id} was written");
+    }
+    let ids: Vec<String> = f
+        .store
+        .history("s1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, ["m1", "m6"]);
+    let sessions: Vec<String> = f
+        .store
+        .sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(sessions, ["s1"], "a refused insert made its session");
+}
+
+/// A holder writing as fast as it can while its lease expires and another
+/// takes it over: each of its writes either lands before the new holder's
+/// first or is refused; none comes after.
+async fn a_lost_lease_orders_the_old_holders_writes_first(f: Fixture) {
+    let other = (f.handle)().await;
+    assert!(
+        f.store
+            .lease("s", "old", Duration::from_millis(300))
+            .await
+            .unwrap()
+    );
+    let writer = {
+        let store = f.store.clone();
+        tokio::spawn(async move {
+            let mut written = 0_u32;
+            for n in 0.. {
+                let m = msg(&format!("old-{n}"), "s", Role::Tool, "r", at(n, 0));
+                match store.insert_leased(&m, "old").await {
+                    Ok(_) => written += 1,
+                    Err(StoreError::LeaseLost { .. }) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            written
+        })
+    };
+    let taker = tokio::spawn(async move {
+        while !other
+            .lease("s", "new", Duration::from_secs(30))
+            .await
+            .unwrap()
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let m = msg("new-0", "s", Role::Assistant, "a", at(0, 0));
+        other.insert_leased(&m, "new").await.unwrap()
+    });
+    let written = writer.await.unwrap();
+    let new_seq = taker.await.unwrap();
+    assert!(
+        written > 0,
+        "the old holder wrote nothing while it held the lease"
+    );
+    let stored = f.store.history_after("s", 0).await.unwrap();
+    let old: Vec<i64> = stored
+        .iter()
+        .filter(|(_, m)| m.id.starts_with("old-"))
+        .map(|(seq, _)| *seq)
+        .collect();
+    assert_eq!(old.len(), usize::try_from(written).unwrap());
+    assert!(
+        old.iter().all(|&seq| seq < new_seq),
+        "an old holder's write landed after the new holder's: {old:?} vs {new_seq}"
+    );
 }
 
 /// `processing` user messages go back to `pending_agent` once their

@@ -222,6 +222,30 @@ impl Gateway {
         Ok(seq)
     }
 
+    /// [`post`](Self::post), only while `holder` holds the lease of the
+    /// message's session ([`Store::insert_leased`]): otherwise
+    /// [`StoreError::LeaseLost`] and nothing is stored or delivered. How
+    /// an agent's turn posts.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use kesoku_core::{Gateway, GatewayError, Message, MessageType, Role, store::StoreError};
+    ///
+    /// let gateway = Gateway::in_memory();
+    /// let answer = || Message::new("s", Role::Assistant, MessageType::Text, "4");
+    /// gateway.store().lease("s", "worker-1", Duration::from_secs(10)).await.unwrap();
+    /// assert!(gateway.post_leased(answer(), "worker-1").await.is_ok());
+    /// let lost = gateway.post_leased(answer(), "worker-2").await.unwrap_err();
+    /// assert!(matches!(lost, GatewayError::Store(StoreError::LeaseLost { .. })));
+    /// # });
+    /// ```
+    pub async fn post_leased(&self, message: Message, holder: &str) -> Result<Seq, GatewayError> {
+        let seq = self.inner.store.insert_leased(&message, holder).await?;
+        let _ = self.inner.live.send((seq, Arc::new(message)));
+        Ok(seq)
+    }
+
     /// Delivers `delta` to the listeners of its session, now, without
     /// storing it. Nobody listening is fine: the finished message is
     /// stored when it is done.

@@ -48,6 +48,20 @@ pub enum StoreError {
         /// The database's error.
         message: String,
     },
+    /// [`Store::insert_leased`]: the message's session is not leased to
+    /// the holder that wrote it (the lease expired, or another worker
+    /// took it); nothing was written.
+    #[error(
+        "message `{id}` was not saved: the turn lease of session `{session}` is not held by `{holder}` (it expired, or another worker took it)"
+    )]
+    LeaseLost {
+        /// The message's id.
+        id: String,
+        /// Its session.
+        session: String,
+        /// The holder that wrote it.
+        holder: String,
+    },
     /// A stored row cannot be read back as a [`Message`].
     #[error("the {store} store holds a message that cannot be read ({id}): {message}")]
     Corrupt {
@@ -169,6 +183,14 @@ pub trait Store: Send + Sync + 'static {
     /// [`last_seq`](Store::last_seq) in `Seq` order: once one is, every
     /// smaller `Seq` is too (listeners rely on it to catch up).
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq>;
+
+    /// [`insert`](Store::insert), only while `holder` holds the turn lease
+    /// of the message's session ([`lease`](Store::lease)) and it has not
+    /// expired, checked in the same transaction: otherwise
+    /// [`StoreError::LeaseLost`], and nothing is written. How a turn posts,
+    /// so a worker that lost its session (stalled past its lease, say)
+    /// cannot answer a turn another worker has resumed.
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq>;
 
     /// The message with this id.
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>>;
@@ -320,10 +342,10 @@ fn seq_of(index: usize) -> Seq {
     Seq::try_from(index).map_or(Seq::MAX, |i| i + 1)
 }
 
-impl Store for MemoryStore {
-    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
-        let mut m = self.lock();
-        let result = if m.by_id.contains_key(&message.id) {
+impl MemoryStore {
+    /// Inserts `message` under the lock already taken.
+    fn insert_locked(m: &mut Memory, message: &Message) -> Result<Seq, StoreError> {
+        if m.by_id.contains_key(&message.id) {
             Err(StoreError::Duplicate {
                 id: message.id.clone(),
             })
@@ -353,6 +375,30 @@ impl Store for MemoryStore {
                 m.sessions.insert(message.session_id.clone(), session);
             }
             Ok(seq_of(index))
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
+        let result = Self::insert_locked(&mut self.lock(), message);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        let mut m = self.lock();
+        let held = m
+            .leases
+            .get(&message.session_id)
+            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
+        let result = if held {
+            Self::insert_locked(&mut m, message)
+        } else {
+            Err(StoreError::LeaseLost {
+                id: message.id.clone(),
+                session: message.session_id.clone(),
+                holder: holder.to_owned(),
+            })
         };
         Box::pin(std::future::ready(result))
     }
@@ -542,6 +588,9 @@ impl Store for MemoryStore {
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         (**self).insert(message)
+    }
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        (**self).insert_leased(message, holder)
     }
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
         (**self).get(id)

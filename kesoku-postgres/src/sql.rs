@@ -1,5 +1,7 @@
 //! The statements of each store call, and a row as a message.
 
+use std::sync::LazyLock;
+
 use deadpool_postgres::Client;
 use kesoku_core::Message;
 use kesoku_core::row::{Row, parse_time, variant};
@@ -17,38 +19,73 @@ const COLUMNS: &str =
 /// a payload must stay under 8,000).
 pub(crate) const CHANNEL: &str = "kesoku_messages";
 
-/// Saves `row` and its session; its seq, or `None` for a duplicate id.
+/// What an insert did.
+pub(crate) enum Inserted {
+    /// Stored at this seq.
+    At(Seq),
+    /// An id stored already: nothing written.
+    Duplicate,
+    /// A leased insert whose holder does not hold the session's live
+    /// lease: nothing written.
+    NotLeased,
+}
+
+/// The insert's one statement; with `fenced`, it writes only while `$12`
+/// holds the session's live lease.
 ///
 /// One statement, so one round trip and one transaction (the `NOTIFY`
-/// included, sent when it commits): the counter is
-/// taken first (every part reads `c`), which orders the inserts and keeps
-/// two of one session from locking its row in opposite orders; the
-/// notification goes out when it commits.
-pub(crate) async fn insert(client: &Client, row: &Row) -> Result<Option<Seq>, Failure> {
-    let stmt = client
-        .prepare_cached(
-            "WITH c AS (UPDATE kesoku_counter SET seq = seq + 1 RETURNING seq),
-             s AS (
-                 INSERT INTO kesoku_sessions (id, title, created, updated, messages)
-                 SELECT $2, $11, $10, $10, 1 FROM c
-                 ON CONFLICT (id) DO UPDATE SET
-                     title = coalesce(kesoku_sessions.title, excluded.title),
-                     updated = greatest(kesoku_sessions.updated, excluded.updated),
-                     messages = kesoku_sessions.messages + 1
-             ),
-             m AS (
-                 INSERT INTO kesoku_messages
-                     (seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id)
-                 SELECT c.seq, $1, $2, $3, $4, $5, $6, $7, $8, $10, $9 FROM c
-                 RETURNING seq
-             )
-             SELECT seq, pg_notify('kesoku_messages', CASE
-                 WHEN octet_length($2) <= 512 THEN seq || ' ' || $4 || ' ' || $6 || ' ' || $2
-                 ELSE seq::text END) FROM m",
+/// included, sent when it commits): the counter is taken first (every
+/// part reads `c`), which orders the inserts and keeps two of one session
+/// from locking its row in opposite orders. A fenced insert first locks
+/// the lease row `FOR SHARE`, so no other worker takes the lease before
+/// this commits (and one that took it already leaves no row to lock);
+/// without the lease the counter is not touched, so no seq is skipped.
+fn insert_sql(fenced: bool) -> String {
+    let (lease, counted) = if fenced {
+        (
+            "l AS (SELECT 1 FROM kesoku_leases
+                   WHERE session_id = $2 AND holder = $12 AND expires > clock_timestamp()
+                   FOR SHARE),",
+            " WHERE EXISTS (SELECT 1 FROM l)",
         )
-        .await?;
+    } else {
+        ("", "")
+    };
+    format!(
+        "WITH {lease} c AS (UPDATE kesoku_counter SET seq = seq + 1{counted} RETURNING seq),
+         s AS (
+             INSERT INTO kesoku_sessions (id, title, created, updated, messages)
+             SELECT $2, $11, $10, $10, 1 FROM c
+             ON CONFLICT (id) DO UPDATE SET
+                 title = coalesce(kesoku_sessions.title, excluded.title),
+                 updated = greatest(kesoku_sessions.updated, excluded.updated),
+                 messages = kesoku_sessions.messages + 1
+         ),
+         m AS (
+             INSERT INTO kesoku_messages
+                 (seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id)
+             SELECT c.seq, $1, $2, $3, $4, $5, $6, $7, $8, $10, $9 FROM c
+             RETURNING seq
+         )
+         SELECT seq, pg_notify('kesoku_messages', CASE
+             WHEN octet_length($2) <= 512 THEN seq || ' ' || $4 || ' ' || $6 || ' ' || $2
+             ELSE seq::text END) FROM m"
+    )
+}
+
+/// Saves `row` and its session (with a `holder`, only while it holds the
+/// session's live lease), then waits for the log to be flushed.
+pub(crate) async fn insert(
+    client: &Client,
+    row: &Row,
+    holder: Option<&str>,
+) -> Result<Inserted, Failure> {
+    static PLAIN: LazyLock<String> = LazyLock::new(|| insert_sql(false));
+    static FENCED: LazyLock<String> = LazyLock::new(|| insert_sql(true));
+    let sql = if holder.is_some() { &FENCED } else { &PLAIN };
+    let stmt = client.prepare_cached(sql).await?;
     let content = row.content.as_bytes();
-    let params: [&(dyn ToSql + Sync); 11] = [
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &row.id,
         &row.session_id,
         &row.sender,
@@ -61,13 +98,17 @@ pub(crate) async fn insert(client: &Client, row: &Row) -> Result<Option<Seq>, Fa
         &row.timestamp,
         &row.title,
     ];
-    let seq = match client.query_one(&stmt, &params).await {
-        Ok(r) => r.get(0),
-        Err(e) if is_duplicate(&e) => return Ok(None),
+    if let Some(holder) = &holder {
+        params.push(holder);
+    }
+    let seq = match client.query_opt(&stmt, &params).await {
+        Ok(Some(r)) => r.get(0),
+        Ok(None) => return Ok(Inserted::NotLeased),
+        Err(e) if is_duplicate(&e) => return Ok(Inserted::Duplicate),
         Err(e) => return Err(e.into()),
     };
     flushed(client).await?;
-    Ok(Some(seq))
+    Ok(Inserted::At(seq))
 }
 
 /// Returns once everything this connection committed is on disk (as the

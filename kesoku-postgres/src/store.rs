@@ -159,6 +159,34 @@ impl PostgresStore {
         }
     }
 
+    /// [`Store::insert`], or with a `holder` [`Store::insert_leased`].
+    fn insert_as<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: Option<&'a str>,
+    ) -> StoreFuture<'a, Seq> {
+        let row = Row::encode(message);
+        Box::pin(async move {
+            let inserted = self
+                .call(
+                    || format!("save message `{}`", message.id),
+                    |c| async move { sql::insert(&c, &row, holder).await },
+                )
+                .await?;
+            match inserted {
+                sql::Inserted::At(seq) => Ok(seq),
+                sql::Inserted::Duplicate => Err(StoreError::Duplicate {
+                    id: message.id.clone(),
+                }),
+                sql::Inserted::NotLeased => Err(StoreError::LeaseLost {
+                    id: message.id.clone(),
+                    session: message.session_id.clone(),
+                    holder: holder.unwrap_or_default().to_owned(),
+                }),
+            }
+        })
+    }
+
     /// Runs `job` on a pooled connection; a failure names `action`.
     fn call<'a, T, F>(
         &'a self,
@@ -198,18 +226,11 @@ impl fmt::Debug for PostgresStore {
 
 impl Store for PostgresStore {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
-        let row = Row::encode(message);
-        Box::pin(async move {
-            let inserted = self
-                .call(
-                    || format!("save message `{}`", message.id),
-                    |c| async move { sql::insert(&c, &row).await },
-                )
-                .await?;
-            inserted.ok_or_else(|| StoreError::Duplicate {
-                id: message.id.clone(),
-            })
-        })
+        self.insert_as(message, None)
+    }
+
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        self.insert_as(message, Some(holder))
     }
 
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {

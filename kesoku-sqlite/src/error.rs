@@ -29,6 +29,15 @@ impl Place {
     pub(crate) fn fail(&self, failure: Failure, action: impl FnOnce() -> String) -> StoreError {
         match failure {
             Failure::Duplicate(id) => StoreError::Duplicate { id },
+            Failure::LeaseLost {
+                id,
+                session,
+                holder,
+            } => StoreError::LeaseLost {
+                id,
+                session,
+                holder,
+            },
             Failure::Corrupt(u) => StoreError::Corrupt {
                 store: self.0.to_string(),
                 id: u.id,
@@ -52,6 +61,12 @@ pub(crate) enum Failure {
     Sql(rusqlite::Error),
     /// A message with this id is stored already.
     Duplicate(String),
+    /// A leased insert's session is not leased to its holder.
+    LeaseLost {
+        id: String,
+        session: String,
+        holder: String,
+    },
     /// A stored row is not a message.
     Corrupt(Undecodable),
 }

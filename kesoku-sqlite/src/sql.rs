@@ -7,12 +7,32 @@ use rusqlite::{Connection, Params, TransactionBehavior, ffi, params, params_from
 use crate::codec::{self, COLUMNS, Row};
 use crate::error::{Failure, Undecodable};
 
-/// Saves `row` and its session in one transaction; its seq.
-pub(crate) fn insert(conn: &mut Connection, row: &Row) -> Result<Seq, Failure> {
+/// Saves `row` and its session in one transaction; its seq. With a
+/// `holder`, only while that holder's lease of the session is live.
+pub(crate) fn insert(
+    conn: &mut Connection,
+    row: &Row,
+    holder: Option<&str>,
+) -> Result<Seq, Failure> {
     // IMMEDIATE takes the write lock up front, waiting out another writer
     // through the busy timeout; a deferred transaction that reads first
     // could only fail with SQLITE_BUSY when it tries to write.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if let Some(holder) = holder {
+        // Under the write lock: no lease changes hands before the commit.
+        let held = tx
+            .prepare_cached(
+                "SELECT 1 FROM leases WHERE session_id = ?1 AND holder = ?2 AND expires > ?3",
+            )?
+            .exists(params![row.session_id, holder, now_ms()])?;
+        if !held {
+            return Err(Failure::LeaseLost {
+                id: row.id.clone(),
+                session: row.session_id.clone(),
+                holder: holder.to_owned(),
+            });
+        }
+    }
     tx.prepare_cached(
         "INSERT INTO sessions (id, title, created, updated, messages) VALUES (?1, ?2, ?3, ?3, 1)
          ON CONFLICT (id) DO UPDATE SET

@@ -205,7 +205,17 @@ impl Store for SqliteStore {
         self.call(
             Lane::Write,
             || format!("save message `{}`", message.id),
-            move |conn| sql::insert(conn, &row),
+            move |conn| sql::insert(conn, &row, None),
+        )
+    }
+
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        let row = codec::encode(message);
+        let who = holder.to_owned();
+        self.call(
+            Lane::Write,
+            || format!("save message `{}`", message.id),
+            move |conn| sql::insert(conn, &row, Some(&who)),
         )
     }
 

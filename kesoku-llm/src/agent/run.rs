@@ -13,7 +13,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kesoku_core::store::{Seq, Store};
+use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{
     CancellationToken, GatewayError, Message, MessageType, Role, Status, ToolContext, ToolRequest,
     ToolRunner,
@@ -132,11 +132,20 @@ async fn run_leased(
     valid_until: Instant,
 ) -> Option<Result<TurnOutcome, AgentError>> {
     let session = message.session_id.clone();
-    let run = turn(shared, slot, message, seq);
+    let run = turn(shared, slot, holder, message, seq);
     let mut run = pin!(run);
     tokio::select! {
         biased;
-        outcome = &mut run => Some(outcome),
+        outcome = &mut run => match outcome {
+            // A post found the lease gone (this worker stalled past it):
+            // as below, the turn is another worker's now.
+            Err(AgentError::Gateway(GatewayError::Store(StoreError::LeaseLost { .. }))) => {
+                tracing::warn!(session, "the session's lease was lost before a post; its turn stops here and resumes elsewhere");
+                slot.set_running(0);
+                None
+            }
+            outcome => Some(outcome),
+        },
         () = keep_lease(shared, &session, holder, valid_until) => {
             // Another worker may have the session by now: this one stops
             // at once and posts nothing more. Whoever resumes the turn
@@ -197,6 +206,7 @@ async fn keep_lease(shared: &Shared, session: &str, holder: &str, mut valid_unti
 async fn turn(
     shared: &Shared,
     slot: &Slot,
+    holder: &str,
     message: Message,
     seq: Seq,
 ) -> Result<TurnOutcome, AgentError> {
@@ -211,6 +221,7 @@ async fn turn(
     let mut turn = Turn {
         shared,
         slot,
+        holder,
         user: message,
         seq,
         posted: Vec::new(),
@@ -260,6 +271,8 @@ pub(crate) fn outcome_from_history(
 struct Turn<'a> {
     shared: &'a Shared,
     slot: &'a Slot,
+    /// The session's lease holder: every post is fenced by it.
+    holder: &'a str,
     user: Message,
     seq: Seq,
     posted: Vec<Message>,
@@ -553,7 +566,10 @@ impl Turn<'_> {
     }
 
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
-        self.shared.gateway.post(message.clone()).await?;
+        self.shared
+            .gateway
+            .post_leased(message.clone(), self.holder)
+            .await?;
         self.posted.push(message);
         Ok(())
     }

@@ -1,0 +1,101 @@
+//! A worker that loses its session's lease mid-turn (it stalled past the
+//! lease, and another worker took the session) posts nothing more: every
+//! post of a turn is fenced by its lease, in the store's own transaction.
+//! The turn is resumed by whoever takes the session next.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use kesoku::llm::{
+    Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
+};
+use kesoku::store::{MemoryStore, Store};
+use kesoku::{Message, MessageType, Role, Status, ToolRegistry};
+use serde_json::json;
+
+/// A model whose first answer comes after another worker ("thief") took
+/// the session's lease from under the turn, as if this worker had
+/// stalled past it.
+struct StolenDuringFirstCall {
+    inner: ScriptedLlm,
+    store: Arc<MemoryStore>,
+    calls: Arc<AtomicUsize>,
+    lease: Duration,
+}
+
+impl Llm for StolenDuringFirstCall {
+    fn provider(&self) -> &'static str {
+        "test"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a LlmOptions,
+    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
+        Box::pin(async move {
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                assert!(self.store.break_lease(session_id).await.unwrap());
+                assert!(
+                    self.store
+                        .lease(session_id, "thief", self.lease)
+                        .await
+                        .unwrap()
+                );
+            }
+            self.inner
+                .complete(session_id, messages, tools, options)
+                .await
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
+    let store = Arc::new(MemoryStore::new());
+    let lease = Duration::from_millis(300);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let model = StolenDuringFirstCall {
+        inner: ScriptedLlm::from_json(json!([{"text": "stale answer"}, {"text": "fresh answer"}]))
+            .unwrap(),
+        store: Arc::clone(&store),
+        calls: Arc::clone(&calls),
+        lease,
+    };
+    let agent = Agent::builder(model)
+        .registry(ToolRegistry::new())
+        .store(Arc::clone(&store))
+        .lease(lease)
+        .build()
+        .unwrap();
+    let server = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.serve().await })
+    };
+    let prompt =
+        Message::new("s", Role::User, MessageType::Text, "hi").with_status(Status::PendingAgent);
+    agent.gateway().post(prompt).await.unwrap();
+
+    // The thief never runs the turn: once its lease expires, the turn is
+    // requeued and this agent resumes it with a second model call.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let history = loop {
+        let history = agent.history("s").await.unwrap();
+        if history.len() >= 2 || Instant::now() > deadline {
+            break history;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    server.abort();
+    let contents: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        ["hi", "fresh answer"],
+        "the answer written after the lease was lost was stored"
+    );
+    assert_eq!(history[0].status, Status::Processed);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
