@@ -99,3 +99,90 @@ async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
     assert_eq!(history[0].status, Status::Processed);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_turn_lost_its_lease_resumes_it_without_a_server() {
+    let store = Arc::new(MemoryStore::new());
+    let lease = Duration::from_millis(300);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let model = StolenDuringFirstCall {
+        inner: ScriptedLlm::from_json(json!([{"text": "stale answer"}, {"text": "fresh answer"}]))
+            .unwrap(),
+        store: Arc::clone(&store),
+        calls: Arc::clone(&calls),
+        lease,
+    };
+    let agent = Agent::builder(model)
+        .registry(ToolRegistry::new())
+        .store(Arc::clone(&store))
+        .lease(lease)
+        .build()
+        .unwrap();
+    // No agent serves: the send itself puts its turn back once the
+    // thief's lease expires, and runs it.
+    let outcome = tokio::time::timeout(Duration::from_secs(10), agent.send("s", "hi"))
+        .await
+        .expect("the send never returned")
+        .unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("fresh answer"));
+    let contents: Vec<String> = agent
+        .history("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(contents, ["hi", "fresh answer"]);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+/// A prompt posted for a session whose turn a `send` runs here waits for
+/// that turn's lease; `serve` claims it as soon as the lease is given up,
+/// not at its next sweep (half a lease: 30 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_a_prompt_as_soon_as_a_sends_turn_releases_its_session() {
+    let model = ScriptedLlm::from_json(json!([{"text": "first"}, {"text": "second"}]))
+        .unwrap()
+        .with_latency(Duration::from_millis(300));
+    let agent = Agent::builder(model)
+        .registry(ToolRegistry::new())
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let server = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.serve().await })
+    };
+    let sent = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.send("s", "one").await })
+    };
+    // Once the send's turn has its lease, a front end posts a newer prompt:
+    // it interrupts that turn, which then gives up the session.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while agent.history("s").await.unwrap().first().map(|m| m.status) != Some(Status::Processing) {
+        assert!(Instant::now() < deadline, "the send's turn never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let posted = Instant::now();
+    let prompt =
+        Message::new("s", Role::User, MessageType::Text, "two").with_status(Status::PendingAgent);
+    agent.gateway().post(prompt).await.unwrap();
+    let first = sent.await.unwrap().unwrap();
+    assert_eq!(first.status, kesoku::llm::TurnStatus::Interrupted);
+    let deadline = posted + Duration::from_secs(10);
+    let history = loop {
+        let history = agent.history("s").await.unwrap();
+        if history.len() >= 3 || Instant::now() > deadline {
+            break history;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    server.abort();
+    let contents: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        ["one", "two", "first"],
+        "the waiting prompt was not taken"
+    );
+}

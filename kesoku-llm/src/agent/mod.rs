@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kesoku_core::gateway::{Filter, Gateway};
-use kesoku_core::store::{MemoryStore, Store};
+use kesoku_core::store::{MemoryStore, Seq, Store};
 use kesoku_core::{
     LiveRegistry, Message, MessageType, RegistryRef, Role, Status, ToolContext, ToolRegistry,
 };
@@ -95,6 +95,9 @@ pub(crate) struct Shared {
     pub(crate) claims: std::sync::atomic::AtomicU64,
     /// How long a session's lease lasts unless renewed.
     pub(crate) lease: Duration,
+    /// Told when a turn gives up its session's lease, so `serve` asks at
+    /// once for a prompt that waited on that session.
+    pub(crate) released: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -333,6 +336,7 @@ impl AgentBuilder {
                 holder: format!("agent-{}", uuid::Uuid::new_v4()),
                 claims: std::sync::atomic::AtomicU64::new(0),
                 lease: self.lease,
+                released: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -391,8 +395,9 @@ impl Agent {
         self.shared.sessions.saw_user_message(session_id, seq);
         match run::take(&self.shared, message.clone(), seq).await? {
             Some(outcome) => Ok(outcome),
-            // A serving agent, here or elsewhere, took it first.
-            None => self.finished_elsewhere(&message).await,
+            // A serving agent, here or elsewhere, took it first, or this
+            // turn lost its lease (to a stall) and is resumed.
+            None => self.finished_elsewhere(&message, seq).await,
         }
     }
 
@@ -509,6 +514,9 @@ impl Agent {
                     Some(Err(e)) => tracing::warn!(error = %e, "listening for prompts failed; retrying"),
                     None => return Ok(()),
                 },
+                // One of this agent's turns released its session: a
+                // prompt that waited on it can be claimed now.
+                () = self.shared.released.notified() => {}
                 _ = sweep.tick() => {
                     if let Err(e) = self.requeue().await {
                         tracing::warn!(error = %e, "could not requeue dead workers' turns; retrying");
@@ -579,25 +587,51 @@ impl Agent {
         Ok(())
     }
 
-    /// The outcome of a turn another agent runs, read from the store once
-    /// the user message has its final status.
-    async fn finished_elsewhere(&self, message: &Message) -> Result<TurnOutcome, AgentError> {
+    /// The outcome of the turn of `message` (at `seq`) that another agent
+    /// runs, read from the store once the user message has its final
+    /// status. A turn whose worker stopped renewing its lease (it died, or
+    /// stalled past it: this agent included) is put back once the lease
+    /// has expired and run here, unless a serving agent takes it first;
+    /// so a `send` returns even where no agent serves.
+    async fn finished_elsewhere(
+        &self,
+        message: &Message,
+        seq: Seq,
+    ) -> Result<TurnOutcome, AgentError> {
         let store = self.shared.gateway.store();
+        let mut next_sweep = tokio::time::Instant::now() + self.shared.lease / 2;
         loop {
             let status = store
                 .get(&message.id)
                 .await
                 .map_err(kesoku_core::GatewayError::from)?
                 .map(|m| m.status);
-            let status = match status {
+            let finished = match status {
                 Some(Status::Processed) => Some(TurnStatus::Completed),
                 Some(Status::Interrupted) => Some(TurnStatus::Interrupted),
                 Some(Status::Error) => Some(TurnStatus::Failed),
                 _ => None,
             };
-            if let Some(status) = status {
+            if let Some(status) = finished {
                 let history = self.history(&message.session_id).await?;
                 return Ok(run::outcome_from_history(status, message, history));
+            }
+            if status == Some(Status::PendingAgent) {
+                // Put back, and no one has taken it yet.
+                if let Some(outcome) = run::take(&self.shared, message.clone(), seq).await? {
+                    return Ok(outcome);
+                }
+                continue;
+            }
+            if tokio::time::Instant::now() >= next_sweep {
+                next_sweep = tokio::time::Instant::now() + self.shared.lease / 2;
+                let requeued = store
+                    .requeue_expired()
+                    .await
+                    .map_err(kesoku_core::GatewayError::from)?;
+                if !requeued.is_empty() {
+                    continue;
+                }
             }
             tokio::time::sleep(ELSEWHERE_POLL).await;
         }

@@ -162,6 +162,7 @@ async fn release(shared: &Shared, session: &str, holder: &str) {
     if let Err(e) = shared.gateway.store().release(session, holder).await {
         tracing::warn!(session, error = %e, "could not release a session's lease");
     }
+    shared.released.notify_one();
 }
 
 /// Whether message `id` is still `pending_agent`.
