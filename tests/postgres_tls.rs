@@ -209,3 +209,78 @@ async fn the_key_value_form_takes_the_same_parameters() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_systems_roots_need_the_full_check_and_do_not_trust_a_private_ca() {
+    let Some((url, _)) =
+        tls_server("the_systems_roots_need_the_full_check_and_do_not_trust_a_private_ca").await
+    else {
+        return;
+    };
+    // Without sslmode, sslrootcert=system means verify-full (as in libpq):
+    // the test CA is no system root, so the server is refused.
+    let err = encrypted(&with(&as_localhost(&url), "sslrootcert=system"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("UnknownIssuer") || err.contains("no system root certificates"),
+        "{err}"
+    );
+    let err = encrypted(&with(&url, "sslmode=require&sslrootcert=system"))
+        .await
+        .unwrap_err();
+    assert!(err.contains("read the connection URL"), "{err}");
+    assert!(
+        err.contains("sslmode `require` may not be used with sslrootcert=system"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn verify_without_a_root_certificate_is_refused_before_connecting() {
+    let Some((url, _)) =
+        tls_server("verify_without_a_root_certificate_is_refused_before_connecting").await
+    else {
+        return;
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if home.is_some_and(|h| h.join(".postgresql/root.crt").exists()) {
+        eprintln!("skipped: ~/.postgresql/root.crt exists here, and would be used");
+        return;
+    }
+    let err = encrypted(&with(&url, "sslmode=verify-ca"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("sslmode `verify-ca` needs the server's root certificate"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_certificate_named_as_its_own_root_is_trusted_as_itself() {
+    let Some((url, tls)) =
+        tls_server("a_certificate_named_as_its_own_root_is_trusted_as_itself").await
+    else {
+        return;
+    };
+    // The server's own certificate as the root file (as with a self-signed
+    // server certificate): trusted as itself, though nothing in the file
+    // signed it; verify-full still compares its name.
+    let pinned = |mode: &str| {
+        format!(
+            "sslmode={mode}&sslrootcert={}",
+            tls.join("server.pem").display()
+        )
+    };
+    let ssl = encrypted(&with(&as_localhost(&url), &pinned("verify-full")))
+        .await
+        .unwrap();
+    assert!(!ssl.is_empty() && ssl.iter().all(|&s| s), "{ssl:?}");
+    let err = encrypted(&with(&url, &pinned("verify-full")))
+        .await
+        .unwrap_err();
+    assert!(err.contains("not valid for name"), "{err}");
+    let ssl = encrypted(&with(&url, &pinned("verify-ca"))).await.unwrap();
+    assert!(!ssl.is_empty() && ssl.iter().all(|&s| s), "{ssl:?}");
+}

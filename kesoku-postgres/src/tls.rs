@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use percent_encoding::percent_decode_str;
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{WebPkiServerVerifier, verify_server_name};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
@@ -31,8 +32,8 @@ pub(crate) struct Connect {
 /// Reads `url` (the URL or the key-value form).
 pub(crate) fn read(url: &str) -> Result<Connect, String> {
     let (config, params) = driver_config(url)?;
-    let check = check_of(&params)?;
-    let tls = connector(check, params.root.as_deref())?;
+    let plan = plan(&params, default_root_file())?;
+    let tls = connector(&plan)?;
     Ok(Connect { config, tls })
 }
 
@@ -60,14 +61,89 @@ fn driver_config(url: &str) -> Result<(Config, Params), String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Check {
     /// Not at all: the connection is encrypted against eavesdroppers only
-    /// (libpq's `prefer` and `require`).
+    /// (libpq's `prefer` and `require` with no root certificate).
     Nothing,
     /// Signed by a trusted root, whatever name it bears (`verify-ca`, and
-    /// `require` with an `sslrootcert`, as in libpq).
+    /// `prefer` or `require` where a root certificate file exists, as in
+    /// libpq).
     Chain,
     /// Signed by a trusted root and issued for the host connected to
-    /// (`verify-full`).
+    /// (`verify-full`, and `sslrootcert=system`).
     Full,
+}
+
+/// Where the trusted roots come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Roots {
+    /// A PEM file; a certificate in it is also trusted as itself (a
+    /// self-signed server certificate named as its own root).
+    File(PathBuf),
+    /// The system's roots (`sslrootcert=system`).
+    System,
+}
+
+/// How a URL's TLS parameters are carried out.
+#[derive(Debug, PartialEq, Eq)]
+struct Plan {
+    check: Check,
+    /// `None` exactly when `check` is [`Check::Nothing`].
+    roots: Option<Roots>,
+}
+
+const MODES: [&str; 5] = ["disable", "prefer", "require", "verify-ca", "verify-full"];
+
+/// What `params` ask for, as libpq reads them; `default_root` is
+/// `~/.postgresql/root.crt` where it exists.
+fn plan(params: &Params, default_root: Option<PathBuf>) -> Result<Plan, String> {
+    if let Some(key) = &params.unsupported {
+        return Err(format!(
+            "`{key}` is not supported: client certificates are not implemented; \
+             authenticate with a password (sslmode and sslrootcert are supported)"
+        ));
+    }
+    let mode = params.mode.as_deref();
+    if let Some(other) = mode.filter(|m| !MODES.contains(m)) {
+        return Err(format!(
+            "sslmode `{other}` is not supported: use disable, prefer, require, verify-ca or verify-full"
+        ));
+    }
+    if params.root.as_deref() == Some("system") {
+        // libpq: the system's roots only with the full check (any public
+        // certificate would pass a weaker one).
+        return match mode {
+            None | Some("verify-full") => Ok(Plan {
+                check: Check::Full,
+                roots: Some(Roots::System),
+            }),
+            Some(weak) => Err(format!(
+                "sslmode `{weak}` may not be used with sslrootcert=system: use verify-full (or leave sslmode out)"
+            )),
+        };
+    }
+    let file = params.root.as_ref().map(PathBuf::from).or(default_root);
+    let nothing = Plan {
+        check: Check::Nothing,
+        roots: None,
+    };
+    let with_file = |check| match &file {
+        Some(file) => Ok(Plan {
+            check,
+            roots: Some(Roots::File(file.clone())),
+        }),
+        None => Err(format!(
+            "sslmode `{}` needs the server's root certificate, and ~/.postgresql/root.crt does not exist: \
+             name it with sslrootcert=PATH (or sslrootcert=system for the system's roots)",
+            mode.unwrap_or_default()
+        )),
+    };
+    match mode {
+        Some("disable") => Ok(nothing),
+        Some("verify-full") => with_file(Check::Full),
+        Some("verify-ca") => with_file(Check::Chain),
+        // prefer and require check the chain where a root file exists.
+        _ if file.is_some() => with_file(Check::Chain),
+        _ => Ok(nothing),
+    }
 }
 
 /// The TLS parameters taken out of a URL.
@@ -77,26 +153,6 @@ struct Params {
     root: Option<String>,
     /// A libpq TLS parameter this store does not support.
     unsupported: Option<String>,
-}
-
-fn check_of(params: &Params) -> Result<Check, String> {
-    if let Some(key) = &params.unsupported {
-        return Err(format!(
-            "`{key}` is not supported: client certificates are not implemented; \
-             authenticate with a password (sslmode and sslrootcert are supported)"
-        ));
-    }
-    Ok(match params.mode.as_deref() {
-        Some("require") if params.root.is_some() => Check::Chain,
-        None | Some("disable" | "prefer" | "require") => Check::Nothing,
-        Some("verify-ca") => Check::Chain,
-        Some("verify-full") => Check::Full,
-        Some(other) => {
-            return Err(format!(
-                "sslmode `{other}` is not supported: use disable, prefer, require, verify-ca or verify-full"
-            ));
-        }
-    })
 }
 
 /// Parameters taken out of the URL and handled here, and libpq's others
@@ -120,9 +176,16 @@ fn take(params: &mut Params, key: &str, value: String) {
 fn split(url: &str) -> (String, Params) {
     let mut params = Params::default();
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let Some((base, query)) = url.split_once('?') else {
+        // As the driver reads it: the credentials end at the first `@`,
+        // and the query starts at the first `?` after them.
+        let scheme_end = url.find("://").map_or(0, |i| i + 3);
+        let host_start = url[scheme_end..]
+            .find('@')
+            .map_or(scheme_end, |i| scheme_end + i + 1);
+        let Some(query_start) = url[host_start..].find('?').map(|i| host_start + i) else {
             return (url.to_owned(), params);
         };
+        let (base, query) = (&url[..query_start], &url[query_start + 1..]);
         let mut kept = Vec::new();
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -256,48 +319,38 @@ fn with_param(url: &str, key: &str, value: &str) -> String {
     }
 }
 
-/// The rustls connector that checks the server as `check` says, against
-/// the roots `root` names.
-fn connector(check: Check, root: Option<&str>) -> Result<MakeRustlsConnect, String> {
+/// The rustls connector that carries out `plan`.
+fn connector(plan: &Plan) -> Result<MakeRustlsConnect, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
-    let config = match check {
-        Check::Nothing => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Unchecked(provider)))
-            .with_no_client_auth(),
-        Check::Chain | Check::Full => {
-            let roots = roots(root)?;
-            let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| format!("TLS: {e}"))?;
-            if check == Check::Full {
-                builder.with_webpki_verifier(verifier).with_no_client_auth()
-            } else {
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(AnyName(verifier)))
-                    .with_no_client_auth()
-            }
+    let (webpki, pinned) = match &plan.roots {
+        None => (None, Vec::new()),
+        Some(roots) => {
+            let (store, pinned) = match roots {
+                Roots::System => (system_roots()?, Vec::new()),
+                Roots::File(path) => {
+                    let certs = file_certs(path)?;
+                    (file_roots(path, &certs)?, certs)
+                }
+            };
+            let verifier =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
+                    .build()
+                    .map_err(|e| format!("TLS: {e}"))?;
+            (Some(verifier), pinned)
         }
     };
+    let config = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Verifier {
+            check: plan.check,
+            webpki,
+            pinned,
+            provider,
+        }))
+        .with_no_client_auth();
     Ok(MakeRustlsConnect::new(config))
-}
-
-/// The trusted roots: the file `sslrootcert` names, the system's for
-/// `sslrootcert=system`, and without it `~/.postgresql/root.crt` where it
-/// exists (libpq's default), else the system's.
-fn roots(root: Option<&str>) -> Result<RootCertStore, String> {
-    match root {
-        Some("system") => system_roots(),
-        Some(path) => file_roots(Path::new(path)),
-        None => match default_root_file() {
-            Some(path) => file_roots(&path),
-            None => system_roots(),
-        },
-    }
 }
 
 fn default_root_file() -> Option<PathBuf> {
@@ -306,7 +359,7 @@ fn default_root_file() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-fn file_roots(path: &Path) -> Result<RootCertStore, String> {
+fn file_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let named = || format!("sslrootcert `{}`", path.display());
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("{}: {e}", named()))?
@@ -315,11 +368,18 @@ fn file_roots(path: &Path) -> Result<RootCertStore, String> {
     if certs.is_empty() {
         return Err(format!("{} holds no PEM certificate", named()));
     }
+    Ok(certs)
+}
+
+fn file_roots(path: &Path, certs: &[CertificateDer<'static>]) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     for cert in certs {
-        roots
-            .add(cert)
-            .map_err(|e| format!("{}: not a usable root certificate: {e}", named()))?;
+        roots.add(cert.clone()).map_err(|e| {
+            format!(
+                "sslrootcert `{}`: not a usable root certificate: {e}",
+                path.display()
+            )
+        })?;
     }
     Ok(roots)
 }
@@ -347,22 +407,54 @@ fn system_roots() -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-/// libpq's `require`: any certificate, so the link is encrypted but the
-/// server not authenticated. The handshake's signatures are still checked
-/// (a peer must hold the key of the certificate it shows).
+/// Checks the server's certificate as a [`Check`] says. The handshake's
+/// signatures are always checked (a peer must hold the key of the
+/// certificate it shows), whatever the check of the certificate itself.
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
+struct Verifier {
+    check: Check,
+    /// The chain's check against the roots (`None` for
+    /// [`Check::Nothing`]).
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    /// The root file's certificates, each also trusted as itself: a
+    /// self-signed server certificate named as its own root is a CA
+    /// certificate that webpki would refuse as an end entity, which
+    /// libpq (OpenSSL) accepts.
+    pinned: Vec<CertificateDer<'static>>,
+    provider: Arc<CryptoProvider>,
+}
 
-impl ServerCertVerifier for Unchecked {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        let Some(webpki) = &self.webpki else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        if self
+            .pinned
+            .iter()
+            .any(|c| c.as_ref() == end_entity.as_ref())
+        {
+            if self.check == Check::Full {
+                verify_server_name(&ParsedCertificate::try_from(end_entity)?, server_name)?;
+            }
+            return Ok(ServerCertVerified::assertion());
+        }
+        match webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            // webpki checks the name last, after the chain: for `Chain`,
+            // only a name mismatch is forgiven.
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if self.check == Check::Chain => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
     }
 
     fn verify_tls12_signature(
@@ -375,7 +467,7 @@ impl ServerCertVerifier for Unchecked {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -389,61 +481,14 @@ impl ServerCertVerifier for Unchecked {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the chain must lead to a trusted root; the name the
-/// certificate bears is not compared with the host's. (webpki checks the
-/// name last, after the chain, so only a name mismatch is forgiven.)
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -501,19 +546,79 @@ mod tests {
 
     #[test]
     fn modes_check_as_libpq_does() {
-        let check = |mode, root| check_of(&params(mode, root));
-        assert_eq!(check(None, None), Ok(Check::Nothing));
-        assert_eq!(check(Some("prefer"), Some("ca.pem")), Ok(Check::Nothing));
-        assert_eq!(check(Some("require"), None), Ok(Check::Nothing));
-        assert_eq!(check(Some("require"), Some("ca.pem")), Ok(Check::Chain));
-        assert_eq!(check(Some("verify-ca"), None), Ok(Check::Chain));
-        assert_eq!(check(Some("verify-full"), None), Ok(Check::Full));
-        let e = check(Some("allow"), None).unwrap_err();
-        assert!(e.contains("sslmode `allow` is not supported"), "{e}");
+        let file = |p: &str| Some(Roots::File(PathBuf::from(p)));
+        let plan_of = |mode, root, default: Option<&str>| {
+            plan(&params(mode, root), default.map(PathBuf::from)).map(|p| (p.check, p.roots))
+        };
+        let nothing = Ok((Check::Nothing, None));
+        assert_eq!(plan_of(None, None, None), nothing);
+        assert_eq!(plan_of(Some("require"), None, None), nothing);
+        assert_eq!(
+            plan_of(Some("disable"), Some("ca.pem"), Some("d.crt")),
+            nothing
+        );
+        // A root file, named or ~/.postgresql/root.crt, makes prefer and
+        // require check the chain.
+        for mode in [None, Some("prefer"), Some("require")] {
+            assert_eq!(
+                plan_of(mode, Some("ca.pem"), None),
+                Ok((Check::Chain, file("ca.pem")))
+            );
+            assert_eq!(
+                plan_of(mode, None, Some("d.crt")),
+                Ok((Check::Chain, file("d.crt")))
+            );
+        }
+        assert_eq!(
+            plan_of(Some("verify-ca"), Some("ca.pem"), Some("d.crt")),
+            Ok((Check::Chain, file("ca.pem")))
+        );
+        assert_eq!(
+            plan_of(Some("verify-full"), None, Some("d.crt")),
+            Ok((Check::Full, file("d.crt")))
+        );
+        // verify-* with no root file at all: refused, not the system's
+        // roots (any public certificate would pass verify-ca).
+        for mode in ["verify-ca", "verify-full"] {
+            let e = plan_of(Some(mode), None, None).unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "sslmode `{mode}` needs the server's root certificate"
+                )),
+                "{e}"
+            );
+        }
+        // sslrootcert=system: the full check, and nothing weaker.
+        assert_eq!(
+            plan_of(None, Some("system"), None),
+            Ok((Check::Full, Some(Roots::System)))
+        );
+        assert_eq!(
+            plan_of(Some("verify-full"), Some("system"), Some("d.crt")),
+            Ok((Check::Full, Some(Roots::System)))
+        );
+        for weak in ["disable", "prefer", "require", "verify-ca"] {
+            let e = plan_of(Some(weak), Some("system"), None).unwrap_err();
+            assert!(e.contains("may not be used with sslrootcert=system"), "{e}");
+        }
+        for bad in ["allow", "ca", "", "verify"] {
+            let e = plan_of(Some(bad), None, None).unwrap_err();
+            assert!(
+                e.contains(&format!("sslmode `{bad}` is not supported")),
+                "{e}"
+            );
+        }
         let mut p = params(None, None);
         take(&mut p, "sslcert", "client.pem".into());
-        let e = check_of(&p).unwrap_err();
+        let e = plan(&p, None).unwrap_err();
         assert!(e.contains("`sslcert` is not supported"), "{e}");
+    }
+
+    #[test]
+    fn a_question_mark_in_the_password_is_not_the_query() {
+        let (rest, p) = split("postgres://u:a?sslmode=disable&x@db/app?sslmode=verify-full");
+        assert_eq!(rest, "postgres://u:a?sslmode=disable&x@db/app");
+        assert_eq!(p, params(Some("verify-full"), None));
     }
 
     #[test]
