@@ -144,9 +144,12 @@ async fn serve_takes_a_prompt_as_soon_as_a_sends_turn_releases_its_session() {
     let model = ScriptedLlm::from_json(json!([{"text": "first"}, {"text": "second"}]))
         .unwrap()
         .with_latency(Duration::from_millis(300));
+    // One turn at a time: the send's turn gives its permit back before it
+    // wakes `serve`, which needs the permit to claim.
     let agent = Agent::builder(model)
         .registry(ToolRegistry::new())
         .lease(Duration::from_secs(60))
+        .max_concurrent_turns(1)
         .build()
         .unwrap();
     let server = {

@@ -103,7 +103,8 @@ macro_rules! store_suite {
             concurrent_claims_have_one_winner, sessions_listing, reopening_sees_everything,
             concurrent_inserts_become_visible_in_order, leases_are_exclusive_until_they_expire,
             expired_turns_are_requeued, claim_next_takes_each_prompt_once_in_order,
-            leased_inserts_need_a_live_lease, a_lost_lease_orders_the_old_holders_writes_first);
+            leased_inserts_need_a_live_lease, a_lost_lease_orders_the_old_holders_writes_first,
+            leased_transitions_need_a_live_lease);
     };
     (@tests $backend:ident, $fixture:path; $($test:ident),*) => {
         mod $backend {
@@ -799,6 +800,80 @@ async fn leased_inserts_need_a_live_lease(f: Fixture) {
         .map(|s| s.id)
         .collect();
     assert_eq!(sessions, ["s1"], "a refused insert made its session");
+}
+
+/// `transition_leased` changes a status only while its holder holds the
+/// live lease of the message's session; a refusal names the session and
+/// changes nothing.
+async fn leased_transitions_need_a_live_lease(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let mut prompt = msg("p", "s1", Role::User, "hi", at(0, 0));
+    prompt.status = Status::Processing;
+    f.store.insert(&prompt).await.unwrap();
+    let status = || async { f.store.get("p").await.unwrap().unwrap().status };
+    let done = [Status::Processing];
+    let lost = |result: Result<bool, StoreError>, holder: &str| match result {
+        Err(StoreError::LeaseLost {
+            id,
+            session,
+            holder: h,
+        }) => assert_eq!(
+            (id.as_str(), session.as_str(), h.as_str()),
+            ("p", "s1", holder)
+        ),
+        other => panic!("expected LeaseLost for {holder}, got {other:?}"),
+    };
+    lost(
+        f.store
+            .transition_leased("p", &done, Status::Processed, "w1")
+            .await,
+        "w1",
+    );
+    assert!(f.store.lease("s1", "w1", long).await.unwrap());
+    lost(
+        other
+            .transition_leased("p", &done, Status::Interrupted, "w2")
+            .await,
+        "w2",
+    );
+    assert_eq!(status().await, Status::Processing);
+    // Another session's lease does not count.
+    assert!(other.lease("s2", "w2", long).await.unwrap());
+    lost(
+        other
+            .transition_leased("p", &done, Status::Interrupted, "w2")
+            .await,
+        "w2",
+    );
+    assert_eq!(
+        other
+            .transition_leased("no-such-id", &done, Status::Processed, "w2")
+            .await,
+        Ok(false)
+    );
+    assert_eq!(
+        f.store
+            .transition_leased("p", &done, Status::Processed, "w1")
+            .await,
+        Ok(true)
+    );
+    assert_eq!(status().await, Status::Processed);
+    // Its status is no longer one of `from`.
+    assert_eq!(
+        f.store
+            .transition_leased("p", &done, Status::Error, "w1")
+            .await,
+        Ok(false)
+    );
+    assert!(f.store.release("s1", "w1").await.unwrap());
+    lost(
+        f.store
+            .transition_leased("p", &[Status::Processed], Status::Error, "w1")
+            .await,
+        "w1",
+    );
+    assert_eq!(status().await, Status::Processed);
 }
 
 /// A holder writing as fast as it can while its lease expires and another

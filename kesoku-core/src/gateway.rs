@@ -310,6 +310,22 @@ impl Gateway {
         Ok(self.inner.store.transition(id, from, to).await?)
     }
 
+    /// [`transition`](Self::transition), only while `holder` holds the
+    /// lease of the message's session ([`Store::transition_leased`]).
+    pub async fn transition_leased(
+        &self,
+        id: &str,
+        from: &[Status],
+        to: Status,
+        holder: &str,
+    ) -> Result<bool, GatewayError> {
+        Ok(self
+            .inner
+            .store
+            .transition_leased(id, from, to, holder)
+            .await?)
+    }
+
     /// Claims a `pending_agent` message for processing: `true` for exactly
     /// one of the claimants, in this process or any other sharing the store.
     pub async fn claim(&self, id: &str) -> Result<bool, GatewayError> {

@@ -48,11 +48,11 @@ pub enum StoreError {
         /// The database's error.
         message: String,
     },
-    /// [`Store::insert_leased`]: the message's session is not leased to
-    /// the holder that wrote it (the lease expired, or another worker
-    /// took it); nothing was written.
+    /// [`Store::insert_leased`] or [`Store::transition_leased`]: the
+    /// message's session is not leased to the holder that wrote it (the
+    /// lease expired, or another worker took it); nothing was written.
     #[error(
-        "message `{id}` was not saved: the turn lease of session `{session}` is not held by `{holder}` (it expired, or another worker took it)"
+        "message `{id}` was not written: the turn lease of session `{session}` is not held by `{holder}` (it expired, or another worker took it)"
     )]
     LeaseLost {
         /// The message's id.
@@ -221,6 +221,20 @@ pub trait Store: Send + Sync + 'static {
         id: &'a str,
         from: &'a [Status],
         to: Status,
+    ) -> StoreFuture<'a, bool>;
+
+    /// [`transition`](Store::transition), only while `holder` holds the
+    /// turn lease of the message's session and it has not expired, checked
+    /// in the same transaction: otherwise [`StoreError::LeaseLost`], and
+    /// nothing is changed. `false` for an unknown id or a status not in
+    /// `from`. How a turn settles its prompt, so a worker that lost the
+    /// session cannot mark a turn another worker is running.
+    fn transition_leased<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+        holder: &'a str,
     ) -> StoreFuture<'a, bool>;
 
     /// Every session, the most recently updated first.
@@ -483,6 +497,37 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(changed)))
     }
 
+    fn transition_leased<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+        holder: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let Some(i) = m.by_id.get(id).copied() else {
+            return Box::pin(std::future::ready(Ok(false)));
+        };
+        let session = &m.log[i].session_id;
+        let held = m
+            .leases
+            .get(session)
+            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
+        let result = if !held {
+            Err(StoreError::LeaseLost {
+                id: id.to_owned(),
+                session: session.clone(),
+                holder: holder.to_owned(),
+            })
+        } else if from.contains(&m.log[i].status) {
+            m.log[i].status = to;
+            Ok(true)
+        } else {
+            Ok(false)
+        };
+        Box::pin(std::future::ready(result))
+    }
+
     fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
         let m = self.lock();
         let mut sessions: Vec<SessionInfo> = m.sessions.values().cloned().collect();
@@ -618,6 +663,15 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         to: Status,
     ) -> StoreFuture<'a, bool> {
         (**self).transition(id, from, to)
+    }
+    fn transition_leased<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+        holder: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        (**self).transition_leased(id, from, to, holder)
     }
     fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
         (**self).sessions()

@@ -179,6 +179,49 @@ pub(crate) async fn transition(
     Ok(client.execute(&stmt, &[&to, &id, &from]).await? == 1)
 }
 
+/// What a leased transition did.
+pub(crate) enum Leased {
+    /// The lease was held; whether the status changed (`false` for an
+    /// unknown id or a status not in `from`).
+    Done(bool),
+    /// The lease of the message's session (named) was not `holder`'s, or
+    /// not live: nothing changed.
+    NotLeased(String),
+}
+
+/// [`transition`], only while `holder` holds the live lease of the
+/// message's session, whose row it locks `FOR SHARE` (as a leased insert
+/// does) so no other worker takes it before this commits.
+pub(crate) async fn transition_leased(
+    client: &Client,
+    id: &str,
+    from: &[String],
+    to: &str,
+    holder: &str,
+) -> Result<Leased, Failure> {
+    let stmt = client
+        .prepare_cached(
+            "WITH msg AS (SELECT session_id FROM kesoku_messages WHERE id = $2),
+             l AS (SELECT 1 FROM kesoku_leases
+                   WHERE session_id = (SELECT session_id FROM msg) AND holder = $4
+                     AND expires > clock_timestamp()
+                   FOR SHARE),
+             u AS (UPDATE kesoku_messages SET status = $1
+                   WHERE id = $2 AND status = ANY($3) AND EXISTS (SELECT 1 FROM l)
+                   RETURNING 1)
+             SELECT (SELECT session_id FROM msg), EXISTS (SELECT 1 FROM l), EXISTS (SELECT 1 FROM u)",
+        )
+        .await?;
+    let row = client.query_one(&stmt, &[&to, &id, &from, &holder]).await?;
+    let session: Option<String> = row.try_get(0)?;
+    let (held, changed): (bool, bool) = (row.try_get(1)?, row.try_get(2)?);
+    Ok(match session {
+        None => Leased::Done(false),
+        Some(session) if !held => Leased::NotLeased(session),
+        Some(_) => Leased::Done(changed),
+    })
+}
+
 /// Every session, the most recently updated first.
 pub(crate) async fn sessions(client: &Client) -> Result<Vec<SessionInfo>, Failure> {
     let stmt = client

@@ -290,6 +290,35 @@ impl Store for PostgresStore {
         )
     }
 
+    fn transition_leased<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+        holder: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        let from_names: Vec<String> = from.iter().map(|s| name(*s)).collect();
+        let to_name = name(to);
+        Box::pin(async move {
+            let done = self
+                .call(
+                    move || format!("set the status of message `{id}` to `{}`", name(to)),
+                    move |c| async move {
+                        sql::transition_leased(&c, id, &from_names, &to_name, holder).await
+                    },
+                )
+                .await?;
+            match done {
+                sql::Leased::Done(changed) => Ok(changed),
+                sql::Leased::NotLeased(session) => Err(StoreError::LeaseLost {
+                    id: id.to_owned(),
+                    session,
+                    holder: holder.to_owned(),
+                }),
+            }
+        })
+    }
+
     fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
         self.call(
             || "list the sessions".into(),

@@ -2,7 +2,9 @@
 
 use kesoku_core::Message;
 use kesoku_core::store::{Seq, SessionInfo};
-use rusqlite::{Connection, Params, TransactionBehavior, ffi, params, params_from_iter};
+use rusqlite::{
+    Connection, OptionalExtension as _, Params, TransactionBehavior, ffi, params, params_from_iter,
+};
 
 use crate::codec::{self, COLUMNS, Row};
 use crate::error::{Failure, Undecodable};
@@ -122,7 +124,7 @@ pub(crate) fn with_status(
 /// Sets the status of `id` to `to` if it is one of `from`, in one
 /// conditional update; whether a row changed.
 pub(crate) fn transition(
-    conn: &mut Connection,
+    conn: &Connection,
     id: &str,
     from: &[String],
     to: &str,
@@ -137,6 +139,40 @@ pub(crate) fn transition(
         .prepare_cached(&sql)?
         .execute(params_from_iter(values))?;
     Ok(changed == 1)
+}
+
+/// [`transition`], only while `holder` holds the live lease of the
+/// message's session (checked under the write lock).
+pub(crate) fn transition_leased(
+    conn: &mut Connection,
+    id: &str,
+    from: &[String],
+    to: &str,
+    holder: &str,
+) -> Result<bool, Failure> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let session: Option<String> = tx
+        .prepare_cached("SELECT session_id FROM messages WHERE id = ?1")?
+        .query_row([id], |row| row.get(0))
+        .optional()?;
+    let Some(session) = session else {
+        return Ok(false);
+    };
+    let held = tx
+        .prepare_cached(
+            "SELECT 1 FROM leases WHERE session_id = ?1 AND holder = ?2 AND expires > ?3",
+        )?
+        .exists(params![session, holder, now_ms()])?;
+    if !held {
+        return Err(Failure::LeaseLost {
+            id: id.to_owned(),
+            session,
+            holder: holder.to_owned(),
+        });
+    }
+    let changed = transition(&tx, id, from, to)?;
+    tx.commit()?;
+    Ok(changed)
 }
 
 /// Every session, the most recently updated first.

@@ -283,6 +283,23 @@ impl Store for SqliteStore {
         )
     }
 
+    fn transition_leased<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+        holder: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        let (owned, who) = (id.to_owned(), holder.to_owned());
+        let from_names: Vec<String> = from.iter().map(|s| codec::name(*s)).collect();
+        let to_name = codec::name(to);
+        self.call(
+            Lane::Write,
+            move || format!("set the status of message `{id}` to `{}`", codec::name(to)),
+            move |conn| sql::transition_leased(conn, &owned, &from_names, &to_name, &who),
+        )
+    }
+
     fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
         self.call(Lane::Read, || "list the sessions".into(), sql::sessions)
     }

@@ -68,7 +68,7 @@ pub(crate) async fn take(
     // run now; while another turn holds the lease, this one waits without
     // a permit. A claimed message's session is always leased, so only a
     // dead worker's turns are requeued.
-    let (_permit, valid_until) = loop {
+    let (permit, valid_until) = loop {
         // Several workers try each prompt; those that come second learn
         // it was taken without holding a permit for it.
         if !still_pending(&**store, &message.id).await? {
@@ -97,6 +97,8 @@ pub(crate) async fn take(
     } else {
         None
     };
+    // The permit first: `release` wakes `serve`, which needs it free.
+    drop(permit);
     release(shared, session, &holder).await;
     outcome.transpose()
 }
@@ -116,8 +118,8 @@ pub(crate) async fn run_claimed(
     let slot = shared.sessions.slot(&message.session_id);
     let session = message.session_id.clone();
     let outcome = run_leased(shared, &slot, &holder, message, seq, valid_until).await;
-    release(shared, &session, &holder).await;
     drop(permit);
+    release(shared, &session, &holder).await;
     outcome.transpose()
 }
 
@@ -579,10 +581,11 @@ impl Turn<'_> {
     async fn settle(&self, to: Status) -> Result<(), AgentError> {
         self.shared
             .gateway
-            .transition(
+            .transition_leased(
                 &self.user.id,
                 &[Status::Processing, Status::PendingAgent],
                 to,
+                self.holder,
             )
             .await?;
         Ok(())
