@@ -10,7 +10,7 @@
 /// let delta = Delta::new("session-1", DeltaKind::Text("Hel".into())).replying_to("msg-1");
 /// assert_eq!(delta.reply_to.as_deref(), Some("msg-1"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Delta {
     /// The session the reply belongs to.
@@ -39,8 +39,11 @@ impl Delta {
     }
 }
 
-/// What a [`Delta`] carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a [`Delta`] carries. Serialized (for a store that relays deltas
+/// between processes) as `{"text": "..."}`, `{"tool_call": {...}}` and
+/// so on.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum DeltaKind {
     /// More of the answer's text.

@@ -145,6 +145,9 @@ struct Inner {
     live: broadcast::Sender<(Seq, Arc<Message>)>,
     /// Pieces of replies being written: live only, never stored.
     deltas: broadcast::Sender<Arc<Delta>>,
+    /// Whether the store relays deltas to other processes (and theirs
+    /// here).
+    relays: bool,
     poll: Duration,
 }
 
@@ -182,11 +185,13 @@ impl Gateway {
 
     /// A gateway over a shared store.
     pub fn from_arc(store: Arc<dyn Store>) -> Self {
+        let relays = store.delta_feed().is_some();
         Gateway {
             inner: Arc::new(Inner {
                 store,
                 live: broadcast::channel(LIVE_CAPACITY).0,
                 deltas: broadcast::channel(DELTA_CAPACITY).0,
+                relays,
                 poll: Self::DEFAULT_POLL,
             }),
         }
@@ -247,23 +252,29 @@ impl Gateway {
     }
 
     /// Delivers `delta` to the listeners of its session, now, without
-    /// storing it. Nobody listening is fine: the finished message is
-    /// stored when it is done.
+    /// storing it, and through a store that relays deltas
+    /// ([`Store::publish_delta`]) to other processes' listeners. Nobody
+    /// listening is fine: the finished message is stored when it is done.
     pub fn publish(&self, delta: Delta) {
+        if self.inner.relays {
+            self.inner.store.publish_delta(&delta);
+        }
         if self.inner.deltas.receiver_count() > 0 {
             let _ = self.inner.deltas.send(Arc::new(delta));
         }
     }
 
-    /// Whether anyone listens to deltas (so a producer can skip making
-    /// them).
+    /// Whether anyone may listen to deltas (so a producer can skip making
+    /// them): a listener here, or any process when the store relays them.
     pub fn has_delta_listeners(&self) -> bool {
-        self.inner.deltas.receiver_count() > 0
+        self.inner.relays || self.inner.deltas.receiver_count() > 0
     }
 
     /// The deltas published from now on, of `session` (every session when
-    /// `None`), in the order they were published. Deltas live in this
-    /// process only; a listener that falls far behind loses the oldest.
+    /// `None`), in the order each process published them: this process's,
+    /// and other processes' when the store relays them
+    /// ([`Store::delta_feed`]). A listener that falls far behind loses the
+    /// oldest.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -278,25 +289,16 @@ impl Gateway {
     /// # });
     /// ```
     pub fn deltas(&self, session: Option<&str>) -> Deltas {
-        let receiver = self.inner.deltas.subscribe();
-        let session = session.map(str::to_owned);
-        let stream = futures_util::stream::unfold(receiver, move |mut receiver| {
-            let session = session.clone();
-            async move {
-                loop {
-                    match receiver.recv().await {
-                        Ok(delta) if session.as_deref().is_none_or(|s| s == delta.session_id) => {
-                            return Some((Arc::unwrap_or_clone(delta), receiver));
-                        }
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(broadcast::error::RecvError::Closed) => return None,
-                    }
-                }
-            }
-        });
-        Deltas {
-            inner: Box::pin(stream),
-        }
+        let session: Option<Arc<str>> = session.map(Arc::from);
+        let local = delta_stream(self.inner.deltas.subscribe(), session.clone());
+        let inner: Pin<Box<dyn Stream<Item = Delta> + Send>> = match self.inner.store.delta_feed() {
+            Some(remote) => Box::pin(futures_util::stream::select(
+                local,
+                delta_stream(remote, session),
+            )),
+            None => Box::pin(local),
+        };
+        Deltas { inner }
     }
 
     /// Sets message `id`'s status to `to` if it is one of `from`, in one
@@ -378,6 +380,27 @@ pub struct Delivery {
     pub seq: Seq,
     /// The message, as it was posted (live) or as it is stored (replay).
     pub message: Message,
+}
+
+/// The deltas of `receiver` of `session` (all when `None`), in order.
+fn delta_stream(
+    receiver: broadcast::Receiver<Arc<Delta>>,
+    session: Option<Arc<str>>,
+) -> impl Stream<Item = Delta> + Send {
+    futures_util::stream::unfold(receiver, move |mut receiver| {
+        let session = session.clone();
+        async move {
+            loop {
+                match receiver.recv().await {
+                    Ok(delta) if session.as_deref().is_none_or(|s| s == delta.session_id) => {
+                        return Some((Arc::unwrap_or_clone(delta), receiver));
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    })
 }
 
 /// The stream [`Gateway::deltas`] returns.

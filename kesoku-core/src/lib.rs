@@ -8,13 +8,13 @@
 // The modules form layers: each uses only modules on lines above its own
 // (`python3 ../shared/tools/layers.py` checks there is no cycle).
 //
-// 1. leaves:      hints, schema, content, request, future
+// 1. leaves:      hints, schema, content, request, future, delta
 // 1b.            tool_schema (schema, hints)
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema),
 //                 dynamic_schema (arg_error, validate)
-// 4. results:     output (content, error), store (message), row (store, message)
-// 4b. hub:        delta, gateway (store, message, delta)
+// 4. results:     output (content, error), store (message, delta), row (store, message)
+// 4b. hub:        gateway (store, message, delta)
 // 5. context:     context (gateway, message)
 // 6. a ready call: invocation (output, error, future)
 // 7. decoding:    decode (context, error, schema, invocation),

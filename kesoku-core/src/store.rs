@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 
+use crate::delta::Delta;
 use crate::message::{Message, MessageType, Role, Status};
 
 /// A message's position in its store's single total order: every message
@@ -283,6 +284,23 @@ pub trait Store: Send + Sync + 'static {
     /// conditional update, and returns them with their `Seq`s: the turns
     /// of a worker that died, for another to take.
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>>;
+
+    /// Passes `delta` to the other processes sharing the store, for their
+    /// gateways' delta listeners; `false` (the default) when the store
+    /// does not relay deltas. Never blocks and never stores: a delta that
+    /// cannot be passed on now is dropped (the finished message is stored
+    /// as always).
+    fn publish_delta(&self, delta: &Delta) -> bool {
+        let _ = delta;
+        false
+    }
+
+    /// The deltas other processes publish through the store, from now on
+    /// (never this process's own); `None` (the default) when the store
+    /// does not relay deltas.
+    fn delta_feed(&self) -> Option<broadcast::Receiver<Arc<Delta>>> {
+        None
+    }
 
     /// Where the store announces the messages stored, by this process or
     /// any other, as they are. `None` (the default) when the store cannot
@@ -702,6 +720,12 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         (**self).requeue_expired()
+    }
+    fn publish_delta(&self, delta: &Delta) -> bool {
+        (**self).publish_delta(delta)
+    }
+    fn delta_feed(&self) -> Option<broadcast::Receiver<Arc<Delta>>> {
+        (**self).delta_feed()
     }
     fn changes(&self) -> Option<broadcast::Receiver<Announced>> {
         (**self).changes()

@@ -13,12 +13,14 @@
 //! - `error`: how failures name the database and the call;
 //! - `schema`: the versioned migrations;
 //! - `sql`: the statements, and a row as a message;
+//! - `relay`: deltas between processes;
 //! - `notify`: the connection that listens for new messages;
 //! - `store`: [`PostgresStore`] itself.
 
 mod error;
 mod notify;
 mod options;
+mod relay;
 mod schema;
 mod sql;
 mod store;

@@ -8,9 +8,11 @@
 //! inserts commit in seq order, no message is skipped, and a listener's
 //! own bookkeeping (by seq) keeps any from coming twice.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
+use kesoku_core::Delta;
 use kesoku_core::row::variant;
 use kesoku_core::store::{Announced, Seq};
 use tokio::sync::{broadcast, oneshot};
@@ -18,6 +20,7 @@ use tokio_postgres::{AsyncMessage, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{Place, describe};
+use crate::relay;
 use crate::sql::{self, CHANNEL};
 
 /// The listening connection's `application_name`.
@@ -31,18 +34,35 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Listens until dropped (aborted), connecting again after each failure.
 /// `ready` is told once the first `LISTEN` is in place, or why the first
 /// attempt failed.
+/// Where relayed deltas go: this store's origin (whose own are skipped)
+/// and the channel to this process's gateways.
+pub(crate) struct Deltas {
+    pub(crate) origin: Arc<str>,
+    pub(crate) feed: broadcast::Sender<Arc<Delta>>,
+}
+
 pub(crate) async fn listen(
     config: Config,
     tls: MakeRustlsConnect,
     place: Place,
     announce: broadcast::Sender<Announced>,
+    deltas: Option<Deltas>,
     ready: oneshot::Sender<Result<(), String>>,
 ) {
     let mut ready = Some(ready);
     let mut backoff = FIRST_BACKOFF;
     loop {
         let mut listened = false;
-        match listen_once(&config, tls.clone(), &announce, &mut ready, &mut listened).await {
+        match listen_once(
+            &config,
+            tls.clone(),
+            &announce,
+            deltas.as_ref(),
+            &mut ready,
+            &mut listened,
+        )
+        .await
+        {
             Ok(()) => {}
             Err(e) => {
                 if let Some(ready) = ready.take() {
@@ -67,6 +87,7 @@ async fn listen_once(
     config: &Config,
     tls: MakeRustlsConnect,
     announce: &broadcast::Sender<Announced>,
+    deltas: Option<&Deltas>,
     ready: &mut Option<oneshot::Sender<Result<(), String>>>,
     listened: &mut bool,
 ) -> Result<(), String> {
@@ -81,7 +102,9 @@ async fn listen_once(
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = messages.next().await {
             let item = match message {
-                Ok(AsyncMessage::Notification(n)) => Ok(n.payload().to_owned()),
+                Ok(AsyncMessage::Notification(n)) => {
+                    Ok((n.channel() == relay::CHANNEL, n.payload().to_owned()))
+                }
                 Ok(_) => continue,
                 Err(e) => Err(describe(&e)),
             };
@@ -97,6 +120,12 @@ async fn listen_once(
             .batch_execute(&format!("LISTEN {CHANNEL}"))
             .await
             .map_err(|e| describe(&e))?;
+        if deltas.is_some() {
+            client
+                .batch_execute(&format!("LISTEN {}", relay::CHANNEL))
+                .await
+                .map_err(|e| describe(&e))?;
+        }
         let last = sql::last_seq(&client).await.map_err(|e| match e {
             crate::error::Failure::Sql(e) => describe(&e),
             other => format!("{other:?}"),
@@ -108,7 +137,16 @@ async fn listen_once(
             let _ = ready.send(Ok(()));
         }
         while let Some(item) = notifications.recv().await {
-            if let Some(news) = parse(&item?) {
+            let (is_delta, payload) = item?;
+            if is_delta {
+                if let Some(deltas) = deltas
+                    && let Some(delta) = relay::receive(&payload, &deltas.origin)
+                {
+                    let _ = deltas.feed.send(Arc::new(delta));
+                }
+                continue;
+            }
+            if let Some(news) = parse(&payload) {
                 let _ = announce.send(news);
             } else {
                 tracing::warn!("a notification on {CHANNEL} that kesoku did not send");

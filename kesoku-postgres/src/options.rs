@@ -13,6 +13,7 @@ use std::time::Duration;
 /// let options = PostgresOptions::new().with_max_connections(32);
 /// assert_eq!(options.max_connections, 32);
 /// assert_eq!(PostgresOptions::new().wait_timeout, Duration::from_secs(30));
+/// assert!(PostgresOptions::new().with_relay_deltas(true).relay_deltas);
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -23,6 +24,12 @@ pub struct PostgresOptions {
     /// How long a call waits for a free connection, or for a new one to
     /// open, before it fails. 30 s unless set.
     pub wait_timeout: Duration,
+    /// Whether the store relays deltas (replies as they are written)
+    /// between processes, so a front end's `Gateway::deltas` gets the
+    /// replies every worker streams. Each delta is a `NOTIFY` (sent in
+    /// batches, from a connection of the store's own): off unless set,
+    /// since a busy service streams many.
+    pub relay_deltas: bool,
 }
 
 impl Default for PostgresOptions {
@@ -30,12 +37,14 @@ impl Default for PostgresOptions {
         PostgresOptions {
             max_connections: 16,
             wait_timeout: Duration::from_secs(30),
+            relay_deltas: false,
         }
     }
 }
 
 impl PostgresOptions {
-    /// The defaults: 16 connections, waiting up to 30 s for one.
+    /// The defaults: 16 connections, waiting up to 30 s for one, deltas
+    /// not relayed.
     pub fn new() -> Self {
         Self::default()
     }
@@ -44,6 +53,13 @@ impl PostgresOptions {
     #[must_use]
     pub fn with_max_connections(mut self, connections: usize) -> Self {
         self.max_connections = connections;
+        self
+    }
+
+    /// Builder: sets [`relay_deltas`](Self::relay_deltas).
+    #[must_use]
+    pub fn with_relay_deltas(mut self, relay: bool) -> Self {
+        self.relay_deltas = relay;
         self
     }
 

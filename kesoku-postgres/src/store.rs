@@ -9,13 +9,13 @@ use std::time::Duration;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use kesoku_core::row::{Row, name};
 use kesoku_core::store::{Announced, Seq, SessionInfo, Store, StoreError, StoreFuture};
-use kesoku_core::{Message, Status};
+use kesoku_core::{Delta, Message, Status};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::error::{Failure, Place, describe};
 use crate::options::PostgresOptions;
 use crate::schema::{self, MigrateError};
-use crate::{notify, sql, tls};
+use crate::{notify, relay, sql, tls};
 
 /// A [`Store`] in a PostgreSQL database, shared by any number of agent
 /// processes on any number of machines.
@@ -56,11 +56,17 @@ struct Inner {
     changes: broadcast::Sender<Announced>,
     /// The listening task, stopped with the store.
     listener: tokio::task::AbortHandle,
+    /// With [`PostgresOptions::relay_deltas`]: where this store's deltas
+    /// go out, and where other stores' come in.
+    relay: Option<(relay::Publisher, broadcast::Sender<Arc<Delta>>)>,
 }
 
 /// How many announcements a listener may fall behind before it reads
 /// what it missed from the table instead.
 const ANNOUNCED: usize = 4096;
+/// How many relayed deltas a gateway's listener may fall behind before
+/// the oldest are dropped for it.
+const DELTAS: usize = 4096;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -139,14 +145,41 @@ impl PostgresStore {
         let (announce, _) = broadcast::channel(ANNOUNCED);
         let changes = announce.clone();
         let (ready, started) = oneshot::channel();
-        let listener = tokio::spawn(notify::listen(config, tls, place.clone(), announce, ready))
-            .abort_handle();
+        let mut relayed = None;
+        let mut deltas = None;
+        if options.relay_deltas {
+            // This store's name among all sharing the database: its own
+            // deltas come back with it, and are skipped.
+            let origin: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
+            let (feed, _) = broadcast::channel(DELTAS);
+            let publisher = relay::Publisher::start(
+                config.clone(),
+                tls.clone(),
+                place.clone(),
+                Arc::clone(&origin),
+            );
+            deltas = Some(notify::Deltas {
+                origin,
+                feed: feed.clone(),
+            });
+            relayed = Some((publisher, feed));
+        }
+        let listener = tokio::spawn(notify::listen(
+            config,
+            tls,
+            place.clone(),
+            announce,
+            deltas,
+            ready,
+        ))
+        .abort_handle();
         let store = PostgresStore {
             inner: Arc::new(Inner {
                 pool,
                 place: place.clone(),
                 changes,
                 listener,
+                relay: relayed,
             }),
         };
         match started.await {
@@ -377,6 +410,17 @@ impl Store for PostgresStore {
             || "requeue the turns of expired leases".into(),
             |c| async move { sql::requeue_expired(&c).await },
         )
+    }
+
+    fn publish_delta(&self, delta: &Delta) -> bool {
+        match &self.inner.relay {
+            Some((publisher, _)) => publisher.publish(delta),
+            None => false,
+        }
+    }
+
+    fn delta_feed(&self) -> Option<broadcast::Receiver<Arc<Delta>>> {
+        self.inner.relay.as_ref().map(|(_, feed)| feed.subscribe())
     }
 
     fn changes(&self) -> Option<broadcast::Receiver<Announced>> {
