@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use kesoku::gateway::{Filter, Gateway};
-use kesoku::store::{PostgresStore, Store};
-use kesoku::{Message, MessageType, Role, Status};
+use kesoku::store::{PostgresOptions, PostgresStore, Store};
+use kesoku::{DeltaKind, Message, MessageType, Role, Status};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
@@ -526,4 +526,70 @@ async fn a_listener_sees_every_message_other_processes_post_in_order_across_reco
             .await
             .is_err()
     );
+}
+
+/// A front end in another process sees a worker's reply as it is written
+/// (deltas relayed through the database), and then the reply stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_sees_a_workers_reply_as_it_streams() {
+    let Some(url) = pg::fresh_database("a_front_end_sees_a_workers_reply_as_it_streams").await
+    else {
+        return;
+    };
+    let relay = PostgresOptions::new().with_relay_deltas(true);
+    let front = Gateway::new(PostgresStore::connect_with(&url, relay).await.unwrap());
+    let mut child = Command::new(example("agent_worker"))
+        .args(["serve", &url, "--relay-deltas", "--latency-ms", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start agent_worker");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if line == "ready" {
+            break;
+        }
+    }
+    let mut deltas = front.deltas(Some("s"));
+    let prompt =
+        Message::new("s", Role::User, MessageType::Text, "add").with_status(Status::PendingAgent);
+    let prompt_id = prompt.id.clone();
+    front.post(prompt).await.unwrap();
+
+    let mut kinds = Vec::new();
+    let text = loop {
+        let delta = tokio::time::timeout(Duration::from_secs(20), deltas.next())
+            .await
+            .expect("no delta from the worker within 20 s")
+            .unwrap();
+        assert_eq!(delta.reply_to.as_deref(), Some(prompt_id.as_str()));
+        match delta.kind {
+            DeltaKind::Text(text) => break text,
+            other => kinds.push(other),
+        }
+    };
+    assert_eq!(text, "2 + 3 = 5");
+    assert!(
+        kinds
+            .iter()
+            .any(|k| matches!(k, DeltaKind::ToolCall { name, .. } if name == "add")),
+        "the tool call's start was not streamed: {kinds:?}"
+    );
+    let mut stored = front
+        .listen(Filter::new().session("s").roles([Role::Assistant]).after(0))
+        .await
+        .unwrap();
+    loop {
+        let delivery = tokio::time::timeout(Duration::from_secs(20), stored.next())
+            .await
+            .expect("the reply was not stored")
+            .unwrap()
+            .unwrap();
+        if delivery.message.kind == MessageType::Text {
+            assert_eq!(delivery.message.content, "2 + 3 = 5");
+            break;
+        }
+    }
+    child.kill().await.unwrap();
 }

@@ -24,8 +24,14 @@ use kesoku::{DynamicTool, Message, MessageType, Role, ToolOutput, ToolRegistry};
 use serde_json::json;
 
 /// The store at `url`: PostgreSQL, or `sqlite:PATH`.
-#[allow(clippy::unused_async)] // awaits only with the `postgres` feature
 pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>, String> {
+    open_with(url, false).await
+}
+
+/// [`open`]; a PostgreSQL store relays deltas between processes when
+/// `relay_deltas` says so.
+#[allow(clippy::unused_async)] // awaits only with the `postgres` feature
+pub(crate) async fn open_with(url: &str, relay_deltas: bool) -> Result<Arc<dyn Store>, String> {
     if let Some(path) = url.strip_prefix("sqlite:") {
         #[cfg(feature = "sqlite")]
         return kesoku::store::SqliteStore::open(path)
@@ -35,12 +41,18 @@ pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>, String> {
         return Err(format!("{path}: built without the `sqlite` feature"));
     }
     #[cfg(feature = "postgres")]
-    return kesoku::store::PostgresStore::connect(url)
-        .await
-        .map(|s| Arc::new(s) as Arc<dyn Store>)
-        .map_err(|e| e.to_string());
+    return kesoku::store::PostgresStore::connect_with(
+        url,
+        kesoku::store::PostgresOptions::new().with_relay_deltas(relay_deltas),
+    )
+    .await
+    .map(|s| Arc::new(s) as Arc<dyn Store>)
+    .map_err(|e| e.to_string());
     #[cfg(not(feature = "postgres"))]
-    Err(format!("{url}: built without the `postgres` feature"))
+    {
+        let _ = relay_deltas;
+        Err(format!("{url}: built without the `postgres` feature"))
+    }
 }
 
 /// Microseconds since the Unix epoch.
@@ -57,12 +69,17 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-/// A model that logs each call's session, prompt and times.
-struct Logged(ScriptedLlm);
+/// A model that logs each call's session, prompt and times; with
+/// `streams`, the agent streams its replies (each as one piece per part).
+struct Logged(ScriptedLlm, bool);
 
 impl Llm for Logged {
     fn provider(&self) -> &'static str {
         self.0.provider()
+    }
+
+    fn streams(&self) -> bool {
+        self.1
     }
 
     fn complete<'a>(
@@ -100,7 +117,7 @@ fn flag(args: &[String], name: &str, default: u64) -> u64 {
 pub(crate) async fn main_with(args: &[String]) -> Result<(), String> {
     match args {
         [cmd, url, rest @ ..] if cmd == "serve" => {
-            let store = open(url).await?;
+            let store = open_with(url, rest.iter().any(|a| a == "--relay-deltas")).await?;
             let mut tools = ToolRegistry::new();
             tools
                 .register(
@@ -124,7 +141,9 @@ pub(crate) async fn main_with(args: &[String]) -> Result<(), String> {
                 .map_err(|e| e.to_string())?
                 .per_prompt()
                 .with_latency(Duration::from_millis(flag(rest, "--latency-ms", 20)));
-            let agent = Agent::builder(Logged(model))
+            // A worker relaying deltas streams, so there are deltas to relay.
+            let relay = rest.iter().any(|a| a == "--relay-deltas");
+            let agent = Agent::builder(Logged(model, relay))
                 .registry(tools)
                 .gateway(Gateway::from_arc(store))
                 .lease(Duration::from_millis(flag(rest, "--lease-ms", 2_000)))
@@ -144,6 +163,6 @@ pub(crate) async fn main_with(args: &[String]) -> Result<(), String> {
             say("posted");
             Ok(())
         }
-        _ => Err("usage: serve STORE [--lease-ms N] [--latency-ms N] [--turns N] | post STORE SESSION COUNT".into()),
+        _ => Err("usage: serve STORE [--lease-ms N] [--latency-ms N] [--turns N] [--relay-deltas] | post STORE SESSION COUNT".into()),
     }
 }
