@@ -34,7 +34,13 @@ async fn deltas_reach_another_processs_listeners_in_order_and_once() {
     else {
         return;
     };
-    let worker = gateway(&url, true).await;
+    let worker_store =
+        PostgresStore::connect_with(&url, PostgresOptions::new().with_relay_deltas(true))
+            .await
+            .unwrap();
+    let worker = Gateway::new(worker_store.clone());
+    // A front end in the worker's process, on the same store.
+    let beside = Gateway::new(worker_store);
     let front = gateway(&url, true).await;
     assert!(
         worker.has_delta_listeners(),
@@ -42,6 +48,7 @@ async fn deltas_reach_another_processs_listeners_in_order_and_once() {
     );
     let mut seen = front.deltas(Some("s"));
     let mut own = worker.deltas(Some("s"));
+    let mut next_door = beside.deltas(Some("s"));
 
     // Equal pieces (one transaction would deliver equal NOTIFYs once),
     // quotes, NULs and multibyte text, and one piece far over a NOTIFY's
@@ -89,17 +96,20 @@ async fn deltas_reach_another_processs_listeners_in_order_and_once() {
         text.bytes().zip(sent.bytes()).position(|(a, b)| a != b)
     );
 
-    // This process's own listener: each delta once, as published (its
-    // relayed copy is not delivered back).
-    for piece in &pieces {
-        assert_eq!(
-            next(&mut own, "this process").await.kind,
-            DeltaKind::Text(piece.clone())
-        );
+    // This process's listeners, on the publishing gateway and on another
+    // over the same store: each delta once, as published (its relayed
+    // copy is not delivered back).
+    for listener in [&mut own, &mut next_door] {
+        for piece in &pieces {
+            assert_eq!(
+                next(listener, "this process").await.kind,
+                DeltaKind::Text(piece.clone())
+            );
+        }
+        assert_eq!(next(listener, "this process").await.kind, call);
+        let more = tokio::time::timeout(Duration::from_millis(300), listener.next()).await;
+        assert!(more.is_err(), "a delta came back twice: {more:?}");
     }
-    assert_eq!(next(&mut own, "this process").await.kind, call);
-    let more = tokio::time::timeout(Duration::from_millis(300), own.next()).await;
-    assert!(more.is_err(), "a delta came back twice: {more:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

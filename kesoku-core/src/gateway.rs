@@ -257,9 +257,10 @@ impl Gateway {
     /// listening is fine: the finished message is stored when it is done.
     pub fn publish(&self, delta: Delta) {
         if self.inner.relays {
+            // The store hands it to this process's listeners too, on every
+            // gateway over it.
             self.inner.store.publish_delta(&delta);
-        }
-        if self.inner.deltas.receiver_count() > 0 {
+        } else if self.inner.deltas.receiver_count() > 0 {
             let _ = self.inner.deltas.send(Arc::new(delta));
         }
     }
@@ -271,10 +272,11 @@ impl Gateway {
     }
 
     /// The deltas published from now on, of `session` (every session when
-    /// `None`), in the order each process published them: this process's,
-    /// and other processes' when the store relays them
-    /// ([`Store::delta_feed`]). A listener that falls far behind loses the
-    /// oldest.
+    /// `None`), in the order each was published: through this gateway,
+    /// or, when the store relays them ([`Store::delta_feed`]), through any
+    /// gateway in any process sharing the database. A listener that falls
+    /// far behind loses the oldest (the finished message is stored
+    /// whatever happens to its deltas).
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -290,15 +292,13 @@ impl Gateway {
     /// ```
     pub fn deltas(&self, session: Option<&str>) -> Deltas {
         let session: Option<Arc<str>> = session.map(Arc::from);
-        let local = delta_stream(self.inner.deltas.subscribe(), session.clone());
-        let inner: Pin<Box<dyn Stream<Item = Delta> + Send>> = match self.inner.store.delta_feed() {
-            Some(remote) => Box::pin(futures_util::stream::select(
-                local,
-                delta_stream(remote, session),
-            )),
-            None => Box::pin(local),
+        let receiver = match self.inner.store.delta_feed() {
+            Some(feed) if self.inner.relays => feed,
+            _ => self.inner.deltas.subscribe(),
         };
-        Deltas { inner }
+        Deltas {
+            inner: Box::pin(delta_stream(receiver, session)),
+        }
     }
 
     /// Sets message `id`'s status to `to` if it is one of `from`, in one

@@ -285,19 +285,21 @@ pub trait Store: Send + Sync + 'static {
     /// of a worker that died, for another to take.
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>>;
 
-    /// Passes `delta` to the other processes sharing the store, for their
-    /// gateways' delta listeners; `false` (the default) when the store
-    /// does not relay deltas. Never blocks and never stores: a delta that
-    /// cannot be passed on now is dropped (the finished message is stored
-    /// as always).
+    /// Relays `delta` to the gateways on this store (at once) and on
+    /// every other store sharing its database, through
+    /// [`delta_feed`](Store::delta_feed); `false` when it was dropped, or
+    /// (the default) when the store does not relay deltas. Never blocks
+    /// and never stores: the finished message is stored as always.
     fn publish_delta(&self, delta: &Delta) -> bool {
         let _ = delta;
         false
     }
 
-    /// The deltas other processes publish through the store, from now on
-    /// (never this process's own); `None` (the default) when the store
-    /// does not relay deltas.
+    /// The deltas published through this store and every other sharing
+    /// its database, from now on, each once, in the order each store
+    /// published them; `None` (the default) when the store does not relay
+    /// deltas (a [`Gateway`](crate::Gateway) then keeps its own in its
+    /// process).
     fn delta_feed(&self) -> Option<broadcast::Receiver<Arc<Delta>>> {
         None
     }

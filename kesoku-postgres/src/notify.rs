@@ -1,5 +1,6 @@
 //! The connection that listens for new messages: `LISTEN` on the channel
-//! every insert notifies, each seq announced on a watch channel.
+//! every insert notifies, each seq announced on a watch channel; and,
+//! when the store relays deltas, on theirs (see `relay.rs`).
 //!
 //! `NOTIFY` is delivered only to sessions that were listening when the
 //! insert committed, so after every (re)connect the task reads the
@@ -31,16 +32,17 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest wait between two attempts to connect again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Listens until dropped (aborted), connecting again after each failure.
-/// `ready` is told once the first `LISTEN` is in place, or why the first
-/// attempt failed.
-/// Where relayed deltas go: this store's origin (whose own are skipped)
-/// and the channel to this process's gateways.
+/// Where relayed deltas go: this store's origin (whose own are skipped:
+/// this process's gateways had them when they were published) and the
+/// feed of this process's gateways.
 pub(crate) struct Deltas {
     pub(crate) origin: Arc<str>,
     pub(crate) feed: broadcast::Sender<Arc<Delta>>,
 }
 
+/// Listens until dropped (aborted), connecting again after each failure.
+/// `ready` is told once the first `LISTEN` is in place, or why the first
+/// attempt failed.
 pub(crate) async fn listen(
     config: Config,
     tls: MakeRustlsConnect,

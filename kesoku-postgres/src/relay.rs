@@ -1,21 +1,24 @@
 //! Deltas between processes (when
 //! [`PostgresOptions::relay_deltas`](crate::PostgresOptions::relay_deltas)
-//! is on): each store sends its gateway's deltas as `NOTIFY`s on
-//! [`CHANNEL`] from a connection of its own, so they leave in the order
-//! they were published, and the listening connection hands every other
-//! store's deltas to this process's gateway.
+//! is on). A delta published through the store goes at once to every
+//! gateway of this process listening on the store's feed, and into a
+//! queue that one task sends as `NOTIFY`s on [`CHANNEL`], from a
+//! connection of its own, so they leave in the order they were published;
+//! the listening connection hands every other store's deltas to the feed.
 //!
-//! A payload is `{"o": ORIGIN, "n": N, "d": DELTA}`: the sending store,
-//! its count (two equal payloads in one transaction would be delivered
-//! once), and the delta. A `NOTIFY` payload must stay under 8,000 bytes,
-//! so long text is sent as several deltas.
+//! A payload is `{"o": ORIGIN, "n": N, "d": DELTA}`: the sending store
+//! (whose own come back and are skipped), its count (two equal payloads
+//! in one transaction would be delivered once), and the delta. A payload
+//! must stay under 8,000 bytes, so long text is sent as several deltas;
+//! adjacent text of one reply waiting in the queue is sent as one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kesoku_core::{Delta, DeltaKind};
-use tokio::sync::mpsc;
+use serde_json::value::RawValue;
+use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::Config;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -29,15 +32,18 @@ const APPLICATION_NAME: &str = "kesoku deltas";
 /// Deltas waiting to be sent; more are dropped (they are a view of a
 /// reply whose finished message is stored anyway).
 const QUEUE: usize = 4096;
-/// Deltas sent in one statement at most.
+/// Deltas taken from the queue for one statement at most.
 const BATCH: usize = 256;
-/// The most characters of text one payload carries: JSON escapes a
-/// character into at most 6 bytes, well under the 8,000-byte limit.
-const PIECE_CHARS: usize = 1000;
-/// A payload the server would refuse.
+/// How long the sender waits after a first delta for more to join it:
+/// a model writes many small pieces, and each statement is a commit.
+const GATHER: Duration = Duration::from_millis(2);
+/// A payload the server would refuse is longer.
 const MAX_PAYLOAD: usize = 7999;
-/// The wait before connecting again.
-const BACKOFF: Duration = Duration::from_millis(200);
+/// How long one send may take before the connection is taken for dead.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first and the longest wait before connecting again.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 #[derive(serde::Serialize)]
 struct Out<'a> {
@@ -47,16 +53,20 @@ struct Out<'a> {
 }
 
 #[derive(serde::Deserialize)]
-struct In {
-    o: String,
-    d: Delta,
+struct In<'a> {
+    o: &'a str,
+    #[serde(borrow)]
+    d: &'a RawValue,
 }
 
-/// The sending half: deltas go into a queue that one task sends in order.
+/// The sending half.
 pub(crate) struct Publisher {
-    origin: Arc<str>,
-    sent: AtomicU64,
-    queue: mpsc::Sender<String>,
+    /// This process's gateways on this store.
+    feed: broadcast::Sender<Arc<Delta>>,
+    queue: mpsc::Sender<Delta>,
+    /// Whether deltas are being dropped (so it is said once per episode).
+    dropping: AtomicBool,
+    place: Place,
     task: tokio::task::AbortHandle,
 }
 
@@ -69,170 +79,296 @@ impl Drop for Publisher {
 impl Publisher {
     /// Starts the sending task on a connection of its own.
     pub(crate) fn start(
-        config: Config,
+        config: &Config,
         tls: MakeRustlsConnect,
         place: Place,
         origin: Arc<str>,
+        feed: broadcast::Sender<Arc<Delta>>,
     ) -> Self {
         let (queue, waiting) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(send(config, tls, place, waiting)).abort_handle();
+        let mut config = config.clone();
+        config.application_name(APPLICATION_NAME);
+        // A NOTIFY commits a transaction; nothing here needs the disk.
+        let options = match config.get_options() {
+            Some(o) if !o.is_empty() => format!("{o} -c synchronous_commit=off"),
+            _ => "-c synchronous_commit=off".to_owned(),
+        };
+        config.options(&options);
+        let task = tokio::spawn(send(config, tls, place.clone(), origin, waiting)).abort_handle();
         Publisher {
-            origin,
-            sent: AtomicU64::new(0),
+            feed,
             queue,
+            dropping: AtomicBool::new(false),
+            place,
             task,
         }
     }
 
-    /// Queues `delta` (in pieces when long); `false` when some of it was
-    /// dropped.
+    /// Hands `delta` to this process's listeners at once, and queues it
+    /// for the others; `false` when it could not be queued (dropped).
     pub(crate) fn publish(&self, delta: &Delta) -> bool {
-        let mut whole = true;
-        for piece in pieces(delta) {
-            let n = self.sent.fetch_add(1, Ordering::Relaxed);
-            let payload = serde_json::to_string(&Out {
-                o: &self.origin,
-                n,
-                d: &piece,
-            });
-            match payload {
-                Ok(p) if p.len() <= MAX_PAYLOAD => whole &= self.queue.try_send(p).is_ok(),
-                _ => whole = false,
-            }
+        if self.feed.receiver_count() > 0 {
+            let _ = self.feed.send(Arc::new(delta.clone()));
         }
-        whole
+        let queued = self.queue.try_send(delta.clone()).is_ok();
+        let was = self.dropping.swap(!queued, Ordering::Relaxed);
+        if !queued && !was {
+            tracing::warn!(store = %self.place, "deltas are published faster than they can be sent; dropping some");
+        }
+        queued
     }
 }
 
-/// `delta`, its text cut into pieces of at most [`PIECE_CHARS`].
-fn pieces(delta: &Delta) -> Vec<Delta> {
-    let (DeltaKind::Text(text)
-    | DeltaKind::Thought(text)
-    | DeltaKind::ToolArguments { delta: text, .. }) = &delta.kind
-    else {
-        return vec![delta.clone()];
+/// The text a delta carries, if any.
+fn text_of(kind: &DeltaKind) -> Option<&String> {
+    match kind {
+        DeltaKind::Text(t) | DeltaKind::Thought(t) | DeltaKind::ToolArguments { delta: t, .. } => {
+            Some(t)
+        }
+        _ => None,
+    }
+}
+
+/// `delta` with its text replaced by `text`.
+fn with_text(delta: &Delta, text: String) -> Delta {
+    let mut piece = delta.clone();
+    piece.kind = match &delta.kind {
+        DeltaKind::Text(_) => DeltaKind::Text(text),
+        DeltaKind::Thought(_) => DeltaKind::Thought(text),
+        DeltaKind::ToolArguments { index, .. } => DeltaKind::ToolArguments {
+            index: *index,
+            delta: text,
+        },
+        other => other.clone(),
     };
-    if text.chars().count() <= PIECE_CHARS {
-        return vec![delta.clone()];
+    piece
+}
+
+/// Joins each run of deltas that continue one another's text (same
+/// session, reply, kind and call), in order.
+fn merge(batch: Vec<Delta>) -> Vec<Delta> {
+    let mut out: Vec<Delta> = Vec::with_capacity(batch.len());
+    for delta in batch {
+        if let Some(last) = out.last_mut()
+            && last.session_id == delta.session_id
+            && last.reply_to == delta.reply_to
+            && continues(&last.kind, &delta.kind)
+            && let Some(more) = text_of(&delta.kind)
+        {
+            let joined = format!("{}{more}", text_of(&last.kind).map_or("", |t| t));
+            *last = with_text(last, joined);
+            continue;
+        }
+        out.push(delta);
+    }
+    out
+}
+
+fn continues(a: &DeltaKind, b: &DeltaKind) -> bool {
+    match (a, b) {
+        (DeltaKind::Text(_), DeltaKind::Text(_))
+        | (DeltaKind::Thought(_), DeltaKind::Thought(_)) => true,
+        (DeltaKind::ToolArguments { index: i, .. }, DeltaKind::ToolArguments { index: j, .. }) => {
+            i == j
+        }
+        _ => false,
+    }
+}
+
+/// The payloads of `delta`, numbered from `*n`: one, or several when its
+/// text does not fit one. `None` when even an empty one would not fit
+/// (a session id or reply id of thousands of bytes).
+fn payloads(delta: &Delta, origin: &str, n: &mut u64) -> Option<Vec<String>> {
+    let mut encode = |d: &Delta| {
+        let p = serde_json::to_string(&Out {
+            o: origin,
+            n: *n,
+            d,
+        })
+        .ok()?;
+        *n += 1;
+        Some(p)
+    };
+    let Some(text) = text_of(&delta.kind) else {
+        return encode(delta)
+            .filter(|p| p.len() <= MAX_PAYLOAD)
+            .map(|p| vec![p]);
+    };
+    let whole = encode(delta)?;
+    if whole.len() <= MAX_PAYLOAD {
+        return Some(vec![whole]);
+    }
+    // The envelope without text, and room for the rest: JSON writes a
+    // character as at most 6 bytes (`\u0000`), or 4 for one of 4 bytes.
+    let envelope = encode(&with_text(delta, String::new()))?.len() + 20;
+    let room = MAX_PAYLOAD.checked_sub(envelope)? / 6;
+    if room == 0 {
+        return None;
     }
     let chars: Vec<char> = text.chars().collect();
     chars
-        .chunks(PIECE_CHARS)
-        .map(|chunk| {
-            let part: String = chunk.iter().collect();
-            let mut piece = delta.clone();
-            piece.kind = match &delta.kind {
-                DeltaKind::Text(_) => DeltaKind::Text(part),
-                DeltaKind::Thought(_) => DeltaKind::Thought(part),
-                DeltaKind::ToolArguments { index, .. } => DeltaKind::ToolArguments {
-                    index: *index,
-                    delta: part,
-                },
-                other => other.clone(),
-            };
-            piece
-        })
+        .chunks(room)
+        .map(|chunk| encode(&with_text(delta, chunk.iter().collect())))
         .collect()
 }
 
 /// Sends what is queued, a batch per statement, connecting again after a
-/// failure (the batch it was sending is lost: deltas are not kept).
+/// failure. What was queued while the connection was down is dropped:
+/// deltas are a live view, not a log.
 async fn send(
     config: Config,
     tls: MakeRustlsConnect,
     place: Place,
-    mut waiting: mpsc::Receiver<String>,
+    origin: Arc<str>,
+    mut waiting: mpsc::Receiver<Delta>,
 ) {
-    let mut config = config;
-    config.application_name(APPLICATION_NAME);
+    let mut n = 0_u64;
+    let mut backoff = FIRST_BACKOFF;
+    let mut batch = Vec::with_capacity(BATCH);
     loop {
-        let client = match config.connect(tls.clone()).await {
-            Ok((client, connection)) => {
-                tokio::spawn(connection);
-                client
-            }
+        let connected = async {
+            let (client, connection) = config.connect(tls.clone()).await?;
+            tokio::spawn(connection);
+            let statement = client
+                .prepare(&format!(
+                    "SELECT pg_notify('{CHANNEL}', p) FROM unnest($1::text[]) WITH ORDINALITY AS t(p, i) ORDER BY i"
+                ))
+                .await?;
+            Ok::<_, tokio_postgres::Error>((client, statement))
+        }
+        .await;
+        let (client, statement) = match connected {
+            Ok(c) => c,
             Err(e) => {
                 tracing::warn!(store = %place, error = %describe(&e), "cannot connect to send deltas; trying again");
-                tokio::time::sleep(BACKOFF).await;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                let mut dropped = 0;
+                while waiting.try_recv().is_ok() {
+                    dropped += 1;
+                }
+                if dropped > 0 {
+                    tracing::warn!(store = %place, dropped, "deltas dropped while the database was unreachable");
+                }
                 continue;
             }
         };
-        let statement = match client
-            .prepare(&format!(
-                "SELECT pg_notify('{CHANNEL}', p) FROM unnest($1::text[]) AS p"
-            ))
-            .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(store = %place, error = %describe(&e), "cannot send deltas; trying again");
-                tokio::time::sleep(BACKOFF).await;
-                continue;
-            }
-        };
-        let mut batch = Vec::with_capacity(BATCH);
+        backoff = FIRST_BACKOFF;
         loop {
             if waiting.recv_many(&mut batch, BATCH).await == 0 {
                 return;
             }
-            // The array's order is the order of the notifications.
-            if let Err(e) = client.execute(&statement, &[&batch]).await {
-                tracing::warn!(store = %place, error = %describe(&e), dropped = batch.len(), "sending deltas failed; connecting again");
+            tokio::time::sleep(GATHER).await;
+            let room = BATCH.saturating_sub(batch.len());
+            if room > 0 {
+                while let Ok(more) = waiting.try_recv() {
+                    batch.push(more);
+                    if batch.len() == BATCH {
+                        break;
+                    }
+                }
+            }
+            let mut texts = Vec::with_capacity(batch.len());
+            for delta in merge(std::mem::take(&mut batch)) {
+                match payloads(&delta, &origin, &mut n) {
+                    Some(p) => texts.extend(p),
+                    None => {
+                        tracing::warn!(store = %place, session = %delta.session_id, "a delta whose session or reply id is too long to relay was dropped");
+                    }
+                }
+            }
+            if client.is_closed() {
+                tracing::warn!(store = %place, dropped = texts.len(), "the connection sending deltas closed; connecting again");
                 break;
             }
-            batch.clear();
+            match tokio::time::timeout(SEND_TIMEOUT, client.execute(&statement, &[&texts])).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(store = %place, error = %describe(&e), dropped = texts.len(), "sending deltas failed; connecting again");
+                    break;
+                }
+                Err(_) => {
+                    tracing::warn!(store = %place, dropped = texts.len(), "sending deltas took over 10 s; connecting again");
+                    break;
+                }
+            }
         }
     }
 }
 
-/// The delta in `payload`, unless `origin` (this store) sent it.
+/// The delta in `payload`, unless `origin` (this store) sent it (this
+/// process's gateways had it when it was published).
 pub(crate) fn receive(payload: &str, origin: &str) -> Option<Delta> {
-    match serde_json::from_str::<In>(payload) {
-        Ok(received) if received.o != origin => Some(received.d),
-        Ok(_) => None,
-        Err(e) => {
-            tracing::warn!(error = %e, "a notification on {CHANNEL} that kesoku did not send");
-            None
+    let decoded = serde_json::from_str::<In<'_>>(payload).and_then(|received| {
+        if received.o == origin {
+            Ok(None)
+        } else {
+            serde_json::from_str::<Delta>(received.d.get()).map(Some)
         }
-    }
+    });
+    decoded.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "a notification on {CHANNEL} that kesoku did not send");
+        None
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn text(d: &Delta) -> &str {
+        text_of(&d.kind).map_or("", |t| t)
+    }
+
     #[test]
-    fn long_text_goes_in_pieces_that_join_back() {
-        let text: String = "é\"\u{0}🌍ab".repeat(700);
-        let delta = Delta::new("s", DeltaKind::Text(text.clone())).replying_to("m");
-        let parts = pieces(&delta);
-        assert_eq!(parts.len(), 5);
-        let mut joined = String::new();
-        for (n, part) in parts.iter().enumerate() {
-            assert_eq!(part.reply_to.as_deref(), Some("m"));
-            let DeltaKind::Text(t) = &part.kind else {
-                panic!("{part:?}")
-            };
-            joined.push_str(t);
-            let payload = serde_json::to_string(&Out {
-                o: "x",
-                n: n as u64,
-                d: part,
-            })
-            .unwrap();
-            assert!(payload.len() <= MAX_PAYLOAD, "{}", payload.len());
-            assert_eq!(receive(&payload, "y"), Some(part.clone()));
-            assert_eq!(receive(&payload, "x"), None, "its own delta came back");
-        }
-        assert_eq!(joined, text);
-        let call = Delta::new(
-            "s",
-            DeltaKind::ToolCall {
-                index: 0,
-                id: "c".into(),
-                name: "t".into(),
-            },
+    fn long_text_goes_in_payloads_that_fit_and_join_back() {
+        let long: String = "é\"\u{0}🌍ab".repeat(3000);
+        let delta = Delta::new("s".repeat(2000), DeltaKind::Text(long.clone())).replying_to("m");
+        let mut n = 0;
+        let sent = payloads(&delta, "x", &mut n).unwrap();
+        assert!(sent.len() > 1);
+        assert_eq!(
+            n,
+            u64::try_from(sent.len()).unwrap() + 2,
+            "numbers are never reused"
         );
-        assert_eq!(pieces(&call), [call]);
+        let mut joined = String::new();
+        for p in &sent {
+            assert!(p.len() <= MAX_PAYLOAD, "{}", p.len());
+            let piece = receive(p, "y").unwrap();
+            assert_eq!(piece.reply_to.as_deref(), Some("m"));
+            joined.push_str(text(&piece));
+            assert_eq!(receive(p, "x"), None, "its own delta came back");
+        }
+        assert_eq!(joined, long);
+        // An id that leaves no room is dropped, not sent broken.
+        let huge = Delta::new("s".repeat(9000), DeltaKind::Text("hi".into()));
+        assert_eq!(payloads(&huge, "x", &mut n), None);
+    }
+
+    #[test]
+    fn adjacent_text_of_one_reply_is_sent_as_one() {
+        let t = |s: &str, r: &str, x: &str| Delta::new(s, DeltaKind::Text(x.into())).replying_to(r);
+        let args = |i, x: &str| {
+            Delta::new(
+                "s",
+                DeltaKind::ToolArguments {
+                    index: i,
+                    delta: x.into(),
+                },
+            )
+            .replying_to("m")
+        };
+        let merged = merge(vec![
+            t("s", "m", "He"),
+            t("s", "m", "llo"),
+            t("other", "m", "!"),
+            t("s", "m", " you"),
+            args(0, "{\"a\""),
+            args(0, ":1}"),
+            args(1, "{}"),
+        ]);
+        let texts: Vec<&str> = merged.iter().map(text).collect();
+        assert_eq!(texts, ["Hello", "!", " you", "{\"a\":1}", "{}"]);
     }
 }

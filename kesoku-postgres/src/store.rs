@@ -153,10 +153,11 @@ impl PostgresStore {
             let origin: Arc<str> = uuid::Uuid::new_v4().simple().to_string().into();
             let (feed, _) = broadcast::channel(DELTAS);
             let publisher = relay::Publisher::start(
-                config.clone(),
+                &config,
                 tls.clone(),
                 place.clone(),
                 Arc::clone(&origin),
+                feed.clone(),
             );
             deltas = Some(notify::Deltas {
                 origin,
