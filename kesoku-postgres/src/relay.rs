@@ -31,7 +31,7 @@ pub(crate) const CHANNEL: &str = "kesoku_deltas";
 const APPLICATION_NAME: &str = "kesoku deltas";
 /// Deltas waiting to be sent; more are dropped (they are a view of a
 /// reply whose finished message is stored anyway).
-const QUEUE: usize = 4096;
+const QUEUE: usize = 16_384;
 /// Deltas taken from the queue for one statement at most.
 const BATCH: usize = 256;
 /// How long the sender waits after a first delta for more to join it:
