@@ -53,8 +53,10 @@ impl Llm for StolenDuringFirstCall {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
+/// An agent (300 ms leases) whose first model call loses its lease, and
+/// its model calls' count. Its script answers "stale answer", then
+/// "fresh answer".
+fn stolen_agent() -> (Agent, Arc<AtomicUsize>) {
     let store = Arc::new(MemoryStore::new());
     let lease = Duration::from_millis(300);
     let calls = Arc::new(AtomicUsize::new(0));
@@ -67,10 +69,16 @@ async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
     };
     let agent = Agent::builder(model)
         .registry(ToolRegistry::new())
-        .store(Arc::clone(&store))
+        .store(store)
         .lease(lease)
         .build()
         .unwrap();
+    (agent, calls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
+    let (agent, calls) = stolen_agent();
     let server = {
         let agent = agent.clone();
         tokio::spawn(async move { agent.serve().await })
@@ -102,22 +110,7 @@ async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_whose_turn_lost_its_lease_resumes_it_without_a_server() {
-    let store = Arc::new(MemoryStore::new());
-    let lease = Duration::from_millis(300);
-    let calls = Arc::new(AtomicUsize::new(0));
-    let model = StolenDuringFirstCall {
-        inner: ScriptedLlm::from_json(json!([{"text": "stale answer"}, {"text": "fresh answer"}]))
-            .unwrap(),
-        store: Arc::clone(&store),
-        calls: Arc::clone(&calls),
-        lease,
-    };
-    let agent = Agent::builder(model)
-        .registry(ToolRegistry::new())
-        .store(Arc::clone(&store))
-        .lease(lease)
-        .build()
-        .unwrap();
+    let (agent, calls) = stolen_agent();
     // No agent serves: the send itself puts its turn back once the
     // thief's lease expires, and runs it.
     let outcome = tokio::time::timeout(Duration::from_secs(10), agent.send("s", "hi"))
