@@ -76,6 +76,18 @@ fn stolen_agent() -> (Agent, Arc<AtomicUsize>) {
     (agent, calls)
 }
 
+/// Session `s`'s history once it holds `n` messages, or as it is at
+/// `deadline`.
+async fn history_of_at_least(agent: &Agent, n: usize, deadline: Instant) -> Vec<Message> {
+    loop {
+        let history = agent.history("s").await.unwrap();
+        if history.len() >= n || Instant::now() > deadline {
+            return history;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
     let (agent, calls) = stolen_agent();
@@ -89,14 +101,7 @@ async fn a_turn_that_lost_its_lease_posts_nothing_and_is_resumed() {
 
     // The thief never runs the turn: once its lease expires, the turn is
     // requeued and this agent resumes it with a second model call.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let history = loop {
-        let history = agent.history("s").await.unwrap();
-        if history.len() >= 2 || Instant::now() > deadline {
-            break history;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let history = history_of_at_least(&agent, 2, Instant::now() + Duration::from_secs(10)).await;
     server.abort();
     let contents: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(
@@ -166,14 +171,7 @@ async fn serve_takes_a_prompt_as_soon_as_a_sends_turn_releases_its_session() {
     agent.gateway().post(prompt).await.unwrap();
     let first = sent.await.unwrap().unwrap();
     assert_eq!(first.status, kesoku::llm::TurnStatus::Interrupted);
-    let deadline = posted + Duration::from_secs(10);
-    let history = loop {
-        let history = agent.history("s").await.unwrap();
-        if history.len() >= 3 || Instant::now() > deadline {
-            break history;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let history = history_of_at_least(&agent, 3, posted + Duration::from_secs(10)).await;
     server.abort();
     let contents: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(

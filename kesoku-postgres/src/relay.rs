@@ -23,6 +23,7 @@ use tokio_postgres::Config;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{Place, describe};
+use crate::sql;
 
 /// The channel deltas travel on.
 pub(crate) const CHANNEL: &str = "kesoku_deltas";
@@ -89,11 +90,7 @@ impl Publisher {
         let mut config = config.clone();
         config.application_name(APPLICATION_NAME);
         // A NOTIFY commits a transaction; nothing here needs the disk.
-        let options = match config.get_options() {
-            Some(o) if !o.is_empty() => format!("{o} -c synchronous_commit=off"),
-            _ => "-c synchronous_commit=off".to_owned(),
-        };
-        config.options(&options);
+        sql::commit_asynchronously(&mut config);
         let task = tokio::spawn(send(config, tls, place.clone(), origin, waiting)).abort_handle();
         Publisher {
             feed,

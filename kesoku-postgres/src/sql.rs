@@ -19,6 +19,16 @@ const COLUMNS: &str =
 /// a payload must stay under 8,000).
 pub(crate) const CHANNEL: &str = "kesoku_messages";
 
+/// `config` with `synchronous_commit` off for its sessions (added to the
+/// server options the URL gives): their commits do not wait for the disk.
+pub(crate) fn commit_asynchronously(config: &mut tokio_postgres::Config) {
+    let options = match config.get_options() {
+        Some(o) if !o.is_empty() => format!("{o} -c synchronous_commit=off"),
+        _ => "-c synchronous_commit=off".to_owned(),
+    };
+    config.options(&options);
+}
+
 /// What an insert did.
 pub(crate) enum Inserted {
     /// Stored at this seq.

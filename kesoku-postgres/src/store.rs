@@ -104,11 +104,7 @@ impl PostgresStore {
         // leases stay asynchronous: one lost to a server crash is redone by
         // recovery (a claim requeued, an answered prompt settled).
         let mut pooled = config.clone();
-        let server_options = match config.get_options() {
-            Some(o) if !o.is_empty() => format!("{o} -c synchronous_commit=off"),
-            _ => "-c synchronous_commit=off".to_owned(),
-        };
-        pooled.options(&server_options);
+        sql::commit_asynchronously(&mut pooled);
         let manager = Manager::from_config(
             pooled,
             tls.clone(),

@@ -9,8 +9,9 @@
 //! as it goes. A worker that dies loses its leases when they expire, and
 //! `serve` in any other process puts its turns back and runs them. A
 //! newer user message of the session interrupts a running turn at once:
-//! see `run.rs`.
+//! see `claim.rs` (the lease) and `run.rs` (the turn).
 
+mod claim;
 mod outcome;
 mod run;
 mod sessions;
@@ -393,7 +394,7 @@ impl Agent {
             .with_status(Status::PendingAgent);
         let seq = self.shared.gateway.post(message.clone()).await?;
         self.shared.sessions.saw_user_message(session_id, seq);
-        match run::take(&self.shared, message.clone(), seq).await? {
+        match claim::take(&self.shared, message.clone(), seq).await? {
             Some(outcome) => Ok(outcome),
             // A serving agent, here or elsewhere, took it first, or this
             // turn lost its lease (to a stall) and is resumed.
@@ -560,7 +561,8 @@ impl Agent {
             let valid_until = asked + self.shared.lease;
             turns.spawn(async move {
                 if let Err(e) =
-                    run::run_claimed(&agent.shared, holder, message, seq, permit, valid_until).await
+                    claim::run_claimed(&agent.shared, holder, message, seq, permit, valid_until)
+                        .await
                 {
                     tracing::error!(error = %e, "a turn failed to run");
                 }
@@ -618,7 +620,7 @@ impl Agent {
             }
             if status == Some(Status::PendingAgent) {
                 // Put back, and no one has taken it yet.
-                if let Some(outcome) = run::take(&self.shared, message.clone(), seq).await? {
+                if let Some(outcome) = claim::take(&self.shared, message.clone(), seq).await? {
                     return Ok(outcome);
                 }
                 continue;

@@ -1,0 +1,345 @@
+//! [`MemoryStore`]: the [`Store`] in this process's memory.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::{Seq, SessionInfo, Store, StoreError, StoreFuture, title_of};
+use crate::message::{Message, Role, Status};
+
+/// A [`Store`] in memory: the default of an agent without one, and for
+/// tests. Lost when the process ends.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use kesoku_core::{Message, MessageType, Role, Status};
+/// use kesoku_core::store::{MemoryStore, Store};
+///
+/// let store = MemoryStore::new();
+/// let prompt = Message::new("s1", Role::User, MessageType::Text, "Add 2 and 3")
+///     .with_status(Status::PendingAgent);
+/// store.insert(&prompt).await.unwrap();
+/// let claim = [Status::PendingAgent];
+/// assert!(store.transition(&prompt.id, &claim, Status::Processing).await.unwrap());
+/// assert!(!store.transition(&prompt.id, &claim, Status::Processing).await.unwrap());
+/// assert_eq!(store.history("s1").await.unwrap()[0].status, Status::Processing);
+/// # });
+/// ```
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Memory>,
+}
+
+#[derive(Default)]
+struct Memory {
+    /// Every message, in `Seq` order: entry `i` has `Seq` `i + 1`.
+    log: Vec<Message>,
+    /// Message id → index in `log`.
+    by_id: HashMap<String, usize>,
+    /// Session id → the indexes of its messages, in order.
+    by_session: HashMap<String, Vec<usize>>,
+    sessions: HashMap<String, SessionInfo>,
+    /// Session id → (holder, when its lease expires).
+    leases: HashMap<String, (String, Instant)>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        // A panic elsewhere cannot leave `Memory` half-written: every
+        // change below is a few pushes after all checks.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("messages", &self.lock().log.len())
+            .finish()
+    }
+}
+
+/// `Seq` of the entry at `index`.
+fn seq_of(index: usize) -> Seq {
+    Seq::try_from(index).map_or(Seq::MAX, |i| i + 1)
+}
+
+impl MemoryStore {
+    /// Inserts `message` under the lock already taken.
+    fn insert_locked(m: &mut Memory, message: &Message) -> Result<Seq, StoreError> {
+        if m.by_id.contains_key(&message.id) {
+            Err(StoreError::Duplicate {
+                id: message.id.clone(),
+            })
+        } else {
+            let index = m.log.len();
+            m.log.push(message.clone());
+            m.by_id.insert(message.id.clone(), index);
+            // A known session (the usual case) costs no key copy.
+            match m.by_session.get_mut(&message.session_id) {
+                Some(indexes) => indexes.push(index),
+                None => {
+                    m.by_session.insert(message.session_id.clone(), vec![index]);
+                }
+            }
+            let count = |session: &mut SessionInfo| {
+                if session.title.is_none() {
+                    session.title = title_of(message);
+                }
+                session.updated = message.timestamp.max(session.updated);
+                session.messages += 1;
+            };
+            if let Some(session) = m.sessions.get_mut(&message.session_id) {
+                count(session);
+            } else {
+                let mut session = SessionInfo::new(&message.session_id, message.timestamp);
+                count(&mut session);
+                m.sessions.insert(message.session_id.clone(), session);
+            }
+            Ok(seq_of(index))
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
+        let result = Self::insert_locked(&mut self.lock(), message);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        let mut m = self.lock();
+        let held = m
+            .leases
+            .get(&message.session_id)
+            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
+        let result = if held {
+            Self::insert_locked(&mut m, message)
+        } else {
+            Err(StoreError::LeaseLost {
+                id: message.id.clone(),
+                session: message.session_id.clone(),
+                holder: holder.to_owned(),
+            })
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
+        let m = self.lock();
+        let found = m.by_id.get(id).map(|&i| m.log[i].clone());
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
+        let m = self.lock();
+        let messages = m
+            .by_session
+            .get(session_id)
+            .map(|ix| ix.iter().map(|&i| m.log[i].clone()).collect())
+            .unwrap_or_default();
+        Box::pin(std::future::ready(Ok(messages)))
+    }
+
+    fn history_after<'a>(
+        &'a self,
+        session_id: &'a str,
+        seq: Seq,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        let m = self.lock();
+        let found = m
+            .by_session
+            .get(session_id)
+            .map(|ix| {
+                // Indexes ascend, so those after `seq` are a suffix.
+                let from = ix.partition_point(|&i| seq_of(i) <= seq);
+                ix[from..]
+                    .iter()
+                    .map(|&i| (seq_of(i), m.log[i].clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let m = self.lock();
+        let start = usize::try_from(seq.max(0)).unwrap_or(usize::MAX);
+        let found = m
+            .log
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take(limit)
+            .map(|(i, msg)| (seq_of(i), msg.clone()))
+            .collect();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let m = self.lock();
+        let found = m
+            .log
+            .iter()
+            .enumerate()
+            .filter(|(_, msg)| msg.status == status)
+            .map(|(i, msg)| (seq_of(i), msg.clone()))
+            .collect();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn transition<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let changed = match m.by_id.get(id).copied() {
+            Some(i) if from.contains(&m.log[i].status) => {
+                m.log[i].status = to;
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(changed)))
+    }
+
+    fn transition_leased<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+        holder: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let Some(i) = m.by_id.get(id).copied() else {
+            return Box::pin(std::future::ready(Ok(false)));
+        };
+        let session = &m.log[i].session_id;
+        let held = m
+            .leases
+            .get(session)
+            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
+        let result = if !held {
+            Err(StoreError::LeaseLost {
+                id: id.to_owned(),
+                session: session.clone(),
+                holder: holder.to_owned(),
+            })
+        } else if from.contains(&m.log[i].status) {
+            m.log[i].status = to;
+            Ok(true)
+        } else {
+            Ok(false)
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        let m = self.lock();
+        let mut sessions: Vec<SessionInfo> = m.sessions.values().cloned().collect();
+        sessions.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
+        Box::pin(std::future::ready(Ok(sessions)))
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        let len = self.lock().log.len();
+        Box::pin(std::future::ready(Ok(seq_of(len) - 1)))
+    }
+
+    fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let free = m
+            .leases
+            .get(session_id)
+            .is_none_or(|(h, until)| h == holder || *until <= now);
+        if free {
+            m.leases
+                .insert(session_id.to_owned(), (holder.to_owned(), now + ttl));
+        }
+        Box::pin(std::future::ready(Ok(free)))
+    }
+
+    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let held = m.leases.get(session_id).is_some_and(|(h, _)| h == holder);
+        if held {
+            m.leases.remove(session_id);
+        }
+        Box::pin(std::future::ready(Ok(held)))
+    }
+
+    fn claim_next<'a>(
+        &'a self,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<(Seq, Message)>> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let Memory { log, leases, .. } = &mut *m;
+        // Sessions with an older prompt pending come first, or are leased.
+        let mut passed = std::collections::HashSet::new();
+        let mut found = None;
+        for (i, msg) in log.iter_mut().enumerate() {
+            if msg.role != Role::User {
+                continue;
+            }
+            if msg.status == Status::Processing {
+                // Left by a dead worker: it goes first, once requeued.
+                passed.insert(msg.session_id.clone());
+                continue;
+            }
+            if msg.status != Status::PendingAgent {
+                continue;
+            }
+            let leased = leases
+                .get(&msg.session_id)
+                .is_some_and(|(_, until)| *until > now);
+            if !leased && !passed.contains(msg.session_id.as_str()) {
+                msg.status = Status::Processing;
+                leases.insert(msg.session_id.clone(), (holder.to_owned(), now + ttl));
+                found = Some((seq_of(i), msg.clone()));
+                break;
+            }
+            passed.insert(msg.session_id.clone());
+        }
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
+        let broken = self.lock().leases.remove(session_id).is_some();
+        Box::pin(std::future::ready(Ok(broken)))
+    }
+
+    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let Memory { log, leases, .. } = &mut *m;
+        let mut found = Vec::new();
+        for (i, msg) in log.iter_mut().enumerate() {
+            let live = || {
+                leases
+                    .get(&msg.session_id)
+                    .is_some_and(|(_, until)| *until > now)
+            };
+            if msg.status == Status::Processing && msg.role == Role::User && !live() {
+                msg.status = Status::PendingAgent;
+                found.push((seq_of(i), msg.clone()));
+            }
+        }
+        Box::pin(std::future::ready(Ok(found)))
+    }
+}

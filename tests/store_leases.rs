@@ -1,0 +1,479 @@
+//! One conformance suite for every `Store`, the part of turn leases,
+//! claims and leased writes: each test runs against every backend
+//! (`store_suite!`, `support/stores.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kesoku::store::StoreError;
+use kesoku::{Role, Status};
+
+#[macro_use]
+#[path = "support/stores.rs"]
+mod stores;
+use stores::{Fixture, at, msg};
+
+store_suite!(
+    leases_are_exclusive_until_they_expire,
+    leased_inserts_need_a_live_lease,
+    leased_transitions_need_a_live_lease,
+    a_lost_lease_orders_the_old_holders_writes_first,
+    expired_turns_are_requeued,
+    claim_next_takes_each_prompt_once_in_order,
+);
+
+/// A session's lease is held by one holder at a time, renewed by it,
+/// released only by it, and free for another once it expires.
+async fn leases_are_exclusive_until_they_expire(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    assert!(f.store.lease("s1", "a", long).await.unwrap());
+    assert!(
+        !other.lease("s1", "b", long).await.unwrap(),
+        "b took a's lease"
+    );
+    assert!(
+        f.store.lease("s1", "a", long).await.unwrap(),
+        "a could not renew"
+    );
+    // Other sessions are free.
+    assert!(other.lease("s2", "b", long).await.unwrap());
+    // Only the holder releases.
+    assert!(!other.release("s1", "b").await.unwrap());
+    assert!(!other.lease("s1", "b", long).await.unwrap());
+    assert!(f.store.release("s1", "a").await.unwrap());
+    assert!(!f.store.release("s1", "a").await.unwrap());
+    assert!(other.lease("s1", "b", long).await.unwrap());
+    // An expired lease goes to whoever asks next; its old holder has lost it.
+    assert!(
+        f.store
+            .lease("s3", "a", Duration::from_millis(150))
+            .await
+            .unwrap()
+    );
+    assert!(!other.lease("s3", "b", long).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(other.lease("s3", "b", long).await.unwrap());
+    assert!(!f.store.lease("s3", "a", long).await.unwrap());
+    assert!(!f.store.release("s3", "a").await.unwrap());
+    // Breaking one frees it whoever holds it.
+    assert!(f.store.break_lease("s3").await.unwrap());
+    assert!(!f.store.break_lease("s3").await.unwrap());
+    assert!(f.store.lease("s3", "a", long).await.unwrap());
+
+    // Many claimants at once on two handles: one winner.
+    let handles = [f.store.clone(), other];
+    let mut tasks = Vec::new();
+    for c in 0..16 {
+        let store = handles[c % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            store.lease("race", &format!("h{c}"), long).await.unwrap()
+        }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        winners += usize::from(t.await.unwrap());
+    }
+    assert_eq!(winners, 1);
+}
+
+/// `insert_leased` writes only while its holder holds the session's live
+/// lease: not without one, with another holder's, a released or an
+/// expired one, or another session's. A refusal writes nothing, and uses
+/// up no seq.
+async fn leased_inserts_need_a_live_lease(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let answer = |id: &str, session: &str| msg(id, session, Role::Assistant, "4", at(1, 0));
+    let refused =
+        |result: Result<i64, StoreError>, id: &str, session: &str, holder: &str| match result {
+            Err(StoreError::LeaseLost {
+                id: i,
+                session: s,
+                holder: h,
+            }) => assert_eq!((i.as_str(), s.as_str(), h.as_str()), (id, session, holder)),
+            other => panic!("{id}: expected LeaseLost, got {other:?}"),
+        };
+    refused(
+        f.store.insert_leased(&answer("m0", "s1"), "w1").await,
+        "m0",
+        "s1",
+        "w1",
+    );
+    assert!(f.store.lease("s1", "w1", long).await.unwrap());
+    let first = f
+        .store
+        .insert_leased(&answer("m1", "s1"), "w1")
+        .await
+        .unwrap();
+    refused(
+        other.insert_leased(&answer("m2", "s1"), "w2").await,
+        "m2",
+        "s1",
+        "w2",
+    );
+    refused(
+        f.store.insert_leased(&answer("m3", "s2"), "w1").await,
+        "m3",
+        "s2",
+        "w1",
+    );
+    assert!(f.store.release("s1", "w1").await.unwrap());
+    refused(
+        f.store.insert_leased(&answer("m4", "s1"), "w1").await,
+        "m4",
+        "s1",
+        "w1",
+    );
+    assert!(
+        f.store
+            .lease("s1", "w1", Duration::from_millis(150))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Expired, though no one has taken it yet.
+    refused(
+        f.store.insert_leased(&answer("m5", "s1"), "w1").await,
+        "m5",
+        "s1",
+        "w1",
+    );
+    assert!(other.lease("s1", "w2", long).await.unwrap());
+    let next = other
+        .insert_leased(&answer("m6", "s1"), "w2")
+        .await
+        .unwrap();
+    assert_eq!(next, first + 1, "a refused insert used up a seq");
+    assert_eq!(
+        other.insert_leased(&answer("m6", "s1"), "w2").await,
+        Err(StoreError::Duplicate { id: "m6".into() })
+    );
+    for id in ["m0", "m2", "m3", "m4", "m5"] {
+        assert_eq!(f.store.get(id).await.unwrap(), None, "{id} was written");
+    }
+    let ids: Vec<String> = f
+        .store
+        .history("s1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, ["m1", "m6"]);
+    let sessions: Vec<String> = f
+        .store
+        .sessions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(sessions, ["s1"], "a refused insert made its session");
+}
+
+/// `transition_leased` changes a status only while its holder holds the
+/// live lease of the message's session; a refusal names the session and
+/// changes nothing.
+async fn leased_transitions_need_a_live_lease(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let mut prompt = msg("p", "s1", Role::User, "hi", at(0, 0));
+    prompt.status = Status::Processing;
+    f.store.insert(&prompt).await.unwrap();
+    let status = || async { f.store.get("p").await.unwrap().unwrap().status };
+    let done = [Status::Processing];
+    let lost = |result: Result<bool, StoreError>, holder: &str| match result {
+        Err(StoreError::LeaseLost {
+            id,
+            session,
+            holder: h,
+        }) => assert_eq!(
+            (id.as_str(), session.as_str(), h.as_str()),
+            ("p", "s1", holder)
+        ),
+        other => panic!("expected LeaseLost for {holder}, got {other:?}"),
+    };
+    lost(
+        f.store
+            .transition_leased("p", &done, Status::Processed, "w1")
+            .await,
+        "w1",
+    );
+    assert!(f.store.lease("s1", "w1", long).await.unwrap());
+    lost(
+        other
+            .transition_leased("p", &done, Status::Interrupted, "w2")
+            .await,
+        "w2",
+    );
+    assert_eq!(status().await, Status::Processing);
+    // Another session's lease does not count.
+    assert!(other.lease("s2", "w2", long).await.unwrap());
+    lost(
+        other
+            .transition_leased("p", &done, Status::Interrupted, "w2")
+            .await,
+        "w2",
+    );
+    assert_eq!(
+        other
+            .transition_leased("no-such-id", &done, Status::Processed, "w2")
+            .await,
+        Ok(false)
+    );
+    assert_eq!(
+        f.store
+            .transition_leased("p", &done, Status::Processed, "w1")
+            .await,
+        Ok(true)
+    );
+    assert_eq!(status().await, Status::Processed);
+    // Its status is no longer one of `from`.
+    assert_eq!(
+        f.store
+            .transition_leased("p", &done, Status::Error, "w1")
+            .await,
+        Ok(false)
+    );
+    assert!(f.store.release("s1", "w1").await.unwrap());
+    lost(
+        f.store
+            .transition_leased("p", &[Status::Processed], Status::Error, "w1")
+            .await,
+        "w1",
+    );
+    assert_eq!(status().await, Status::Processed);
+}
+
+/// A holder writing as fast as it can while its lease expires and another
+/// takes it over: each of its writes either lands before the new holder's
+/// first or is refused; none comes after.
+async fn a_lost_lease_orders_the_old_holders_writes_first(f: Fixture) {
+    let other = (f.handle)().await;
+    assert!(
+        f.store
+            .lease("s", "old", Duration::from_millis(300))
+            .await
+            .unwrap()
+    );
+    let writer = {
+        let store = f.store.clone();
+        tokio::spawn(async move {
+            let mut written = 0_u32;
+            for n in 0.. {
+                let m = msg(&format!("old-{n}"), "s", Role::Tool, "r", at(n, 0));
+                match store.insert_leased(&m, "old").await {
+                    Ok(_) => written += 1,
+                    Err(StoreError::LeaseLost { .. }) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            written
+        })
+    };
+    let taker = tokio::spawn(async move {
+        while !other
+            .lease("s", "new", Duration::from_secs(30))
+            .await
+            .unwrap()
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let m = msg("new-0", "s", Role::Assistant, "a", at(0, 0));
+        other.insert_leased(&m, "new").await.unwrap()
+    });
+    let written = writer.await.unwrap();
+    let new_seq = taker.await.unwrap();
+    assert!(
+        written > 0,
+        "the old holder wrote nothing while it held the lease"
+    );
+    let stored = f.store.history_after("s", 0).await.unwrap();
+    let old: Vec<i64> = stored
+        .iter()
+        .filter(|(_, m)| m.id.starts_with("old-"))
+        .map(|(seq, _)| *seq)
+        .collect();
+    assert_eq!(old.len(), usize::try_from(written).unwrap());
+    assert!(
+        old.iter().all(|&seq| seq < new_seq),
+        "an old holder's write landed after the new holder's: {old:?} vs {new_seq}"
+    );
+}
+
+/// `processing` user messages go back to `pending_agent` once their
+/// session's lease has expired (or when none was taken), and not while it
+/// is live; other messages are never touched.
+async fn expired_turns_are_requeued(f: Fixture) {
+    let store = f.store;
+    let prompt = |id: &str, session: &str| {
+        msg(id, session, Role::User, "x", at(0, 0)).with_status(Status::PendingAgent)
+    };
+    for (id, session) in [
+        ("live", "s-live"),
+        ("dead", "s-dead"),
+        ("none", "s-none"),
+        ("waiting", "s-live"),
+    ] {
+        store.insert(&prompt(id, session)).await.unwrap();
+    }
+    let answer =
+        msg("answer", "s-dead", Role::Assistant, "a", at(1, 0)).with_status(Status::Processing);
+    store.insert(&answer).await.unwrap();
+    assert!(
+        store
+            .lease("s-live", "w1", Duration::from_secs(30))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .lease("s-dead", "w2", Duration::from_millis(100))
+            .await
+            .unwrap()
+    );
+    for id in ["live", "dead", "none"] {
+        assert!(
+            store
+                .transition(id, &[Status::PendingAgent], Status::Processing)
+                .await
+                .unwrap()
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let requeued: Vec<String> = store
+        .requeue_expired()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, m)| m.id)
+        .collect();
+    assert_eq!(requeued, ["dead", "none"]);
+    let status = |id: &'static str| {
+        let store = Arc::clone(&store);
+        async move { store.get(id).await.unwrap().unwrap().status }
+    };
+    assert_eq!(status("live").await, Status::Processing);
+    assert_eq!(status("dead").await, Status::PendingAgent);
+    assert_eq!(status("none").await, Status::PendingAgent);
+    assert_eq!(status("waiting").await, Status::PendingAgent);
+    assert_eq!(
+        status("answer").await,
+        Status::Processing,
+        "only user messages are turns"
+    );
+    assert!(store.requeue_expired().await.unwrap().is_empty());
+}
+
+/// `claim_next` hands out the oldest prompt of a session no one leases,
+/// each to one claimant, and never a session's second prompt before its
+/// first; what it claimed is `processing` and its session leased.
+async fn claim_next_takes_each_prompt_once_in_order(f: Fixture) {
+    let long = Duration::from_secs(30);
+    let prompt = |id: &str, session: &str| {
+        msg(id, session, Role::User, "x", at(0, 0)).with_status(Status::PendingAgent)
+    };
+    // a1, b1, a2, an answer (not a prompt), c1 with c's lease held.
+    for (id, session) in [("a1", "a"), ("b1", "b"), ("a2", "a")] {
+        f.store.insert(&prompt(id, session)).await.unwrap();
+    }
+    f.store
+        .insert(&msg("x", "d", Role::Assistant, "x", at(0, 0)).with_status(Status::PendingAgent))
+        .await
+        .unwrap();
+    f.store.insert(&prompt("c1", "c")).await.unwrap();
+    assert!(f.store.lease("c", "other", long).await.unwrap());
+
+    let (seq, first) = f.store.claim_next("w1", long).await.unwrap().unwrap();
+    assert_eq!(
+        (first.id.as_str(), first.status),
+        ("a1", Status::Processing)
+    );
+    assert_eq!(
+        f.store.get("a1").await.unwrap().unwrap().status,
+        Status::Processing
+    );
+    assert_eq!(seq, f.store.after(0, 1).await.unwrap()[0].0);
+    // a is leased to w1 now: a2 waits; b1 is next; then nothing (c leased).
+    assert!(!f.store.lease("a", "w2", long).await.unwrap());
+    let (_, second) = f.store.claim_next("w2", long).await.unwrap().unwrap();
+    assert_eq!(second.id, "b1");
+    assert_eq!(f.store.claim_next("w3", long).await.unwrap(), None);
+    // Once a1's turn is over (its prompt answered, the lease released),
+    // a2 goes.
+    assert!(
+        f.store
+            .transition("a1", &[Status::Processing], Status::Processed)
+            .await
+            .unwrap()
+    );
+    assert!(f.store.release("a", "w1").await.unwrap());
+    let (_, third) = f.store.claim_next("w3", long).await.unwrap().unwrap();
+    assert_eq!(third.id, "a2");
+    assert!(
+        f.store
+            .transition("a2", &[Status::Processing], Status::Processed)
+            .await
+            .unwrap()
+    );
+    assert!(f.store.release("a", "w3").await.unwrap());
+
+    // Many claimants on two handles, 40 prompts in 40 sessions: each once.
+    for i in 0..40 {
+        f.store
+            .insert(&prompt(&format!("p{i}"), &format!("s{i}")))
+            .await
+            .unwrap();
+    }
+    let handles = [f.store.clone(), (f.handle)().await];
+    let mut tasks = Vec::new();
+    for c in 0..8 {
+        let store = handles[c % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut misses = 0;
+            // A claimant that lost a race for a lease may get `None`
+            // while prompts remain: it asks again a few times.
+            while misses < 5 {
+                if let Some((_, m)) = store.claim_next(&format!("c{c}"), long).await.unwrap() {
+                    got.push(m.id);
+                } else {
+                    misses += 1;
+                    tokio::task::yield_now().await;
+                }
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    let mut want: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
+    want.sort();
+    assert_eq!(all, want, "each prompt claimed exactly once");
+
+    // A dead worker's prompt, still `processing` once its lease is gone,
+    // goes before the session's newer one: after it is requeued.
+    f.store.insert(&prompt("e1", "e")).await.unwrap();
+    let (_, e1) = f.store.claim_next("dead", long).await.unwrap().unwrap();
+    assert_eq!(e1.id, "e1");
+    assert!(f.store.break_lease("e").await.unwrap());
+    f.store.insert(&prompt("e2", "e")).await.unwrap();
+    assert_eq!(f.store.claim_next("w", long).await.unwrap(), None);
+    let requeued: Vec<String> = f
+        .store
+        .requeue_expired()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, m)| m.id)
+        .collect();
+    assert!(requeued.contains(&"e1".to_owned()), "{requeued:?}");
+    assert_eq!(
+        f.store.claim_next("w", long).await.unwrap().unwrap().1.id,
+        "e1"
+    );
+}
