@@ -482,8 +482,9 @@ impl Agent {
 
     /// Takes `pending_agent` user messages from the store, oldest first,
     /// and runs their turns, until the returned future is dropped (which
-    /// stops the turns it started) or the store fails. A chat front end
-    /// then only posts.
+    /// stops the turns it started). A store that fails now and then is
+    /// tried again (with a warning) while the turns go on; only a failure
+    /// to start listening is returned. A chat front end then only posts.
     ///
     /// Several processes may serve one store. Each asks the store for the
     /// next prompt ([`Store::claim_next`]) only when it has room for a turn
