@@ -348,16 +348,21 @@ async fn serve_answers_what_front_ends_post() {
         Message::new("s", Role::User, MessageType::Text, "hi").with_status(Status::PendingAgent);
     agent.gateway().post(prompt.clone()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    // The answer is stored before its prompt is marked processed: wait for
+    // both (or the deadline), then check them.
+    let history = loop {
         let history = agent.history("s").await.unwrap();
-        if history.len() == 2 {
-            assert_eq!(history[1].content, "served");
-            assert_eq!(history[0].status, Status::Processed);
-            break;
+        let settled = history
+            .first()
+            .is_some_and(|m| m.status == Status::Processed);
+        if (history.len() == 2 && settled) || Instant::now() > deadline {
+            break history;
         }
-        assert!(Instant::now() < deadline, "no answer: {history:?}");
         tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    };
+    assert_eq!(history.len(), 2, "no answer: {history:?}");
+    assert_eq!(history[1].content, "served");
+    assert_eq!(history[0].status, Status::Processed);
     server.abort();
 }
 

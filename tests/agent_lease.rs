@@ -76,12 +76,16 @@ fn stolen_agent() -> (Agent, Arc<AtomicUsize>) {
     (agent, calls)
 }
 
-/// Session `s`'s history once it holds `n` messages, or as it is at
-/// `deadline`.
+/// Session `s`'s history once it holds `n` messages and every prompt is
+/// settled (an answer is stored before its prompt is marked), or as it is
+/// at `deadline`.
 async fn history_of_at_least(agent: &Agent, n: usize, deadline: Instant) -> Vec<Message> {
     loop {
         let history = agent.history("s").await.unwrap();
-        if history.len() >= n || Instant::now() > deadline {
+        let settled = history.iter().all(|m| {
+            m.role != Role::User || !matches!(m.status, Status::Processing | Status::PendingAgent)
+        });
+        if (history.len() >= n && settled) || Instant::now() > deadline {
             return history;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
