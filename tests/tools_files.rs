@@ -326,3 +326,71 @@ async fn read_file_bounds_what_it_returns() {
         .await;
     assert_eq!(numbered(&out), [(2, "short".to_owned())]);
 }
+
+#[tokio::test]
+async fn a_newline_in_a_name_does_not_forge_a_line() {
+    let d = dirs();
+    fs::write(d.work.join("evil\nforged.txt (999 bytes)"), "abc").unwrap();
+    fs::write(d.work.join("back\\slash"), "").unwrap();
+    let h = Harness::new(&d);
+    let out = h.ok("list_files", json!({})).await;
+    let lines: Vec<&str> = out.lines().collect();
+    // The header and one line per entry, each as escaped.
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines.contains(&"evil\\nforged.txt (999 bytes) (3 bytes)"),
+        "{out}"
+    );
+    assert!(lines.contains(&"back\\\\slash (0 bytes)"), "{out}");
+    assert!(!lines.iter().any(|l| l.starts_with("forged")), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_grows_is_not_read_past_the_limit() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    // Text up to the limit; past it, when the file grows, NUL bytes: a
+    // read that goes on past the limit finds them and calls the file
+    // binary.
+    const LIMIT: u64 = 1 << 20;
+    let d = dirs();
+    let path = d.work.join("grows.txt");
+    let text = format!("{}\n", "a".repeat(1023)).repeat(1024);
+    fs::write(&path, &text).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (path, stop) = (path.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                // In each state about as long as a read takes, so that
+                // reads opening it at the limit often find it grown when
+                // they get there. (Only the race's odds hang on this.)
+                file.set_len(LIMIT).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+                file.set_len(LIMIT + 4096).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    let h = Harness::with(&d, Sandbox::new(&d.work).with_max_file_size(LIMIT));
+    let (mut over, mut read) = (0, 0);
+    for _ in 0..300 {
+        match h.call("read_file", json!({"path": "grows.txt"})).await {
+            Ok(out) => {
+                read += 1;
+                let tail = &out[out.len() - 60..];
+                assert!(tail.contains(" of 1024 lines shown"), "{tail}");
+            }
+            Err(e) if e.contains("not a text file") => over += 1,
+            Err(e) => assert!(e.contains("over the limit of 1048576 bytes"), "{e}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(read > 0, "never read");
+    assert_eq!(
+        over, 0,
+        "{over} of 300 reads went past the limit ({read} read)"
+    );
+}

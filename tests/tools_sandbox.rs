@@ -472,3 +472,421 @@ async fn a_link_out_does_not_tell_whether_a_file_exists_there() {
     )
     .await;
 }
+
+/// `work/sw`, a directory (holding the file `x` and `in-only.txt`), and
+/// `work/lnk`, a link to `outside` (holding the secret, the directory `x`
+/// and `zz-outside-only.txt`), for a [`Swapper`] to exchange.
+#[cfg(target_os = "linux")]
+fn swap_pair(d: &Dirs) -> (PathBuf, PathBuf) {
+    let sw = d.work.join("sw");
+    fs::create_dir(&sw).unwrap();
+    fs::write(sw.join("x"), "inside\n").unwrap();
+    fs::write(sw.join("in-only.txt"), "").unwrap();
+    fs::create_dir(d.outside.join("x")).unwrap();
+    fs::write(d.outside.join("zz-outside-only.txt"), "").unwrap();
+    let lnk = d.work.join("lnk");
+    symlink(&d.outside, &lnk).unwrap();
+    (sw, lnk)
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_files_lists_only_the_directory_it_checked_while_it_is_swapped() {
+    let d = dirs();
+    let (sw, lnk) = swap_pair(&d);
+    let h = Harness::new(&d);
+    let swapper = Swapper::start(&sw, &lnk);
+    let mut leaks = Vec::new();
+    let mut listed = 0;
+    for _ in 0..3000 {
+        // `Harness::call` checks the secret itself; the names and sizes
+        // of the outside directory must not show either.
+        if let Ok(out) = h.call("list_files", json!({"dir": "sw"})).await {
+            listed += 1;
+            if ["secret.txt", "zz-outside-only", "(10 bytes)", "x/"]
+                .iter()
+                .any(|n| out.contains(n))
+            {
+                leaks.push(out);
+            }
+        }
+    }
+    let swaps = swapper.stop();
+    assert!(swaps > 100, "only {swaps} swaps");
+    assert!(listed > 0, "never listed");
+    assert!(
+        leaks.is_empty(),
+        "{} of 3000 listings showed the outside, e.g. {:?}",
+        leaks.len(),
+        leaks[0]
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swapped_directory_does_not_tell_what_is_outside() {
+    // `sw/x` is a file inside; through the link it is a directory outside.
+    let d = dirs();
+    let (sw, lnk) = swap_pair(&d);
+    let h = Harness::new(&d);
+    let swapper = Swapper::start(&sw, &lnk);
+    let mut leaks = Vec::new();
+    for _ in 0..3000 {
+        match h.call("read_file", json!({"path": "sw/x"})).await {
+            Ok(out) => assert_eq!(numbered(&out), [(1, "inside".to_owned())]),
+            Err(e) if e.contains("is a directory") || e.contains("not a regular file") => {
+                leaks.push(e);
+            }
+            Err(_) => {}
+        }
+    }
+    swapper.stop();
+    assert!(
+        leaks.is_empty(),
+        "{} of 3000 reads told the type of the outside object, e.g. {:?}",
+        leaks.len(),
+        leaks[0]
+    );
+}
+
+/// `text` with `names[0]` in place of each other name, so answers about
+/// different names compare.
+fn alike(text: &str, names: &[&str]) -> String {
+    names[1..]
+        .iter()
+        .fold(text.to_owned(), |t, n| t.replace(n, names[0]))
+}
+
+#[tokio::test]
+async fn links_out_answer_alike_whether_their_target_exists() {
+    let d = dirs();
+    symlink(&d.secret, d.work.join("a")).unwrap();
+    symlink(d.outside.join("nope"), d.work.join("b")).unwrap();
+    // Out through a relative link, and to a directory that exists or not.
+    symlink("../../outside/secret.txt", d.work.join("c")).unwrap();
+    symlink(&d.outside, d.work.join("e")).unwrap();
+    symlink(d.outside.join("no-dir"), d.work.join("f")).unwrap();
+    let h = Harness::new(&d);
+    let names = ["a", "b", "c"];
+    for tool in ["read_file", "analyze_media"] {
+        let mut answers = Vec::new();
+        for name in names {
+            let e = h.refused(tool, json!({"path": name}), &[OUTSIDE]).await;
+            answers.push(alike(&e, &names));
+        }
+        assert!(answers.iter().all(|a| *a == answers[0]), "{answers:#?}");
+    }
+    let mut answers = Vec::new();
+    for dir in ["e", "f"] {
+        let e = h
+            .refused("list_files", json!({"dir": dir}), &[OUTSIDE])
+            .await;
+        answers.push(alike(&e, &["e", "f"]));
+    }
+    assert_eq!(answers[0], answers[1]);
+    // Listed, each is marked alike.
+    let out = h.ok("list_files", json!({})).await;
+    let marks: Vec<&str> = ["a ", "b ", "c ", "e ", "f "]
+        .iter()
+        .map(|n| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(n))
+                .unwrap_or_else(|| panic!("no {n} in {out}"))
+        })
+        .collect();
+    assert!(
+        marks
+            .iter()
+            .all(|m| *m == "(a link leading outside the sandbox)"),
+        "{out}"
+    );
+    // A link inside to nothing is still a broken link.
+    symlink(d.work.join("gone"), d.work.join("g")).unwrap();
+    let out = h.ok("list_files", json!({})).await;
+    assert!(out.lines().any(|l| l == "g (a broken link)"), "{out}");
+}
+
+#[tokio::test]
+async fn the_staging_fallback_does_not_tell_whether_a_file_exists_outside() {
+    // `work/ln_dir` leads outside; `staging/ln_dir/x` is real.
+    let answer = |outside_x: bool| async move {
+        let d = dirs();
+        symlink(&d.outside, d.work.join("ln_dir")).unwrap();
+        fs::create_dir(d.staging.join("ln_dir")).unwrap();
+        fs::write(d.staging.join("ln_dir/x"), "staged\n").unwrap();
+        if outside_x {
+            fs::write(d.outside.join("x"), SECRET).unwrap();
+        }
+        let h = Harness::new(&d);
+        h.call("read_file", json!({"path": "ln_dir/x"})).await
+    };
+    let (with, without) = (answer(true).await, answer(false).await);
+    assert_eq!(with, without);
+    // Outside is as good as not there: the staged file is read.
+    assert_eq!(numbered(&with.unwrap()), [(1, "staged".to_owned())]);
+}
+
+/// Runs the test `name` of this binary in a process of its own with
+/// `KESOKU_CHILD` set, for a test that changes the current directory
+/// (which every test of a process shares).
+fn in_child(name: &str) -> bool {
+    if std::env::var_os("KESOKU_CHILD").is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("KESOKU_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    false
+}
+
+/// An agent on `model` with the built-in tools, sessions under `sessions`.
+fn agent_with_tools(
+    sessions: impl Into<PathBuf>,
+    sandbox: Sandbox,
+    model: Value,
+) -> kesoku::llm::Agent {
+    kesoku::llm::Agent::builder(kesoku::llm::ScriptedLlm::from_json(model).unwrap())
+        .registry(registry())
+        .sessions_dir(sessions)
+        .sandbox(sandbox)
+        .build()
+        .unwrap()
+}
+
+/// A turn that reads `note.txt` and answers with what it read.
+fn reads_the_note() -> Value {
+    json!([
+        {"tool_calls": [{"id": "r", "name": "read_file", "arguments": {"path": "note.txt"}}]},
+        {"text": "{{r}}"}
+    ])
+}
+
+#[test]
+fn a_relative_sessions_dir_is_resolved_once() {
+    if !in_child("a_relative_sessions_dir_is_resolved_once") {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (first, second) = (base.path().join("first"), base.path().join("second"));
+    fs::create_dir(&first).unwrap();
+    fs::create_dir(&second).unwrap();
+    std::env::set_current_dir(&first).unwrap();
+    let agent = agent_with_tools("sessions", Sandbox::new(&first), reads_the_note());
+    let workspace = agent.workspace("s").unwrap();
+    assert_eq!(workspace, first.join("sessions").join("s"));
+    fs::create_dir_all(&workspace).unwrap();
+    fs::write(workspace.join("note.txt"), "attached\n").unwrap();
+    // The process moves on; the session's workspace does not.
+    std::env::set_current_dir(&second).unwrap();
+    assert_eq!(agent.workspace("s").unwrap(), workspace);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = rt.block_on(agent.send("s", "read the note")).unwrap();
+    let answer = outcome.answer.unwrap();
+    assert_eq!(numbered(&answer), [(1, "attached".to_owned())], "{answer}");
+    assert!(!second.join("sessions").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_id_still_gets_a_workspace() {
+    let d = dirs();
+    let sessions = d.staging.join("sessions");
+    let agent = agent_with_tools(&sessions, Sandbox::new(&d.work), reads_the_note());
+    let id = "é".repeat(60);
+    let workspace = agent.workspace(&id).unwrap();
+    let name = workspace.file_name().unwrap();
+    assert!(name.len() <= 255, "{} bytes", name.len());
+    assert_eq!(workspace.parent(), Some(sessions.as_path()));
+    // The same each time, and not another's.
+    assert_eq!(agent.workspace(&id).unwrap(), workspace);
+    let other = format!("{}e", "é".repeat(59));
+    assert_ne!(agent.workspace(&other).unwrap(), workspace);
+    fs::create_dir_all(&workspace).unwrap();
+    fs::write(workspace.join("note.txt"), "attached\n").unwrap();
+    let outcome = agent.send(&id, "read the note").await.unwrap();
+    let answer = outcome.answer.unwrap();
+    assert_eq!(numbered(&answer), [(1, "attached".to_owned())], "{answer}");
+}
+
+// The fuzz harness of the sandbox: random paths (relative or absolute,
+// through `..`, links in and out, loops) given to the three tools.
+
+/// The names random paths are made of: what the fuzz trees hold, and a
+/// few that are nowhere.
+const PARTS: &[&str] = &[
+    ".",
+    "..",
+    "a.txt",
+    "sub",
+    "b.txt",
+    "sw",
+    "lnk",
+    "x",
+    "in-only.txt",
+    "lnk_in",
+    "lnk_file_out",
+    "lnk_missing_out",
+    "lnk_rel_up",
+    "loop",
+    "secret.txt",
+    "nope",
+    "outside",
+    "work",
+    "staging",
+    "a",
+];
+
+/// A fuzz tree on `d`: files and links inside, out (absolute and
+/// relative), to nothing and in a loop; `swap_pair`'s `sw` and `lnk` on
+/// Linux.
+fn fuzz_tree(d: &Dirs) {
+    fs::write(d.work.join("a.txt"), "alpha\n").unwrap();
+    fs::create_dir(d.work.join("sub")).unwrap();
+    fs::write(d.work.join("sub/b.txt"), "beta\n").unwrap();
+    fs::write(d.staging.join("b.txt"), "staged\n").unwrap();
+    symlink(d.work.join("sub"), d.work.join("lnk_in")).unwrap();
+    symlink(&d.secret, d.work.join("lnk_file_out")).unwrap();
+    symlink(d.outside.join("nope"), d.work.join("lnk_missing_out")).unwrap();
+    symlink("../../outside", d.work.join("lnk_rel_up")).unwrap();
+    symlink("../../outside", d.staging.join("lnk_rel_up")).unwrap();
+    symlink("loop", d.work.join("loop")).unwrap();
+}
+
+/// A random tool call: the tool, and its path.
+fn fuzz_call() -> impl proptest::strategy::Strategy<Value = (&'static str, String)> {
+    use proptest::prelude::*;
+    // Often into the swapped names, as races need many tries.
+    let first = prop_oneof![
+        3 => prop::sample::select(&["sw", "lnk"][..]),
+        2 => prop::sample::select(PARTS),
+    ];
+    let parts = prop::collection::vec(prop::sample::select(PARTS), 0..5);
+    // 0: relative; 1: from the root of the file system; 2: from `base`.
+    (
+        prop::sample::select(&["read_file", "list_files", "analyze_media"][..]),
+        prop_oneof![2 => Just(0_u8), 1 => 1..3_u8],
+        first,
+        parts,
+    )
+        .prop_map(|(tool, start, first, parts)| {
+            let rel = std::iter::once(first)
+                .chain(parts)
+                .collect::<Vec<_>>()
+                .join("/");
+            let path = match start {
+                0 => rel,
+                1 => format!("/{rel}"),
+                _ => format!("BASE/{rel}"),
+            };
+            (tool, path)
+        })
+}
+
+fn fuzz_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(256),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
+/// Calls `tool` on `path` (`BASE` made `base`): the answer, with `base`
+/// made `BASE` again.
+fn fuzz_answer(
+    rt: &tokio::runtime::Runtime,
+    h: &Harness,
+    base: &Path,
+    tool: &str,
+    path: &str,
+) -> String {
+    let base = base.to_str().unwrap();
+    let path = path.replacen("BASE", base, 1);
+    let args = if tool == "list_files" {
+        json!({"dir": path})
+    } else {
+        json!({"path": path})
+    };
+    let (Ok(text) | Err(text)) = rt.block_on(h.call(tool, args));
+    text.replace(base, "BASE")
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn fuzz_nothing_outside_is_read_or_listed_while_names_are_swapped() {
+    let d = dirs();
+    fuzz_tree(&d);
+    let (sw, lnk) = swap_pair(&d);
+    let h = Harness::new(&d);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let base = d._base.path().to_path_buf();
+    let swapper = Swapper::start(&sw, &lnk);
+    let mut runner = proptest::test_runner::TestRunner::new(fuzz_config());
+    runner
+        .run(&fuzz_call(), |(tool, path)| {
+            // `Harness::call` fails on the secret, in the answer or sent
+            // to the model; no outside name shows either. A few times
+            // each, as the swaps go on.
+            for _ in 0..8 {
+                let answer = fuzz_answer(&rt, &h, &base, tool, &path);
+                proptest::prop_assert!(
+                    !answer.contains("zz-outside-only"),
+                    "{tool} {path}: {answer}"
+                );
+                if tool == "list_files" {
+                    proptest::prop_assert!(
+                        !answer.lines().any(|l| l.starts_with("secret.txt")),
+                        "{tool} {path}: {answer}"
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(swapper.stop() > 0);
+}
+
+#[test]
+fn fuzz_what_exists_outside_changes_no_answer() {
+    // Two trees alike inside; outside, one has the secret and more, the
+    // other nothing.
+    let (full, empty) = (dirs(), dirs());
+    for d in [&full, &empty] {
+        fuzz_tree(d);
+    }
+    fs::remove_file(&empty.secret).unwrap();
+    fs::create_dir(full.outside.join("x")).unwrap();
+    fs::write(full.outside.join("nope"), "").unwrap();
+    fs::create_dir_all(full.outside.join("sub/a")).unwrap();
+    let (hf, he) = (Harness::new(&full), Harness::new(&empty));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(fuzz_config());
+    runner
+        .run(&fuzz_call(), |(tool, path)| {
+            let a = fuzz_answer(&rt, &hf, full._base.path(), tool, &path);
+            let b = fuzz_answer(&rt, &he, empty._base.path(), tool, &path);
+            proptest::prop_assert_eq!(a, b, "{} {}", tool, path);
+            Ok(())
+        })
+        .unwrap();
+}

@@ -237,3 +237,50 @@ pub fn numbered(out: &str) -> Vec<(usize, String)> {
 pub fn canonical(p: &Path) -> PathBuf {
     fs::canonicalize(p).unwrap()
 }
+
+/// Exchanges two names (`renameat2(RENAME_EXCHANGE)`) over and over on a
+/// thread, until dropped: each is always there, as one or the other.
+#[cfg(target_os = "linux")]
+pub struct Swapper {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Swapper {
+    pub fn start(a: &Path, b: &Path) -> Self {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, b, flag) = (a.to_path_buf(), b.to_path_buf(), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0;
+            while !flag.load(Ordering::Relaxed) {
+                renameat_with(CWD, &a, CWD, &b, RenameFlags::EXCHANGE).unwrap();
+                swaps += 1;
+            }
+            swaps
+        });
+        Swapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops swapping: how many swaps were made.
+    pub fn stop(mut self) -> u64 {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map_or(0, |t| t.join().unwrap())
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

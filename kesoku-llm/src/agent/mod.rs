@@ -228,6 +228,8 @@ impl AgentBuilder {
 
     /// The directory under which each session gets its workspace
     /// directory (made on first use), given to tools in their context.
+    /// A relative `dir` is made absolute when the agent is built, against
+    /// the current directory then.
     pub fn sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sessions_dir = Some(dir.into());
         self
@@ -329,7 +331,11 @@ impl AgentBuilder {
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::default(),
-                sessions_dir: self.sessions_dir,
+                // Made absolute once, as `Sandbox::new` does: a later
+                // `chdir` must not move every session's workspace.
+                sessions_dir: self
+                    .sessions_dir
+                    .map(|d| std::path::absolute(&d).unwrap_or(d)),
                 tool_timeout: self.tool_timeout,
                 sandbox: Arc::new(sandbox),
                 turn_model,
@@ -426,7 +432,10 @@ impl Agent {
     /// The workspace (staging) directory of `session`: its own directory
     /// under [`sessions_dir`](AgentBuilder::sessions_dir), whose name is the
     /// session id with anything but letters, digits, `-` and `_` escaped,
-    /// so no id reaches outside. `None` without a sessions directory. It
+    /// so no id reaches outside. A name that would be longer than 255
+    /// bytes (what file systems take) is cut to 190 and ends in `~` and
+    /// the SHA-256 of the id in hex instead, so every id still has its own
+    /// directory, the same each time. `None` without a sessions directory. It
     /// is made when a turn first runs; a front end saving a user's
     /// attachment there makes it first.
     ///

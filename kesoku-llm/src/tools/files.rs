@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use kesoku_core::ToolContext;
 use kesoku_macros::tool;
 
+use super::sandbox::{Entry, EntryKind, escape_name};
 use super::{read_file_with, sandbox};
 
 /// The most lines `read_file` returns by default.
@@ -17,7 +18,8 @@ const MAX_ENTRIES: usize = 1000;
 const MAX_OUTPUT: usize = 64 * 1024;
 
 /// Lists a directory: one entry per line, directories ending in `/`,
-/// files with their size in bytes.
+/// files with their size in bytes. Names are escaped onto one line each
+/// (`\n` for a newline, `\\` for a backslash).
 ///
 /// # Arguments
 /// * `dir` - The directory, relative to the working directory or the
@@ -29,35 +31,27 @@ pub async fn list_files(dir: Option<String>, context: &ToolContext) -> Result<St
     let staging = context.workspace().map(std::path::Path::to_path_buf);
     let shown = dir.unwrap_or_else(|| ".".to_owned());
     tokio::task::spawn_blocking(move || {
-        let real = sandbox
-            .open_dir(&shown, staging.as_deref())
+        let listing = sandbox
+            .list_dir(&shown, staging.as_deref())
             .map_err(|e| e.to_string())?;
-        let entries =
-            std::fs::read_dir(&real).map_err(|e| format!("cannot list '{shown}': {e}"))?;
-        let mut lines: Vec<String> = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| format!("cannot list '{shown}': {e}"))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = entry.path();
-            // Followed only where it stays inside: a link out is named,
-            // not described.
-            let Ok(target) = std::fs::canonicalize(&path) else {
-                lines.push(format!("{name} (a broken link)"));
-                continue;
-            };
-            if !sandbox.admits(&target, staging.as_deref()) {
-                lines.push(format!("{name} (a link leading outside the sandbox)"));
-                continue;
-            }
-            match std::fs::metadata(&target) {
-                Ok(m) if m.is_dir() => lines.push(format!("{name}/")),
-                Ok(m) => lines.push(format!("{name} ({} bytes)", m.len())),
-                Err(e) => lines.push(format!("{name} (unreadable: {e})")),
-            }
-        }
+        let mut lines: Vec<String> = listing
+            .entries
+            .into_iter()
+            .map(|Entry { name, kind }| match kind {
+                EntryKind::Dir => format!("{name}/"),
+                EntryKind::File(size) => format!("{name} ({size} bytes)"),
+                EntryKind::LinkOut => format!("{name} (a link leading outside the sandbox)"),
+                EntryKind::BrokenLink => format!("{name} (a broken link)"),
+                EntryKind::Special => format!("{name} (not a regular file)"),
+                EntryKind::Unreadable(e) => format!("{name} (unreadable: {e})"),
+            })
+            .collect();
         lines.sort();
         let total = lines.len();
-        let mut out = format!("{} ({total} entries)\n", real.display());
+        let mut out = format!(
+            "{} ({total} entries)\n",
+            escape_name(listing.path.as_os_str())
+        );
         let mut shown = 0;
         for line in lines.iter().take(MAX_ENTRIES) {
             if out.len() + line.len() >= MAX_OUTPUT {

@@ -40,29 +40,24 @@ fn sandbox(context: &ToolContext) -> Result<Arc<Sandbox>, String> {
     Ok(Arc::new(Sandbox::new(cwd)))
 }
 
-/// Reads the file `path` names in the sandbox of `context`, on a blocking
-/// thread, and hands `then` the path as given, the file's real path and
-/// its bytes, on that thread too (so decoding them does not hold up the
-/// async workers).
+/// Reads the file `path` names in the sandbox of `context` (up to the
+/// size limit), on a blocking thread, and hands `then` the path as given,
+/// the file's real path and its bytes, on that thread too (so decoding
+/// them does not hold up the async workers).
 async fn read_file_with<T: Send + 'static>(
     context: &ToolContext,
     path: String,
     then: impl FnOnce(&str, &std::path::Path, Vec<u8>) -> Result<T, String> + Send + 'static,
 ) -> Result<T, String> {
-    use std::io::Read as _;
-
     let sandbox = sandbox(context)?;
     let staging = context.workspace().map(std::path::Path::to_path_buf);
     tokio::task::spawn_blocking(move || {
         let mut opened = sandbox
             .open_file(&path, staging.as_deref())
             .map_err(|e| e.to_string())?;
-        let mut bytes = Vec::with_capacity(usize::try_from(opened.size).unwrap_or(0));
-        opened
-            .file
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read '{path}': {e}"))?;
-        then(&path, &opened.path, bytes)
+        let real = std::mem::take(&mut opened.path);
+        let bytes = opened.read(&path).map_err(|e| e.to_string())?;
+        then(&path, &real, bytes)
     })
     .await
     .map_err(|e| format!("reading a file failed: {e}"))?
