@@ -836,7 +836,7 @@ fn fuzz_nothing_outside_is_read_or_listed_while_names_are_swapped() {
         .worker_threads(1)
         .build()
         .unwrap();
-    let base = d._base.path().to_path_buf();
+    let base = d.outside.parent().unwrap().to_path_buf();
     let swapper = Swapper::start(&sw, &lnk);
     let mut runner = proptest::test_runner::TestRunner::new(fuzz_config());
     runner
@@ -883,8 +883,8 @@ fn fuzz_what_exists_outside_changes_no_answer() {
     let mut runner = proptest::test_runner::TestRunner::new(fuzz_config());
     runner
         .run(&fuzz_call(), |(tool, path)| {
-            let a = fuzz_answer(&rt, &hf, full._base.path(), tool, &path);
-            let b = fuzz_answer(&rt, &he, empty._base.path(), tool, &path);
+            let a = fuzz_answer(&rt, &hf, full.outside.parent().unwrap(), tool, &path);
+            let b = fuzz_answer(&rt, &he, empty.outside.parent().unwrap(), tool, &path);
             proptest::prop_assert_eq!(a, b, "{} {}", tool, path);
             Ok(())
         })

@@ -11,6 +11,8 @@
 //! reads or lists is what was checked, however the names are swapped
 //! meanwhile, and whether anything exists outside is never told.
 
+#![cfg_attr(not(unix), allow(dead_code))]
+
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
