@@ -549,6 +549,33 @@ async fn a_swapped_directory_does_not_tell_what_is_outside() {
     );
 }
 
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swapped_directory_does_not_lead_a_read_outside() {
+    // `sw/y` is a file inside; through the link it is the secret. (Before
+    // the walk, this held on Linux only by `/proc/self/fd`; where there
+    // is no `/proc`, the check compared the file opened through the link
+    // with the path followed through the same link, and read it.)
+    let d = dirs();
+    let (sw, lnk) = swap_pair(&d);
+    fs::write(sw.join("y"), "inside\n").unwrap();
+    fs::write(d.outside.join("y"), SECRET).unwrap();
+    let h = Harness::new(&d);
+    let swapper = Swapper::start(&sw, &lnk);
+    let mut read = 0;
+    // `Harness::call` fails on the secret, in the answer or sent to the
+    // model (which it checks whole each time: fewer of those).
+    for (tool, times) in [("read_file", 3000), ("analyze_media", 200)] {
+        for _ in 0..times {
+            if h.call(tool, json!({"path": "sw/y"})).await.is_ok() {
+                read += 1;
+            }
+        }
+    }
+    assert!(swapper.stop() > 100);
+    assert!(read > 0, "never read");
+}
+
 /// `text` with `names[0]` in place of each other name, so answers about
 /// different names compare.
 fn alike(text: &str, names: &[&str]) -> String {
