@@ -433,7 +433,7 @@ impl Agent {
     /// under [`sessions_dir`](AgentBuilder::sessions_dir), whose name is the
     /// session id with anything but letters, digits, `-` and `_` escaped,
     /// so no id reaches outside. A name that would be longer than 255
-    /// bytes (what file systems take) is cut to 190 and ends in `~` and
+    /// bytes (what file systems take) is cut to at most 190 and ends in `~` and
     /// the SHA-256 of the id in hex instead, so every id still has its own
     /// directory, the same each time. `None` without a sessions directory. It
     /// is made when a turn first runs; a front end saving a user's
