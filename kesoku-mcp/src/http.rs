@@ -326,10 +326,15 @@ fn turn_away(stream: &TcpStream) {
         BODY.len()
     );
     let _ = stream.try_write(answer.as_bytes());
-    // What the client already sent is read, so that closing sends a FIN
+    // What the client already sent is read (up to 64 KiB, so that a fast
+    // sender cannot hold the accept loop here), so that closing sends a FIN
     // after the answer rather than a reset that could discard it.
     let mut sink = [0u8; 4096];
-    while matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {}
+    for _ in 0..16 {
+        if !matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
     tracing::debug!("an MCP HTTP connection was turned away: too many open");
 }
 
@@ -395,6 +400,11 @@ impl Route {
             // rmcp answers without reading a body.
             return closing(self.service.handle(req).await);
         }
+        // rmcp's Host and Origin checks come first, as they do in rmcp: a
+        // refused request's body is not read, and is not answered here.
+        if let Some(refused) = self.refused(&req).await {
+            return closing(refused);
+        }
         let (parts, body) = req.into_parts();
         let body = match self.read_body(body).await {
             Ok(body) => body,
@@ -427,9 +437,6 @@ impl Route {
                 (StatusCode::BAD_REQUEST, JSON, Frame::parse_error())
             }
         };
-        if let Some(refused) = self.refused(&parts).await {
-            return refused;
-        }
         reply(status, content_type, answer)
     }
 
@@ -462,14 +469,14 @@ impl Route {
         }
     }
 
-    /// rmcp's Host and Origin checks, for a request answered here. rmcp
+    /// rmcp's response if its Host and Origin checks refuse `req`. rmcp
     /// runs them first on every request, then answers a method it does not
-    /// serve with 405: a PUT with the same headers asks it.
-    async fn refused(&self, parts: &hyper::http::request::Parts) -> Option<Reply> {
+    /// serve with 405: a PUT with the same headers and no body asks it.
+    async fn refused<B>(&self, req: &Request<B>) -> Option<Reply> {
         let mut probe = Request::new(Full::new(Bytes::new()));
         *probe.method_mut() = Method::PUT;
-        probe.uri_mut().clone_from(&parts.uri);
-        probe.headers_mut().clone_from(&parts.headers);
+        probe.uri_mut().clone_from(req.uri());
+        probe.headers_mut().clone_from(req.headers());
         let response = self.service.handle(probe).await;
         (response.status() != StatusCode::METHOD_NOT_ALLOWED).then_some(response)
     }
