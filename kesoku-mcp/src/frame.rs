@@ -396,7 +396,7 @@ impl Scanner<'_> {
                         if open == b'{' {
                             let name = self.key()?;
                             if stack.len() == 1 {
-                                member = Some((name, None));
+                                member = Some((self.name(name), None));
                             }
                         }
                         continue 'value;
@@ -445,7 +445,7 @@ impl Scanner<'_> {
                         if open == b'{' {
                             let name = self.key()?;
                             if stack.len() == 1 {
-                                member = Some((name, None));
+                                member = Some((self.name(name), None));
                             }
                         }
                         continue 'value;
@@ -514,22 +514,27 @@ impl Scanner<'_> {
             .then(|| self.i += word.len())
     }
 
-    /// A member name and its colon; the name, decoded loosely (only the
-    /// top level's names are compared, with plain ASCII ones).
-    fn key(&mut self) -> Option<String> {
+    /// A member name and its colon; the name's span, quotes included.
+    fn key(&mut self) -> Option<(usize, usize)> {
         self.ws();
         if self.peek() != Some(b'"') {
             return None;
         }
-        let start = self.i + 1;
+        let start = self.i;
         self.string()?;
-        let name = String::from_utf8_lossy(&self.b[start..self.i - 1]).into_owned();
+        let end = self.i;
         self.ws();
         if self.peek() != Some(b':') {
             return None;
         }
         self.i += 1;
-        Some(name)
+        Some((start, end))
+    }
+
+    /// A member name, decoded (`"\u0069d"` is `id`); one with a lone
+    /// surrogate is no name that matters here.
+    fn name(&self, (start, end): (usize, usize)) -> String {
+        serde_json::from_slice(&self.b[start..end]).unwrap_or_default()
     }
 
     /// A string; whether it has a lone surrogate escape.
@@ -694,6 +699,21 @@ mod tests {
         assert_eq!(
             (a["id"].clone(), a["error"]["code"].clone()),
             (Value::Null, (-32600).into())
+        );
+    }
+
+    #[test]
+    fn a_mark_line_ends_and_escaped_names_are_read() {
+        let Frame::Message { text, .. } =
+            read(b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r\n")
+        else {
+            panic!("served")
+        };
+        assert!(text.starts_with('{'), "{text:?}");
+        let a = answered(r#"{"jsonrpc":"2.0","\u0069d":"e","method":"ping","params":[]}"#);
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            ("e".into(), (-32602).into())
         );
     }
 
