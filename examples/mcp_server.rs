@@ -56,6 +56,13 @@ struct Args {
     /// Accept requests from this browser origin besides the server's own.
     #[arg(long, value_name = "ORIGIN")]
     allow_origin: Vec<String>,
+    /// How long a client may take to send a request's headers, then its
+    /// body, in milliseconds (default 30,000).
+    #[arg(long, value_name = "MS")]
+    read_timeout_ms: Option<u64>,
+    /// How many connections are served at once (default 256).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
 }
 
 #[tokio::main]
@@ -87,6 +94,12 @@ async fn main() -> ExitCode {
             }
             for origin in args.allow_origin {
                 options = options.allow_origin(origin);
+            }
+            if let Some(ms) = args.read_timeout_ms {
+                options = options.read_timeout(std::time::Duration::from_millis(ms));
+            }
+            if let Some(n) = args.max_connections {
+                options = options.max_connections(n);
             }
             match server.bind_http(addr, options).await {
                 Ok(http) => {

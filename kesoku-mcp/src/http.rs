@@ -6,23 +6,34 @@
 //! with an `Origin` header must come from an allowed origin (rmcp leaves
 //! that check off unless asked; here it is always on), and a body over the
 //! limit is refused before it is read whole.
+//!
+//! And the checks that keep it answering: a request's headers, then its
+//! body, must arrive within a time limit, and connections over a limit are
+//! turned away at once, so stalled clients cannot hold every connection
+//! (or every file descriptor). Bodies rmcp cannot parse are read by
+//! [`frame::read`] and answered with JSON-RPC errors, with the request's
+//! id where it can be read, rather than rmcp's `415`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::BodyExt as _;
 use http_body_util::combinators::BoxBody;
-use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HOST, HeaderMap, HeaderValue, ORIGIN};
+use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::McpError;
+use crate::frame::{self, Frame, Skip};
 use crate::server::McpServer;
 
 /// How the HTTP transport is set up. The defaults suit a server on
@@ -34,7 +45,9 @@ use crate::server::McpServer;
 /// let options = HttpOptions::default()
 ///     .allow_host("tools.example.com")
 ///     .allow_origin("https://app.example.com")
-///     .max_body_bytes(1 << 20);
+///     .max_body_bytes(1 << 20)
+///     .read_timeout(std::time::Duration::from_secs(10))
+///     .max_connections(1024);
 /// assert_eq!(options.path(), "/mcp");
 /// ```
 #[derive(Debug, Clone)]
@@ -44,6 +57,8 @@ pub struct HttpOptions {
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body: usize,
+    read_timeout: Duration,
+    max_connections: usize,
 }
 
 impl Default for HttpOptions {
@@ -53,6 +68,8 @@ impl Default for HttpOptions {
             hosts: Vec::new(),
             origins: Vec::new(),
             max_body: Self::DEFAULT_MAX_BODY,
+            read_timeout: Self::DEFAULT_READ_TIMEOUT,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -60,6 +77,14 @@ impl Default for HttpOptions {
 impl HttpOptions {
     /// The default request body limit: 4 MiB.
     pub const DEFAULT_MAX_BODY: usize = 4 << 20;
+
+    /// The default time a client has to send a request's headers, and then
+    /// its body: 30 seconds.
+    pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// The default limit on connections open at once: 256, well below the
+    /// usual limit of 1,024 file descriptors a process may hold.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
     /// The path MCP is served on (default `/mcp`; a leading `/` is added
     /// if missing); others get 404.
@@ -100,6 +125,26 @@ impl HttpOptions {
         self
     }
 
+    /// How long a client may take to send a request's headers, and then
+    /// its body (each; default 30 s). A connection that stalls longer is
+    /// answered 408 (or, waiting for headers, just closed), so a stalled
+    /// client holds its connection no longer than this; so is a kept-alive
+    /// connection left idle as long.
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+
+    /// How many connections are served at once (default 256; at least
+    /// one). A connection over the limit is answered 503 with
+    /// `Retry-After` and closed at once, so the server never runs out of
+    /// file descriptors, and is reachable again as soon as a connection
+    /// closes.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections.max(1);
+        self
+    }
+
     fn config(&self, port: u16, shutdown: CancellationToken) -> StreamableHttpServerConfig {
         let mut hosts = vec![
             "localhost".to_owned(),
@@ -131,10 +176,20 @@ impl HttpOptions {
 pub struct HttpServer {
     listener: TcpListener,
     addr: SocketAddr,
-    path: String,
-    service: StreamableHttpService<McpServer, NeverSessionManager>,
+    route: Route,
+    max_connections: usize,
     shutdown: CancellationToken,
 }
+
+/// What each request goes through.
+struct Route {
+    service: StreamableHttpService<McpServer, NeverSessionManager>,
+    path: String,
+    max_body: usize,
+    read_timeout: Duration,
+}
+
+type Reply = Response<BoxBody<Bytes, Infallible>>;
 
 impl McpServer {
     /// Binds `addr` (`127.0.0.1:8080`; port 0 picks a free one) for MCP
@@ -166,8 +221,13 @@ impl McpServer {
         Ok(HttpServer {
             listener,
             addr: local,
-            path: options.path,
-            service,
+            route: Route {
+                service,
+                path: options.path,
+                max_body: options.max_body,
+                read_timeout: options.read_timeout,
+            },
+            max_connections: options.max_connections,
             shutdown,
         })
     }
@@ -177,7 +237,7 @@ impl std::fmt::Debug for HttpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpServer")
             .field("addr", &self.addr)
-            .field("path", &self.path)
+            .field("path", &self.route.path)
             .finish_non_exhaustive()
     }
 }
@@ -200,7 +260,7 @@ impl HttpServer {
                 std::net::Ipv6Addr::LOCALHOST.into()
             });
         }
-        format!("http://{addr}{}", self.path)
+        format!("http://{addr}{}", self.route.path)
     }
 
     /// Cancelling it stops accepting connections and ends
@@ -211,7 +271,9 @@ impl HttpServer {
 
     /// Serves connections until shut down.
     pub async fn run(self) -> Result<(), McpError> {
-        let path: Arc<str> = self.path.into();
+        let read_timeout = self.route.read_timeout;
+        let route = Arc::new(self.route);
+        let slots = Arc::new(Semaphore::new(self.max_connections));
         loop {
             let stream = tokio::select! {
                 accepted = self.listener.accept() => match accepted {
@@ -223,24 +285,29 @@ impl HttpServer {
                     // rather than spin.
                     Err(e) => {
                         tracing::warn!(error = %e, "accepting an MCP connection failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
                 },
                 () = self.shutdown.cancelled() => return Ok(()),
             };
-            let service = self.service.clone();
-            let path = Arc::clone(&path);
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                turn_away(&stream);
+                continue;
+            };
+            let route = Arc::clone(&route);
             let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let service = service.clone();
-                let path = Arc::clone(&path);
-                async move { Ok::<_, Infallible>(route(&service, &path, req).await) }
+                let route = Arc::clone(&route);
+                async move { Ok::<_, Infallible>(route.handle(req).await) }
             });
             tokio::spawn(async move {
-                // A client that never finishes its headers is dropped.
+                // Held until the connection ends.
+                let _slot = slot;
+                // A client that never finishes its headers, or leaves a
+                // kept-alive connection idle, is dropped.
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(std::time::Duration::from_secs(30))
+                    .header_read_timeout(read_timeout)
                     .serve_connection(TokioIo::new(stream), handler);
                 if let Err(e) = conn.await {
                     tracing::debug!(error = %e, "an MCP HTTP connection ended with an error");
@@ -250,16 +317,167 @@ impl HttpServer {
     }
 }
 
-async fn route(
-    service: &StreamableHttpService<McpServer, NeverSessionManager>,
-    path: &str,
-    req: Request<Incoming>,
-) -> Response<BoxBody<Bytes, Infallible>> {
-    if req.uri().path() != path {
-        let body = format!("not found: MCP is served on {path}\n");
-        let mut response = Response::new(http_body_util::Full::new(Bytes::from(body)).boxed());
-        *response.status_mut() = StatusCode::NOT_FOUND;
-        return response;
+/// Answers a connection over the limit with 503 and closes it, without
+/// waiting on it: the answer fits the empty socket buffer.
+fn turn_away(stream: &TcpStream) {
+    const BODY: &str = "busy: too many connections, try again\n";
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+    // What the client already sent is read (up to 64 KiB, so that a fast
+    // sender cannot hold the accept loop here), so that closing sends a FIN
+    // after the answer rather than a reset that could discard it.
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        if !matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
     }
-    service.handle(req).await
+    tracing::debug!("an MCP HTTP connection was turned away: too many open");
+}
+
+fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Reply {
+    let mut response = Response::new(Full::new(body.into()).boxed());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// The response, with the connection closed after it (its request was
+/// not read to the end).
+fn closing(mut response: Reply) -> Reply {
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const JSON: &str = "application/json";
+
+/// Whether the body is declared JSON (what rmcp reads; it answers 415 for
+/// the rest).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(JSON))
+}
+
+impl Route {
+    async fn handle(&self, mut req: Request<Incoming>) -> Reply {
+        if req.uri().path() != self.path {
+            let body = format!("not found: MCP is served on {}\n", self.path);
+            return closing(reply(StatusCode::NOT_FOUND, TEXT, body));
+        }
+        // Two Host headers are a 400 (RFC 9112 §3.2); two Origins are as
+        // ambiguous, and rmcp would check only the first of either.
+        for name in [HOST, ORIGIN] {
+            if req.headers().get_all(&name).iter().nth(1).is_some() {
+                let body = format!("bad request: more than one {name} header\n");
+                return closing(reply(StatusCode::BAD_REQUEST, TEXT, body));
+            }
+        }
+        // A target in absolute form names the host, and the Host header is
+        // then ignored (RFC 9112 §3.2.2): rmcp checks the Host header, so
+        // the target's host is put there.
+        if let Some(authority) = req.uri().authority() {
+            let Ok(host) = HeaderValue::from_str(authority.as_str()) else {
+                return closing(reply(
+                    StatusCode::BAD_REQUEST,
+                    TEXT,
+                    "bad request: the request target\n",
+                ));
+            };
+            req.headers_mut().insert(HOST, host);
+        }
+        if req.method() != Method::POST {
+            // rmcp answers without reading a body.
+            return closing(self.service.handle(req).await);
+        }
+        // rmcp's Host and Origin checks come first, as they do in rmcp: a
+        // refused request's body is not read, and is not answered here.
+        if let Some(refused) = self.refused(&req).await {
+            return closing(refused);
+        }
+        let (parts, body) = req.into_parts();
+        let body = match self.read_body(body).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
+        if !is_json(&parts.headers) {
+            return self
+                .service
+                .handle(Request::from_parts(parts, Full::new(body)))
+                .await;
+        }
+        let (status, content_type, answer) = match frame::read(&body) {
+            Frame::Message { text, .. } => {
+                let req = Request::from_parts(parts, Full::new(Bytes::from(text)));
+                return self.service.handle(req).await;
+            }
+            // An answer with the request's id is the request's answer;
+            // without one, the request could not be read.
+            Frame::Answer { text, has_id: true } => (StatusCode::OK, JSON, text),
+            Frame::Answer {
+                text,
+                has_id: false,
+            } => (StatusCode::BAD_REQUEST, JSON, text),
+            Frame::Skip(Skip::Unreadable(why)) => (
+                StatusCode::BAD_REQUEST,
+                TEXT,
+                format!("bad request: cannot read the message: {why}\n"),
+            ),
+            Frame::Skip(Skip::Empty | Skip::NotJson) => {
+                (StatusCode::BAD_REQUEST, JSON, Frame::parse_error())
+            }
+        };
+        reply(status, content_type, answer)
+    }
+
+    /// The body, read within the time and size limits.
+    async fn read_body(&self, body: Incoming) -> Result<Bytes, Reply> {
+        let too_large = || {
+            let body = format!("payload too large: the limit is {} bytes\n", self.max_body);
+            closing(reply(StatusCode::PAYLOAD_TOO_LARGE, TEXT, body))
+        };
+        if body.size_hint().lower() > self.max_body as u64 {
+            return Err(too_large());
+        }
+        let read = Limited::new(body, self.max_body).collect();
+        match tokio::time::timeout(self.read_timeout, read).await {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
+            Ok(Err(e)) => Err(closing(reply(
+                StatusCode::BAD_REQUEST,
+                TEXT,
+                format!("bad request: cannot read the body: {e}\n"),
+            ))),
+            Err(_) => {
+                tracing::warn!(timeout = ?self.read_timeout, "an MCP request body stalled");
+                let body = format!(
+                    "request timeout: the body did not arrive within {:?}\n",
+                    self.read_timeout
+                );
+                Err(closing(reply(StatusCode::REQUEST_TIMEOUT, TEXT, body)))
+            }
+        }
+    }
+
+    /// rmcp's response if its Host and Origin checks refuse `req`. rmcp
+    /// runs them first on every request, then answers a method it does not
+    /// serve with 405: a PUT with the same headers and no body asks it.
+    async fn refused<B>(&self, req: &Request<B>) -> Option<Reply> {
+        let mut probe = Request::new(Full::new(Bytes::new()));
+        *probe.method_mut() = Method::PUT;
+        probe.uri_mut().clone_from(req.uri());
+        probe.headers_mut().clone_from(req.headers());
+        let response = self.service.handle(probe).await;
+        (response.status() != StatusCode::METHOD_NOT_ALLOWED).then_some(response)
+    }
 }

@@ -15,13 +15,14 @@
 
 // The modules form layers: each uses only modules on lines above its own.
 //
-// 1. leaves:     error, convert
+// 1. leaves:     error, convert, frame (reading one JSON-RPC message)
 // 2. server:     server (convert)
-// 3. transports: stdio (server, error), http (server, error)
+// 3. transports: stdio (server, frame, error), http (server, frame, error)
 // 4. client:     client (convert, error)
 mod client;
 mod convert;
 mod error;
+mod frame;
 mod http;
 mod server;
 mod stdio;
