@@ -15,15 +15,17 @@
 
 // The modules form layers: each uses only modules on lines above its own.
 //
-// 1. leaves:     error, convert, frame (reading one JSON-RPC message)
-// 2. server:     server (convert)
-// 3. transports: stdio (server, frame, error), http (server, frame, error)
-// 4. client:     client (convert, error)
+// 1. leaves:     error, convert, json_scan (a JSON text scanned without recursion)
+// 2. frame:      frame (reading one JSON-RPC message; json_scan)
+// 3. server:     server (convert)
+// 4. transports: stdio (server, frame, error), http (server, frame, error)
+// 5. client:     client (convert, error)
 mod client;
 mod convert;
 mod error;
 mod frame;
 mod http;
+mod json_scan;
 mod server;
 mod stdio;
 

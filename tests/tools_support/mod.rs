@@ -284,3 +284,19 @@ impl Drop for Swapper {
         self.halt();
     }
 }
+
+/// `work/sw`, a directory (holding the file `x` and `in-only.txt`), and
+/// `work/lnk`, a link to `outside` (holding the secret, the directory `x`
+/// and `zz-outside-only.txt`), for a [`Swapper`] to exchange.
+#[cfg(target_os = "linux")]
+pub fn swap_pair(d: &Dirs) -> (PathBuf, PathBuf) {
+    let sw = d.work.join("sw");
+    fs::create_dir(&sw).unwrap();
+    fs::write(sw.join("x"), "inside\n").unwrap();
+    fs::write(sw.join("in-only.txt"), "").unwrap();
+    fs::create_dir(d.outside.join("x")).unwrap();
+    fs::write(d.outside.join("zz-outside-only.txt"), "").unwrap();
+    let lnk = d.work.join("lnk");
+    symlink(&d.outside, &lnk).unwrap();
+    (sw, lnk)
+}
