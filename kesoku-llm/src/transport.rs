@@ -33,7 +33,7 @@ pub struct HttpOptions {
     pub connect_timeout: Duration,
     /// Time for a whole request, body included; for a streamed reply,
     /// which may rightly take longer, the longest silence between two
-    /// pieces of it.
+    /// pieces of it (see `call_timeout` for a limit on the whole).
     pub request_timeout: Duration,
     /// Retries after the first attempt.
     pub max_retries: u32,
