@@ -2,7 +2,11 @@
 //! (`tests/fixtures/<provider>/stream/`): the request asks for a stream,
 //! the events come in order, and the last is the turn `complete` gives for
 //! the same reply; an error before the first byte is retried, one after it
-//! is an error, as are a stream cut short and a connection reset.
+//! is an error, as are a stream cut short and a connection reset. What the
+//! event-stream format allows (a leading byte-order mark, lines ended by CR
+//! alone, events without a name) gives the same turn; an event over
+//! `HttpOptions::max_event_bytes` and a call past `HttpOptions::call_timeout`
+//! fail with the limit named.
 
 use std::time::Duration;
 
