@@ -10,8 +10,10 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
-use eventsource_stream::Eventsource as _;
+use tokio::time::Instant;
+
 use futures_util::StreamExt as _;
 
 use kesoku_core::Message;
@@ -26,9 +28,7 @@ use crate::llm::LlmFuture;
 use crate::options::LlmOptions;
 use crate::prefix::{Prefix, Prefixes};
 use crate::schemas::{LoweredTools, SchemaCache};
-use crate::stream::{
-    EventStream, Progress, StreamDecoder as _, StreamError, StreamEvent, events_of,
-};
+use crate::stream::{EventStream, Reader, StreamError, StreamEvent, events_of};
 use crate::transport::{Streamed, Transport};
 use crate::turn::AssistantTurn;
 use crate::wire::{Request, WireFormat};
@@ -64,7 +64,7 @@ struct Encoded {
 /// A streamed call's answer: a stream, or (from a server that does not
 /// stream) the whole reply.
 enum Opened<F: WireFormat> {
-    Stream(Reading<F>),
+    Stream(Box<Reading<F>>),
     Whole(AssistantTurn),
 }
 
@@ -79,29 +79,51 @@ enum Step<'a, F: WireFormat> {
     Ended,
 }
 
-type Events = std::pin::Pin<
-    Box<
-        dyn futures_util::Stream<
-                Item = Result<
-                    eventsource_stream::Event,
-                    eventsource_stream::EventStreamError<reqwest::Error>,
-                >,
-            > + Send,
-    >,
->;
+/// A streamed reply's body, as it comes.
+type Body = futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>;
 
 /// A streamed reply being read.
 struct Reading<F: WireFormat> {
-    events: Events,
-    decoder: F::Decoder,
-    /// Whether the reply is whole.
-    complete: bool,
-    /// Whether nothing more is read (the provider's last event came).
-    ended: bool,
+    body: Body,
+    reader: Reader<F::Decoder>,
     /// Events read but not given yet.
     pending: VecDeque<StreamEvent>,
+    /// An error to give once `pending` is out (events read before it, in
+    /// the same chunk, come first).
+    failed: Option<LlmError>,
     lowered: Arc<LoweredTools>,
     fallbacks: Vec<ContentFallback>,
+}
+
+/// `events`, failing with [`LlmError::CallTimeout`] once `limit` has
+/// passed since they were first asked for: a server that keeps sending
+/// (if only keep-alive comments, which the read timeout counts as life)
+/// cannot hold a call longer.
+fn within<'a>(events: EventStream<'a>, limit: Duration, provider: &'static str) -> EventStream<'a> {
+    let state = (events, None::<Instant>);
+    Box::pin(futures_util::stream::unfold(
+        state,
+        move |(mut events, deadline)| async move {
+            let deadline = deadline.or_else(|| Instant::now().checked_add(limit));
+            let next = match deadline {
+                Some(at) => tokio::time::timeout_at(at, events.next()).await,
+                // Too far off to be a time: no limit.
+                None => Ok(events.next().await),
+            };
+            match next {
+                Ok(Some(event)) => Some((event, (events, deadline))),
+                Ok(None) => None,
+                Err(_) => {
+                    // Nothing follows the error.
+                    let ended: EventStream<'a> = Box::pin(futures_util::stream::empty());
+                    Some((
+                        Err(LlmError::CallTimeout { provider, limit }),
+                        (ended, deadline),
+                    ))
+                }
+            }
+        },
+    ))
 }
 
 fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
@@ -111,6 +133,7 @@ fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
             message: format!("the provider reported an error mid-stream: {message}"),
         },
         StreamError::Malformed(message) => LlmError::Stream { provider, message },
+        StreamError::TooLarge(limit) => LlmError::EventTooLarge { provider, limit },
     }
 }
 
@@ -369,15 +392,28 @@ impl<F: WireFormat> Backend<F> {
         tools: &[ToolDeclaration],
         options: &LlmOptions,
     ) -> Result<AssistantTurn, LlmError> {
-        let request = self.encode(Some(session_id), messages, tools, options, false)?;
-        let headers = self.format.auth_headers(self.transport.key());
-        let path = self.format.path(options);
-        let body = self.transport.post(&path, &headers, request.body).await?;
-        let mut turn = self
-            .format
-            .decode(session_id, &body, &request.lowered.names)?;
-        turn.fallbacks = request.fallbacks;
-        Ok(turn)
+        let call = async {
+            let request = self.encode(Some(session_id), messages, tools, options, false)?;
+            let headers = self.format.auth_headers(self.transport.key());
+            let path = self.format.path(options);
+            let body = self.transport.post(&path, &headers, request.body).await?;
+            let mut turn = self
+                .format
+                .decode(session_id, &body, &request.lowered.names)?;
+            turn.fallbacks = request.fallbacks;
+            Ok(turn)
+        };
+        match self.transport.options().call_timeout {
+            Some(limit) => {
+                tokio::time::timeout(limit, call)
+                    .await
+                    .unwrap_or(Err(LlmError::CallTimeout {
+                        provider: F::NAME,
+                        limit,
+                    }))
+            }
+            None => call.await,
+        }
     }
 
     /// One streamed call: encode (as for `complete`, plus the provider's
@@ -410,20 +446,23 @@ impl<F: WireFormat> Backend<F> {
                     return Ok(Opened::Whole(turn));
                 }
             };
-            Ok(Opened::Stream(Reading::<F> {
-                events: Box::pin(response.bytes_stream().eventsource()),
-                decoder: F::Decoder::default(),
-                complete: false,
-                ended: false,
+            Ok(Opened::Stream(Box::new(Reading::<F> {
+                body: response.bytes_stream().boxed(),
+                reader: Reader::new(self.transport.options().max_event_bytes),
                 pending: VecDeque::new(),
+                failed: None,
                 lowered: request.lowered,
                 fallbacks: request.fallbacks,
-            }))
+            })))
         };
         let state: Step<'a, F> = Step::Start(Box::pin(start));
-        Box::pin(futures_util::stream::unfold(state, move |state| {
+        let events = Box::pin(futures_util::stream::unfold(state, move |state| {
             self.next_event(state, session_id)
-        }))
+        }));
+        match self.transport.options().call_timeout {
+            Some(limit) => within(events, limit, F::NAME),
+            None => events,
+        }
     }
 
     /// One step of a streamed call: the next event, and what is left.
@@ -435,7 +474,7 @@ impl<F: WireFormat> Backend<F> {
         loop {
             match state {
                 Step::Start(start) => match start.await {
-                    Ok(Opened::Stream(reading)) => state = Step::Reading(Box::new(reading)),
+                    Ok(Opened::Stream(reading)) => state = Step::Reading(reading),
                     Ok(Opened::Whole(turn)) => state = Step::Tail(events_of(turn).into()),
                     Err(e) => return Some((Err(e), Step::Ended)),
                 },
@@ -443,33 +482,24 @@ impl<F: WireFormat> Backend<F> {
                     if let Some(event) = r.pending.pop_front() {
                         return Some((Ok(event), Step::Reading(r)));
                     }
-                    let next = if r.ended { None } else { r.events.next().await };
+                    if let Some(e) = r.failed.take() {
+                        return Some((Err(e), Step::Ended));
+                    }
+                    let next = if r.reader.ended() {
+                        None
+                    } else {
+                        r.body.next().await
+                    };
                     match next {
-                        Some(Ok(event)) => {
+                        Some(Ok(chunk)) => {
                             let mut out = Vec::new();
-                            match r.decoder.event(&event.event, &event.data, &mut out) {
-                                Ok(Progress::More) => {}
-                                Ok(Progress::Complete) => r.complete = true,
-                                // Nothing follows the last event; a server may
-                                // still hold the connection open.
-                                Ok(Progress::End) => {
-                                    r.complete = true;
-                                    r.ended = true;
-                                }
-                                // After the reply is whole, what follows can
-                                // only be extra: it does not undo the reply.
-                                Err(e) if r.complete => {
-                                    tracing::debug!(provider = F::NAME, error = ?e, "an event after the reply was whole");
-                                    r.ended = true;
-                                }
-                                Err(e) => {
-                                    return Some((Err(stream_error(F::NAME, e)), Step::Ended));
-                                }
+                            if let Err(e) = r.reader.feed(&chunk, &mut out) {
+                                r.failed = Some(stream_error(F::NAME, e));
                             }
                             r.pending.extend(out);
                             state = Step::Reading(r);
                         }
-                        Some(Err(e)) if !r.complete => {
+                        Some(Err(e)) if !r.reader.complete() => {
                             let error = LlmError::Stream {
                                 provider: F::NAME,
                                 message: format!("the stream broke off: {e}"),
@@ -479,7 +509,7 @@ impl<F: WireFormat> Backend<F> {
                         // A reply that never said it was complete may be
                         // missing anything, a call's arguments included: it
                         // is an error, never a turn.
-                        None if !r.complete => {
+                        None if !r.reader.complete() => {
                             let error = LlmError::Stream {
                                 provider: F::NAME,
                                 message: "the stream ended before the reply was complete".into(),
@@ -488,17 +518,13 @@ impl<F: WireFormat> Backend<F> {
                         }
                         // The end, or a failure after the reply was whole.
                         Some(Err(_)) | None => {
-                            if !r.pending.is_empty() {
-                                state = Step::Reading(r);
-                                continue;
-                            }
                             let Reading {
-                                decoder,
+                                reader,
                                 lowered,
                                 fallbacks,
                                 ..
                             } = *r;
-                            let body = decoder.into_body();
+                            let body = reader.into_body();
                             let turn = match self.format.decode(session_id, &body, &lowered.names) {
                                 Ok(mut turn) => {
                                     turn.fallbacks = fallbacks;

@@ -74,6 +74,42 @@ pub enum LlmError {
         /// What happened.
         message: String,
     },
+    /// A streamed reply sent an event holding more bytes than
+    /// [`HttpOptions::max_event_bytes`](crate::HttpOptions::max_event_bytes).
+    #[error(
+        "{provider} sent a streamed event over the limit of {limit} bytes (HttpOptions::max_event_bytes)"
+    )]
+    EventTooLarge {
+        /// The provider.
+        provider: &'static str,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The call took longer than
+    /// [`HttpOptions::call_timeout`](crate::HttpOptions::call_timeout).
+    #[error(
+        "{provider}'s reply did not finish within the call's limit of {limit:?} (HttpOptions::call_timeout)"
+    )]
+    CallTimeout {
+        /// The provider.
+        provider: &'static str,
+        /// The limit.
+        limit: std::time::Duration,
+    },
+    /// The provider's address answered with a redirect to another origin
+    /// (scheme, host or port), which was not followed so that the API key
+    /// is not sent there. Redirects within the origin are followed.
+    #[error(
+        "{provider} at {url} redirected the call to another origin, {location}: not followed, so the API key is not sent there"
+    )]
+    CrossOriginRedirect {
+        /// The provider.
+        provider: &'static str,
+        /// The URL called.
+        url: String,
+        /// The origin it redirected to.
+        location: String,
+    },
 }
 
 impl LlmError {

@@ -27,7 +27,7 @@
 //! | `blocks` | content blocks read where they are stored, without copies |
 //! | `lru` | what is kept per session between requests, within a budget |
 //! | `llm` | the [`Llm`] trait |
-//! | `stream` | [`StreamEvent`]s, and each provider's stream decoder |
+//! | `stream` | [`StreamEvent`]s, the server-sent events parser, and each provider's stream decoder |
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
 //! | `options`, `declaration` | [`LlmOptions`], [`ToolChoice`], [`ToolDeclaration`] |
 //! | `transport` | HTTP: address, key, retries, [`HttpOptions`] |

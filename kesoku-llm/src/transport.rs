@@ -33,7 +33,7 @@ pub struct HttpOptions {
     pub connect_timeout: Duration,
     /// Time for a whole request, body included; for a streamed reply,
     /// which may rightly take longer, the longest silence between two
-    /// pieces of it.
+    /// pieces of it (see `call_timeout` for a limit on the whole).
     pub request_timeout: Duration,
     /// Retries after the first attempt.
     pub max_retries: u32,
@@ -42,6 +42,17 @@ pub struct HttpOptions {
     /// The longest wait between attempts. A `retry-after` longer than this
     /// is not waited for: the error is returned.
     pub max_backoff: Duration,
+    /// The longest one model call may take, from its start to the last
+    /// event of its reply, retries and their waits included; past it the
+    /// call fails with [`LlmError::CallTimeout`]. `None` (the default) sets
+    /// no limit: then a streamed reply whose server keeps sending (if only
+    /// keep-alive comments) runs as long as it does.
+    pub call_timeout: Option<Duration>,
+    /// The most bytes one server-sent event of a streamed reply may hold
+    /// while it is read; past it the call fails with
+    /// [`LlmError::EventTooLarge`]. 64 MiB by default: Gemini sends each
+    /// part whole, a generated image included.
+    pub max_event_bytes: usize,
 }
 
 impl Default for HttpOptions {
@@ -52,6 +63,8 @@ impl Default for HttpOptions {
             max_retries: 4,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(60),
+            call_timeout: None,
+            max_event_bytes: 64 << 20,
         }
     }
 }
@@ -119,6 +132,10 @@ impl Transport {
         self.stream_client = OnceLock::new();
     }
 
+    pub(crate) fn options(&self) -> &HttpOptions {
+        &self.options
+    }
+
     pub(crate) fn clear_key(&mut self) {
         self.api_key = None;
     }
@@ -141,7 +158,9 @@ impl Transport {
             // reqwest is built without a bundled crypto provider; install
             // ring once (an error only means one is installed already).
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let builder = reqwest::Client::builder().connect_timeout(self.options.connect_timeout);
+            let builder = reqwest::Client::builder()
+                .connect_timeout(self.options.connect_timeout)
+                .redirect(reqwest::redirect::Policy::custom(same_origin_only));
             let builder = if stream {
                 builder.read_timeout(self.options.request_timeout)
             } else {
@@ -266,6 +285,13 @@ impl Transport {
                     continue;
                 }
                 Err(e) => {
+                    if let Some(location) = cross_origin(&e) {
+                        return Err(LlmError::CrossOriginRedirect {
+                            provider: self.provider,
+                            url,
+                            location,
+                        });
+                    }
                     return Err(LlmError::Transport {
                         provider: self.provider,
                         url,
@@ -309,6 +335,43 @@ impl Transport {
             .min(cap);
         exp.mul_f64(fastrand::f64())
     }
+}
+
+/// A redirect to another origin than the one called, by its origin.
+#[derive(Debug)]
+struct CrossOrigin(String);
+
+impl std::fmt::Display for CrossOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a redirect to another origin, {}, not followed", self.0)
+    }
+}
+
+impl std::error::Error for CrossOrigin {}
+
+/// Follows redirects within the origin called (as many as reqwest's
+/// default policy does), and refuses one to another origin (scheme, host
+/// or port): reqwest would follow it dropping only `Authorization` and
+/// cookies, so `x-api-key` and `x-goog-api-key` would go to the other host.
+fn same_origin_only(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let called = attempt.previous().first().map(reqwest::Url::origin);
+    if called.is_some_and(|o| o != attempt.url().origin()) {
+        let to = attempt.url().origin().ascii_serialization();
+        return attempt.error(CrossOrigin(to));
+    }
+    reqwest::redirect::Policy::default().redirect(attempt)
+}
+
+/// The origin a refused redirect led to, if that is what `e` is.
+fn cross_origin(e: &reqwest::Error) -> Option<String> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(CrossOrigin(to)) = s.downcast_ref() {
+            return Some(to.clone());
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// `retry-after` as seconds or an HTTP date.

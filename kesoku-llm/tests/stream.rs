@@ -2,7 +2,11 @@
 //! (`tests/fixtures/<provider>/stream/`): the request asks for a stream,
 //! the events come in order, and the last is the turn `complete` gives for
 //! the same reply; an error before the first byte is retried, one after it
-//! is an error, as are a stream cut short and a connection reset.
+//! is an error, as are a stream cut short and a connection reset. What the
+//! event-stream format allows (a leading byte-order mark, lines ended by CR
+//! alone, events without a name) gives the same turn; an event over
+//! `HttpOptions::max_event_bytes` and a call past `HttpOptions::call_timeout`
+//! fail with the limit named.
 
 use std::time::Duration;
 
@@ -48,12 +52,17 @@ fn history() -> Vec<Message> {
 
 /// Which provider, its backend at `base`, and where it posts a stream.
 fn backend(provider: &str, base: &str) -> (Box<dyn Llm>, &'static str) {
+    backend_with(provider, base, fast())
+}
+
+/// As [`backend`], with these HTTP options.
+fn backend_with(provider: &str, base: &str, http: HttpOptions) -> (Box<dyn Llm>, &'static str) {
     match provider {
         "anthropic" => (
             Box::new(
                 ClaudeLlm::new("k")
                     .with_base_url(base)
-                    .with_http_options(fast()),
+                    .with_http_options(http),
             ),
             "/v1/messages",
         ),
@@ -61,7 +70,7 @@ fn backend(provider: &str, base: &str) -> (Box<dyn Llm>, &'static str) {
             Box::new(
                 OpenAiLlm::new("k")
                     .with_base_url(base)
-                    .with_http_options(fast()),
+                    .with_http_options(http),
             ),
             "/chat/completions",
         ),
@@ -69,7 +78,7 @@ fn backend(provider: &str, base: &str) -> (Box<dyn Llm>, &'static str) {
             Box::new(
                 GeminiLlm::new("k")
                     .with_base_url(base)
-                    .with_http_options(fast()),
+                    .with_http_options(http),
             ),
             "/v1beta/models/m:streamGenerateContent",
         ),
@@ -400,4 +409,214 @@ async fn a_model_that_does_not_stream_gives_its_turn_as_events() {
     );
     assert_eq!(events[2], StreamEvent::ToolCallEnd { index: 0 });
     assert!(matches!(events.last(), Some(StreamEvent::Done(t)) if t.tool_calls.len() == 1));
+}
+
+const PROVIDERS: [&str; 3] = ["anthropic", "openai", "gemini"];
+
+/// The turn `complete` gives for a provider's recorded reply, normalized.
+async fn completed(provider: &str) -> Value {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(fixture(&format!("{provider}/stream/two_calls.json"))),
+        )
+        .mount(&server)
+        .await;
+    let (llm, _) = backend(provider, &server.uri());
+    let turn = llm
+        .complete("s", &history(), &tools(), &LlmOptions::new("m"))
+        .await
+        .unwrap();
+    normalized(&turn)
+}
+
+/// The events of `body` streamed by a server writing it in chunks of
+/// `size` bytes.
+async fn streamed(
+    provider: &str,
+    body: String,
+    size: usize,
+    http: HttpOptions,
+) -> Vec<Result<StreamEvent, LlmError>> {
+    let base = chunking_server(body, size, Ending::Finish).await;
+    let (llm, _) = backend_with(provider, &base, http);
+    collect(&*llm).await
+}
+
+/// `body`, streamed whole and a byte at a time, gives the recorded turn.
+async fn assert_streams_the_recorded_turn(provider: &str, body: &str, what: &str) {
+    let expected = completed(provider).await;
+    for size in [usize::MAX, 1] {
+        let events = streamed(provider, body.to_owned(), size, fast()).await;
+        let Some(Ok(StreamEvent::Done(turn))) = events.last() else {
+            panic!("{provider}, {what}, chunks of {size}: {events:?}")
+        };
+        assert_eq!(
+            normalized(turn),
+            expected,
+            "{provider}, {what}, chunks of {size}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_byte_order_mark_before_the_stream_is_read_on_every_provider() {
+    // The format allows one; eventsource-stream 0.2.3 panicked on it.
+    for provider in PROVIDERS {
+        let body = format!(
+            "\u{feff}{}",
+            fixture_text(&format!("{provider}/stream/two_calls.sse"))
+        );
+        assert_streams_the_recorded_turn(provider, &body, "a leading BOM").await;
+    }
+}
+
+#[tokio::test]
+async fn a_stream_whose_lines_end_with_cr_alone_is_read_on_every_provider() {
+    // Valid SSE; the last event was lost on Claude and Gemini.
+    for provider in PROVIDERS {
+        let body = fixture_text(&format!("{provider}/stream/two_calls.sse"))
+            .replace("\r\n", "\r")
+            .replace('\n', "\r");
+        assert_streams_the_recorded_turn(provider, &body, "CR line ends").await;
+    }
+}
+
+#[tokio::test]
+async fn claude_ignores_events_without_a_name_or_that_it_does_not_know() {
+    // Parsers name an event without an `event:` line "message"; Anthropic's
+    // SDK reads only the events it knows, and does not parse the others.
+    let recorded = fixture_text("anthropic/stream/two_calls.sse");
+    let first = recorded.find("\n\n").unwrap() + 2;
+    let body = format!(
+        "{}data: \n\ndata: {{\"type\": \"ping\"}}\n\nevent: a_future_event\ndata: not json\n\n{}",
+        &recorded[..first],
+        &recorded[first..]
+    );
+    assert_streams_the_recorded_turn("anthropic", &body, "nameless events").await;
+}
+
+#[tokio::test]
+async fn an_event_over_the_size_limit_fails_the_call_naming_the_limit() {
+    // A text delta of 4 KiB in an event, where 1 KiB is allowed: whole or
+    // a byte at a time (which cost quadratic work before), the call fails
+    // at that event.
+    let recorded = fixture_text("anthropic/stream/two_calls.sse");
+    let first = recorded.find("\n\n").unwrap() + 2;
+    let big = json!({"type": "content_block_start", "index": 9,
+        "content_block": {"type": "text", "text": "x".repeat(4096)}});
+    let body = format!(
+        "{}event: content_block_start\ndata: {big}\n\n{}",
+        &recorded[..first],
+        &recorded[first..]
+    );
+    let http = HttpOptions {
+        max_event_bytes: 1024,
+        ..fast()
+    };
+    for size in [usize::MAX, 1] {
+        let events = streamed("anthropic", body.clone(), size, http).await;
+        let Some(Err(e)) = events.last() else {
+            panic!("chunks of {size}: {events:?}")
+        };
+        assert_eq!(
+            *e,
+            LlmError::EventTooLarge {
+                provider: "Claude",
+                limit: 1024
+            },
+            "chunks of {size}"
+        );
+        assert!(e.to_string().contains("1024 bytes"), "{e}");
+        assert!(!events.iter().any(|e| matches!(e, Ok(StreamEvent::Done(_)))));
+    }
+    // Under the default limit, the same reply is read.
+    let events = streamed("anthropic", body, 4096, fast()).await;
+    assert!(
+        matches!(events.last(), Some(Ok(StreamEvent::Done(_)))),
+        "{events:?}"
+    );
+}
+
+/// A server that answers a stream's headers, then a keep-alive comment
+/// every 20 ms for up to 10 s, and never a reply.
+async fn keep_alive_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0; 1 << 16];
+        let _ = socket.read(&mut buf).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        socket.write_all(head.as_bytes()).await.unwrap();
+        for _ in 0..500 {
+            let comment = b": keep-alive\n\n";
+            let mut framed = format!("{:x}\r\n", comment.len()).into_bytes();
+            framed.extend_from_slice(comment);
+            framed.extend_from_slice(b"\r\n");
+            if socket.write_all(&framed).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    base
+}
+
+#[tokio::test]
+async fn a_stream_of_keep_alive_comments_is_cut_at_the_call_limit() {
+    let limit = Duration::from_millis(300);
+    for provider in PROVIDERS {
+        let base = keep_alive_server().await;
+        let http = HttpOptions {
+            call_timeout: Some(limit),
+            ..fast()
+        };
+        let (llm, _) = backend_with(provider, &base, http);
+        let events = collect(&*llm).await;
+        let [Err(e)] = &events[..] else {
+            panic!("{provider}: {events:?}")
+        };
+        assert_eq!(
+            *e,
+            LlmError::CallTimeout {
+                provider: llm.provider(),
+                limit
+            },
+            "{provider}"
+        );
+        assert!(e.to_string().contains("300ms"), "{e}");
+    }
+}
+
+#[tokio::test]
+async fn a_call_that_gets_no_answer_is_cut_at_the_call_limit() {
+    // `complete` too: the request timeout (5 minutes here) would wait on.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (_socket, _) = listener.accept().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    });
+    let limit = Duration::from_millis(300);
+    let (llm, _) = backend_with(
+        "anthropic",
+        &base,
+        HttpOptions {
+            call_timeout: Some(limit),
+            ..fast()
+        },
+    );
+    let e = llm
+        .complete("s", &history(), &tools(), &LlmOptions::new("m"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        LlmError::CallTimeout {
+            provider: "Claude",
+            limit
+        }
+    );
 }

@@ -154,10 +154,16 @@ impl StreamDecoder for Decoder {
         out: &mut Vec<StreamEvent>,
     ) -> Result<Progress, StreamError> {
         match event {
-            // The official SDK ignores events without a name, and pings.
-            "" | "ping" => return Ok(Progress::More),
             "message_stop" => return Ok(Progress::End),
-            _ => {}
+            "error"
+            | "message_start"
+            | "content_block_start"
+            | "content_block_delta"
+            | "content_block_stop"
+            | "message_delta" => {}
+            // Pings, events without a name and any other: the official SDK
+            // reads only the events it knows, and does not parse the rest.
+            _ => return Ok(Progress::More),
         }
         let v = parse(event, data)?;
         match event {
@@ -201,7 +207,7 @@ impl StreamDecoder for Decoder {
                     }
                 }
             }
-            // Events added later carry nothing this reads.
+            // Only the names let through above come here.
             _ => {}
         }
         Ok(Progress::More)

@@ -7,6 +7,8 @@
 //! reads that body. So a streamed turn and a completed one go through the
 //! same decoding, and are the same turn.
 
+use std::mem;
+
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
@@ -93,6 +95,111 @@ pub(crate) enum StreamError {
     Provider(String),
     /// An event that does not read.
     Malformed(String),
+    /// An event held more bytes than the limit (given).
+    TooLarge(usize),
+}
+
+/// A streamed reply read from its bytes, with no I/O: the body's chunks go
+/// in as they come, the [`StreamEvent`]s they add come out, and at the end
+/// the reply is the provider's one-shot body. The backend reads a
+/// response with it, and the tests and fuzz harness replay recorded
+/// streams through the same code.
+#[derive(Debug)]
+pub(crate) struct Reader<D> {
+    sse: sse::Parser,
+    /// Events parsed from the current chunk (kept for its allocation).
+    parsed: Vec<sse::Event>,
+    decoder: D,
+    complete: bool,
+    ended: bool,
+}
+
+impl<D: StreamDecoder> Reader<D> {
+    /// A reader whose server-sent events may hold `max_event_bytes` each.
+    pub(crate) fn new(max_event_bytes: usize) -> Self {
+        Reader {
+            sse: sse::Parser::new(max_event_bytes),
+            parsed: Vec::new(),
+            decoder: D::default(),
+            complete: false,
+            ended: false,
+        }
+    }
+
+    /// Reads a chunk of the body, pushing what its events add to `out`
+    /// (what came before an error included). Once the reply is whole, what
+    /// fails after it is extra and ends the reading instead (it cannot undo
+    /// the reply).
+    pub(crate) fn feed(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), StreamError> {
+        if self.ended {
+            return Ok(());
+        }
+        let parsed = self.sse.feed(chunk, &mut self.parsed);
+        let mut events = mem::take(&mut self.parsed);
+        let decoded = self.decode(&events, out);
+        events.clear();
+        self.parsed = events;
+        decoded?;
+        match parsed {
+            Err(sse::TooLarge { limit }) if !self.ended => self.fail(StreamError::TooLarge(limit)),
+            _ => Ok(()),
+        }
+    }
+
+    fn decode(
+        &mut self,
+        events: &[sse::Event],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), StreamError> {
+        for event in events {
+            if self.ended {
+                break;
+            }
+            match self.decoder.event(&event.name, &event.data, out) {
+                Ok(Progress::More) => {}
+                Ok(Progress::Complete) => self.complete = true,
+                // Nothing follows the last event; a server may still hold
+                // the connection open.
+                Ok(Progress::End) => {
+                    self.complete = true;
+                    self.ended = true;
+                }
+                Err(e) => self.fail(e)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// An error: the reading's, unless the reply is whole already.
+    fn fail(&mut self, e: StreamError) -> Result<(), StreamError> {
+        if self.complete {
+            tracing::debug!(error = ?e, "a failure after the reply was whole");
+            self.ended = true;
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }
+
+    /// Whether the reply is whole.
+    pub(crate) fn complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Whether nothing more is to be read: the provider's last event came,
+    /// or something after the reply was whole failed.
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The reply as the one-shot response body.
+    pub(crate) fn into_body(self) -> Value {
+        self.decoder.into_body()
+    }
 }
 
 /// The events of a turn known whole, for backends that do not stream:
@@ -127,6 +234,7 @@ pub(crate) fn events_of(turn: AssistantTurn) -> Vec<StreamEvent> {
 pub(crate) mod claude;
 pub(crate) mod gemini;
 pub(crate) mod openai;
+pub(crate) mod sse;
 
 /// Parses an event's JSON, or says which event did not parse.
 fn parse(event: &str, data: &str) -> Result<Value, StreamError> {
