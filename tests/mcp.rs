@@ -4,25 +4,20 @@
 //! against the same example in `.ci/run`).
 #![cfg(feature = "mcp")]
 
-#[path = "support/example.rs"]
-mod example;
-use example::example;
-
-use std::fmt::Write as _;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
-use kesoku::mcp::{ImportOptions, McpClient, McpError, McpServer, Protocol};
+use kesoku::mcp::{ImportOptions, McpClient, McpError, Protocol};
 use kesoku::{ContentBlock, LiveRegistry, ToolContext, ToolError, ToolRegistry};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
 
 #[path = "support/mcp_procs.rs"]
 mod mcp_procs;
-use mcp_procs::{fixture, http_server};
+use mcp_procs::{example, fixture, http_server};
 
 /// The client's tools, imported into a new registry.
 async fn imported(client: &McpClient, options: &ImportOptions) -> ToolRegistry {

@@ -6,12 +6,14 @@
 
 #[path = "support/mcp_procs.rs"]
 mod mcp_procs;
-use mcp_procs::{fixture, http_server};
+use mcp_procs::{example, fixture, http_server};
 
 use std::fmt::Write as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use kesoku::ToolRegistry;
+use kesoku::mcp::McpServer;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};

@@ -3,7 +3,7 @@
 
 #[path = "example.rs"]
 mod example;
-use example::example;
+pub(crate) use example::example;
 
 use std::process::Stdio;
 
