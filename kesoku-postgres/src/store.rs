@@ -376,6 +376,19 @@ impl Store for PostgresStore {
         )
     }
 
+    fn renew<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let ttl_ms = ttl.as_secs_f64() * 1000.0;
+        self.call(
+            move || format!("renew the lease of session `{session_id}`"),
+            move |c| async move { sql::renew(&c, session_id, holder, ttl_ms).await },
+        )
+    }
+
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         self.call(
             move || format!("release the lease of session `{session_id}`"),
