@@ -637,7 +637,13 @@ async fn a_panicking_model_call_settles_the_prompt_as_failed() {
     assert_paired(&history);
     // Settled for good: nothing to resume (and panic again) once the
     // lease is gone.
-    assert!(store.with_status(Status::Processing).await.unwrap().is_empty());
+    assert!(
+        store
+            .with_status(Status::Processing)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// The same through `serve`: the panicking turn's prompt is settled, and
