@@ -560,8 +560,16 @@ impl Agent {
         loop {
             tokio::select! {
                 () = heard.notified() => {}
-                // The listener ended (its gateway's channel closed).
-                _ = &mut listening.0 => return Ok(()),
+                // The listener ended (its gateway's channel closed), or
+                // panicked: the panic is serve's.
+                ended = &mut listening.0 => {
+                    if let Err(e) = ended
+                        && e.is_panic()
+                    {
+                        std::panic::resume_unwind(e.into_panic());
+                    }
+                    return Ok(());
+                }
                 // One of this agent's turns released its session: a
                 // prompt that waited on it can be claimed now.
                 () = self.shared.released.notified() => {}
