@@ -3,7 +3,9 @@
 //! once, a session's turns never overlapping, a killed worker's turns
 //! resumed by the others, and every process hearing every message.
 //!
-//! They need a server: `KESOKU_TEST_PG_URL` (see `tests/support/pg.rs`).
+//! They need a server: `KESOKU_TEST_PG_URL` (see `tests/support/pg.rs`);
+//! the restart tests start their own instead (PostgreSQL's programs, with
+//! `tools/postgres/start.sh`), and are skipped without them.
 #![cfg(feature = "postgres")]
 
 #[path = "support/pg.rs"]
