@@ -15,6 +15,9 @@ use stores::{Fixture, at, msg};
 
 store_suite!(
     leases_are_exclusive_until_they_expire,
+    a_broken_lease_is_not_taken_back_by_its_old_holder,
+    renewals_extend_only_a_live_lease_of_its_holder,
+    leases_follow_their_model_under_random_operations,
     leased_inserts_need_a_live_lease,
     leased_transitions_need_a_live_lease,
     a_lost_lease_orders_the_old_holders_writes_first,
@@ -75,6 +78,85 @@ async fn leases_are_exclusive_until_they_expire(f: Fixture) {
         winners += usize::from(t.await.unwrap());
     }
     assert_eq!(winners, 1);
+}
+
+/// Issue 18's repro: A leases; the lease is broken (as `Agent::recover`
+/// does); B leases and releases. A's renewal must not take the lease back,
+/// and A's fenced writes must be refused: another worker may have
+/// answered the turn meanwhile.
+async fn a_broken_lease_is_not_taken_back_by_its_old_holder(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let mut prompt = msg("p", "s", Role::User, "hi", at(0, 0));
+    prompt.status = Status::Processing;
+    f.store.insert(&prompt).await.unwrap();
+    assert!(f.store.lease("s", "A", long).await.unwrap());
+    assert!(other.break_lease("s").await.unwrap());
+    assert!(other.lease("s", "B", long).await.unwrap());
+    assert!(other.release("s", "B").await.unwrap());
+    assert!(
+        !f.store.renew("s", "A", long).await.unwrap(),
+        "A's renewal took back the lease it lost"
+    );
+    let answer = msg("a", "s", Role::Assistant, "stale", at(1, 0));
+    assert!(
+        matches!(
+            f.store.insert_leased(&answer, "A").await,
+            Err(StoreError::LeaseLost { .. })
+        ),
+        "A's leased post was accepted"
+    );
+    assert!(matches!(
+        f.store
+            .transition_leased("p", &[Status::Processing], Status::Processed, "A")
+            .await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(f.store.get("a").await.unwrap(), None);
+    assert_eq!(
+        f.store.get("p").await.unwrap().unwrap().status,
+        Status::Processing
+    );
+    // Broken and not yet taken by anyone: still not A's to renew.
+    assert!(f.store.lease("s2", "A", long).await.unwrap());
+    assert!(other.break_lease("s2").await.unwrap());
+    assert!(!f.store.renew("s2", "A", long).await.unwrap());
+    // The session is free for whoever acquires it next.
+    assert!(other.lease("s2", "C", long).await.unwrap());
+}
+
+/// `renew` extends its holder's live lease (past the old expiry), and
+/// nothing else: not another holder's, not an expired one (even when no
+/// one took it), not a released one, not one never taken.
+async fn renewals_extend_only_a_live_lease_of_its_holder(f: Fixture) {
+    let other = (f.handle)().await;
+    let short = Duration::from_millis(600);
+    let long = Duration::from_secs(30);
+    assert!(!f.store.renew("never", "A", long).await.unwrap());
+    assert!(
+        other.lease("never", "B", long).await.unwrap(),
+        "renew made a lease"
+    );
+    assert!(f.store.lease("s", "A", short).await.unwrap());
+    assert!(
+        !other.renew("s", "B", long).await.unwrap(),
+        "B renewed A's lease"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(f.store.renew("s", "A", short).await.unwrap());
+    // Past the first expiry, the renewed lease still holds.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !other.lease("s", "B", long).await.unwrap(),
+        "the renewal did not extend it"
+    );
+    // Expired, with no one else holding it: lost all the same.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!f.store.renew("s", "A", long).await.unwrap());
+    assert!(other.lease("s", "B", long).await.unwrap());
+    assert!(other.renew("s", "B", long).await.unwrap());
+    assert!(other.release("s", "B").await.unwrap());
+    assert!(!other.renew("s", "B", long).await.unwrap());
 }
 
 /// `insert_leased` writes only while its holder holds the session's live
@@ -476,4 +558,136 @@ async fn claim_next_takes_each_prompt_once_in_order(f: Fixture) {
         f.store.claim_next("w", long).await.unwrap().unwrap().1.id,
         "e1"
     );
+}
+
+/// One operation of the lease fuzz harness, on session `s` (of 2) and
+/// holder `h` (of 3); `live` picks a long lease, else one that expires at
+/// once (a TTL of zero: expired by the next call).
+#[derive(Debug, Clone)]
+enum Op {
+    Lease { s: usize, h: usize, live: bool },
+    Renew { s: usize, h: usize, live: bool },
+    Release { s: usize, h: usize },
+    Break { s: usize },
+    Post { s: usize, h: usize },
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..2_usize, 0..3_usize, any::<bool>()).prop_map(|(s, h, live)| Op::Lease { s, h, live }),
+        (0..2_usize, 0..3_usize, any::<bool>()).prop_map(|(s, h, live)| Op::Renew { s, h, live }),
+        (0..2_usize, 0..3_usize).prop_map(|(s, h)| Op::Release { s, h }),
+        (0..2_usize).prop_map(|s| Op::Break { s }),
+        (0..2_usize, 0..3_usize).prop_map(|(s, h)| Op::Post { s, h }),
+    ]
+}
+
+/// Fuzz harness of the lease boundary: random runs of `lease`, `renew`,
+/// `release`, `break_lease` and leased posts by three holders, checked
+/// against a model of what each must answer (a renewal never creates or
+/// takes back a lease; a post lands only under its holder's live lease).
+/// 24 runs of up to 40 operations each in `cargo test`; set
+/// `PROPTEST_CASES` for more.
+async fn leases_follow_their_model_under_random_operations(f: Fixture) {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let run = std::sync::atomic::AtomicUsize::new(0);
+    let handle = tokio::runtime::Handle::current();
+    let other = (f.handle)().await;
+    let stores = [f.store.clone(), other];
+    let strategy = proptest::collection::vec(op(), 1..40);
+    let result = runner.run(&strategy, |ops| {
+        // Each run on sessions of its own.
+        let n = run.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let session = |s: usize| format!("fuzz{n}-s{s}");
+        let holder = |h: usize| format!("h{h}");
+        let long = Duration::from_secs(60);
+        let ttl = |live: bool| if live { long } else { Duration::ZERO };
+        // The model: session → (holder, live).
+        let mut model: [Option<(usize, bool)>; 2] = [None, None];
+        for (i, op) in ops.iter().enumerate() {
+            // Ops alternate between the two handles (two processes).
+            let store = &stores[i % 2];
+            let check = |what: &str, got: bool, want: bool| {
+                if got == want {
+                    Ok(())
+                } else {
+                    Err(TestCaseError::fail(format!(
+                        "op {i} {op:?} ({what}): got {got}, the model says {want}; ops {ops:?}"
+                    )))
+                }
+            };
+            tokio::task::block_in_place(|| {
+                handle.block_on(async {
+                    match *op {
+                        Op::Lease { s, h, live } => {
+                            let want = model[s].is_none_or(|(held, alive)| held == h || !alive);
+                            let got = store
+                                .lease(&session(s), &holder(h), ttl(live))
+                                .await
+                                .unwrap();
+                            if want {
+                                model[s] = Some((h, live));
+                            }
+                            check("lease", got, want)
+                        }
+                        Op::Renew { s, h, live } => {
+                            let want = model[s] == Some((h, true));
+                            let got = store
+                                .renew(&session(s), &holder(h), ttl(live))
+                                .await
+                                .unwrap();
+                            if want {
+                                model[s] = Some((h, live));
+                            }
+                            check("renew", got, want)
+                        }
+                        Op::Release { s, h } => {
+                            let want = model[s].is_some_and(|(held, _)| held == h);
+                            let got = store.release(&session(s), &holder(h)).await.unwrap();
+                            if want {
+                                model[s] = None;
+                            }
+                            check("release", got, want)
+                        }
+                        Op::Break { s } => {
+                            let want = model[s].is_some();
+                            let got = store.break_lease(&session(s)).await.unwrap();
+                            model[s] = None;
+                            check("break", got, want)
+                        }
+                        Op::Post { s, h } => {
+                            let want = model[s] == Some((h, true));
+                            let m = msg(
+                                &format!("fuzz{n}-{i}"),
+                                &session(s),
+                                Role::Assistant,
+                                "x",
+                                at(0, 0),
+                            );
+                            let got = match store.insert_leased(&m, &holder(h)).await {
+                                Ok(_) => true,
+                                Err(StoreError::LeaseLost { .. }) => false,
+                                Err(e) => panic!("{e}"),
+                            };
+                            check("post", got, want)
+                        }
+                    }
+                })
+            })?;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
 }

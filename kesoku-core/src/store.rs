@@ -245,12 +245,32 @@ pub trait Store: Send + Sync + 'static {
     /// The largest `Seq` stored, 0 when empty.
     fn last_seq(&self) -> StoreFuture<'_, Seq>;
 
-    /// Takes or renews the turn lease of `session_id` for `holder`, until
-    /// `ttl` from now: `true` if `holder` holds it now, `false` if another
-    /// holder's lease has not expired. One conditional write, so of
-    /// several processes exactly one holds a session's lease: a session
-    /// runs one turn at a time across every agent sharing the store.
+    /// Takes the turn lease of `session_id` for `holder`, until `ttl` from
+    /// now: `true` if `holder` holds it now (it was free, expired, or
+    /// `holder`'s already), `false` if another holder's lease has not
+    /// expired. One conditional write, so of several processes exactly
+    /// one holds a session's lease: a session runs one turn at a time
+    /// across every agent sharing the store.
+    ///
+    /// This acquires: it takes a lease no one holds. A running turn keeps
+    /// its lease with [`renew`](Store::renew) instead, which never takes
+    /// back a lease that was lost.
     fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Extends `holder`'s lease of `session_id` to `ttl` from now, only
+    /// while `holder` still holds it and it has not expired, in one
+    /// conditional write: `true` if it was extended, `false` if it is gone
+    /// (expired, released, broken with [`break_lease`](Store::break_lease),
+    /// or another holder's). Unlike [`lease`](Store::lease) it never
+    /// creates a lease, so a holder that lost its lease cannot take it
+    /// back while its turn runs on: the turn must stop, since another
+    /// worker may have resumed it.
+    fn renew<'a>(
         &'a self,
         session_id: &'a str,
         holder: &'a str,
@@ -371,6 +391,14 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         ttl: Duration,
     ) -> StoreFuture<'a, bool> {
         (**self).lease(session_id, holder, ttl)
+    }
+    fn renew<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        (**self).renew(session_id, holder, ttl)
     }
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         (**self).release(session_id, holder)

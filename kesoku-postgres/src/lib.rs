@@ -11,12 +11,14 @@
 //! - `options`: [`PostgresOptions`], how a store connects;
 //! - `tls`: the URL's `sslmode` and `sslrootcert`, and the TLS connector;
 //! - `error`: how failures name the database and the call;
+//! - `connect`: the pool's connections, each opened on a task of its own;
 //! - `schema`: the versioned migrations;
 //! - `sql`: the statements, and a row as a message;
 //! - `relay`: deltas between processes;
 //! - `notify`: the connection that listens for new messages;
 //! - `store`: [`PostgresStore`] itself.
 
+mod connect;
 mod error;
 mod notify;
 mod options;

@@ -45,6 +45,7 @@ pub(crate) struct Deltas {
 /// attempt failed.
 pub(crate) async fn listen(
     config: Config,
+    connect_timeout: Duration,
     tls: MakeRustlsConnect,
     place: Place,
     announce: broadcast::Sender<Announced>,
@@ -57,6 +58,7 @@ pub(crate) async fn listen(
         let mut listened = false;
         match listen_once(
             &config,
+            connect_timeout,
             tls.clone(),
             &announce,
             deltas.as_ref(),
@@ -87,6 +89,7 @@ pub(crate) async fn listen(
 /// holds, then each notification, until the connection fails.
 async fn listen_once(
     config: &Config,
+    connect_timeout: Duration,
     tls: MakeRustlsConnect,
     announce: &broadcast::Sender<Announced>,
     deltas: Option<&Deltas>,
@@ -96,7 +99,11 @@ async fn listen_once(
     let mut config = config.clone();
     // So an operator (or a test) can tell it in `pg_stat_activity`.
     config.application_name(APPLICATION_NAME);
-    let (client, mut connection) = config.connect(tls).await.map_err(|e| describe(&e))?;
+    // A server restarting may accept a connection and never answer it.
+    let (client, mut connection) = tokio::time::timeout(connect_timeout, config.connect(tls))
+        .await
+        .map_err(|_| format!("no answer from the server within {connect_timeout:?}"))?
+        .map_err(|e| describe(&e))?;
     let (tx, mut notifications) = tokio::sync::mpsc::unbounded_channel();
     // The connection's messages (notifications among them) come only as
     // it is polled, which this task does.

@@ -13,6 +13,7 @@ use std::time::Duration;
 /// let options = PostgresOptions::new().with_max_connections(32);
 /// assert_eq!(options.max_connections, 32);
 /// assert_eq!(PostgresOptions::new().wait_timeout, Duration::from_secs(30));
+/// assert_eq!(PostgresOptions::new().connect_timeout, Duration::from_secs(5));
 /// assert!(PostgresOptions::new().with_relay_deltas(true).relay_deltas);
 /// ```
 #[derive(Debug, Clone)]
@@ -21,9 +22,14 @@ pub struct PostgresOptions {
     /// How many pooled connections the store keeps at most (besides the
     /// one that listens). 16 unless set.
     pub max_connections: usize,
-    /// How long a call waits for a free connection, or for a new one to
-    /// open, before it fails. 30 s unless set.
+    /// How long a call waits for a free connection before it fails. 30 s
+    /// unless set.
     pub wait_timeout: Duration,
+    /// How long opening a connection may take (TCP, TLS and the startup
+    /// handshake) before it fails, and the call with it: a server that is
+    /// restarting can accept a connection it never answers. 5 s unless
+    /// set; a `connect_timeout` in the URL bounds the TCP part alone.
+    pub connect_timeout: Duration,
     /// Whether the store relays deltas (replies as they are written)
     /// between processes, so a front end's `Gateway::deltas` gets the
     /// replies every worker streams. Each delta is a `NOTIFY` (sent in
@@ -37,14 +43,15 @@ impl Default for PostgresOptions {
         PostgresOptions {
             max_connections: 16,
             wait_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
             relay_deltas: false,
         }
     }
 }
 
 impl PostgresOptions {
-    /// The defaults: 16 connections, waiting up to 30 s for one, deltas
-    /// not relayed.
+    /// The defaults: 16 connections, waiting up to 30 s for one and 5 s
+    /// for one to open, deltas not relayed.
     pub fn new() -> Self {
         Self::default()
     }
@@ -67,6 +74,13 @@ impl PostgresOptions {
     #[must_use]
     pub fn with_wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = timeout;
+        self
+    }
+
+    /// Builder: sets [`connect_timeout`](Self::connect_timeout).
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 }

@@ -288,6 +288,26 @@ pub(crate) async fn lease(
         == 1)
 }
 
+/// Extends `holder`'s live lease of `session_id` to `ttl_ms` from now, on
+/// the database's clock; whether it did (never creates one).
+pub(crate) async fn renew(
+    client: &Client,
+    session_id: &str,
+    holder: &str,
+    ttl_ms: f64,
+) -> Result<bool, Failure> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE kesoku_leases SET expires = clock_timestamp() + $3 * interval '1 millisecond'
+             WHERE session_id = $1 AND holder = $2 AND expires > clock_timestamp()",
+        )
+        .await?;
+    Ok(client
+        .execute(&stmt, &[&session_id, &holder, &ttl_ms])
+        .await?
+        == 1)
+}
+
 /// Drops `holder`'s lease of `session_id`; whether it held it.
 pub(crate) async fn release(
     client: &Client,

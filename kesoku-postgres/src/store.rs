@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+
+use crate::connect::Spawned;
 use kesoku_core::row::{Row, name};
 use kesoku_core::store::{Announced, Seq, SessionInfo, Store, StoreError, StoreFuture};
 use kesoku_core::{Delta, Message, Status};
@@ -84,12 +86,17 @@ impl PostgresStore {
 
     /// [`connect`](Self::connect), with `options`.
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let tls::Connect { config, tls } =
+        let tls::Connect { mut config, tls } =
             tls::read(url).map_err(|message| StoreError::Backend {
                 store: "PostgreSQL".into(),
                 action: "read the connection URL".into(),
                 message,
             })?;
+        // A connect that no one answers (a server restarting accepts, then
+        // waits) fails in time, for the pool and the listener alike.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
         let place = Place::of(&config);
         if options.max_connections == 0 {
             return Err(place.backend(
@@ -105,9 +112,10 @@ impl PostgresStore {
         // recovery (a claim requeued, an answered prompt settled).
         let mut pooled = config.clone();
         sql::commit_asynchronously(&mut pooled);
-        let manager = Manager::from_config(
+        // Each connection opens on a task of its own (`connect.rs`).
+        let manager = Manager::from_connect(
             pooled,
-            tls.clone(),
+            Spawned { tls: tls.clone() },
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -116,7 +124,7 @@ impl PostgresStore {
             .max_size(options.max_connections)
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(options.wait_timeout))
-            .create_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
             .build()
             .map_err(|e| place.backend("open a connection pool".into(), e))?;
 
@@ -163,6 +171,7 @@ impl PostgresStore {
         }
         let listener = tokio::spawn(notify::listen(
             config,
+            options.connect_timeout,
             tls,
             place.clone(),
             announce,
@@ -373,6 +382,19 @@ impl Store for PostgresStore {
         self.call(
             move || format!("lease session `{session_id}`"),
             move |c| async move { sql::lease(&c, session_id, holder, ttl_ms).await },
+        )
+    }
+
+    fn renew<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let ttl_ms = ttl.as_secs_f64() * 1000.0;
+        self.call(
+            move || format!("renew the lease of session `{session_id}`"),
+            move |c| async move { sql::renew(&c, session_id, holder, ttl_ms).await },
         )
     }
 

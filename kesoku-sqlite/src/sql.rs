@@ -231,6 +231,23 @@ pub(crate) fn lease(
     Ok(changed == 1)
 }
 
+/// Extends `holder`'s live lease of `session_id` to `ttl_ms` from now;
+/// whether it did (never creates one).
+pub(crate) fn renew(
+    conn: &mut Connection,
+    session_id: &str,
+    holder: &str,
+    ttl_ms: i64,
+) -> Result<bool, Failure> {
+    let now = now_ms();
+    let changed = conn
+        .prepare_cached(
+            "UPDATE leases SET expires = ?3 WHERE session_id = ?1 AND holder = ?2 AND expires > ?4",
+        )?
+        .execute(params![session_id, holder, now.saturating_add(ttl_ms), now])?;
+    Ok(changed == 1)
+}
+
 /// Drops `holder`'s lease of `session_id`; whether it held it.
 pub(crate) fn release(
     conn: &mut Connection,

@@ -323,6 +323,21 @@ impl Store for SqliteStore {
         )
     }
 
+    fn renew<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let (session, who) = (session_id.to_owned(), holder.to_owned());
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        self.call(
+            Lane::Write,
+            move || format!("renew the lease of session `{session_id}`"),
+            move |conn| sql::renew(conn, &session, &who, ttl_ms),
+        )
+    }
+
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         let (session, who) = (session_id.to_owned(), holder.to_owned());
         self.call(

@@ -273,6 +273,24 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(free)))
     }
 
+    fn renew<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let renewed = match m.leases.get_mut(session_id) {
+            Some((h, until)) if h == holder && *until > now => {
+                *until = now + ttl;
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(renewed)))
+    }
+
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         let mut m = self.lock();
         let held = m.leases.get(session_id).is_some_and(|(h, _)| h == holder);

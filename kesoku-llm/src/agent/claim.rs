@@ -3,15 +3,18 @@
 //! after it. A turn whose lease is lost stops at once, for another worker
 //! to resume.
 
+use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{GatewayError, Message, Status};
 
 use super::Shared;
 use super::outcome::{AgentError, TurnOutcome};
-use super::run::turn;
+use super::retry::retried_store;
+use super::run::{end_panicked, turn};
 use super::sessions::Slot;
 
 /// How long a worker waits, at first, before it tries again for a lease
@@ -44,7 +47,7 @@ pub(crate) async fn take(
     let (permit, valid_until) = loop {
         // Several workers try each prompt; those that come second learn
         // it was taken without holding a permit for it.
-        if !still_pending(&**store, &message.id).await? {
+        if !still_pending(shared, &message.id).await? {
             return Ok(None);
         }
         let permit = shared
@@ -53,10 +56,10 @@ pub(crate) async fn take(
             .await
             .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
         let asked = Instant::now();
-        if store
-            .lease(session, &holder, shared.lease)
-            .await
-            .map_err(GatewayError::from)?
+        if retried_store(shared.lease, "leasing a session", || {
+            store.lease(session, &holder, shared.lease)
+        })
+        .await?
         {
             // The database's clock started the lease after `asked`.
             break (permit, asked + shared.lease);
@@ -107,11 +110,36 @@ async fn run_leased(
     valid_until: Instant,
 ) -> Option<Result<TurnOutcome, AgentError>> {
     let session = message.session_id.clone();
-    let run = turn(shared, slot, holder, message, seq);
-    let mut run = pin!(run);
+    let user = message.clone();
+    // A panic anywhere in the turn (a model backend, a stream's decoder,
+    // the agent's own code) is caught here, with the lease still kept, so
+    // the prompt is settled and its calls answered (`end_panicked`).
+    let work = async {
+        match AssertUnwindSafe(turn(shared, slot, holder, message, seq))
+            .catch_unwind()
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                slot.set_running(0);
+                let panic = panic_message(&*payload);
+                match AssertUnwindSafe(end_panicked(shared, holder, &user, &panic))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(ended) => ended,
+                    Err(_) => Err(AgentError::Panicked {
+                        session: user.session_id.clone(),
+                        message: panic,
+                    }),
+                }
+            }
+        }
+    };
+    let mut work = pin!(work);
     tokio::select! {
         biased;
-        outcome = &mut run => match outcome {
+        outcome = &mut work => match outcome {
             // A post found the lease gone (this worker stalled past it):
             // as below, the turn is another worker's now.
             Err(AgentError::Gateway(GatewayError::Store(StoreError::LeaseLost { .. }))) => {
@@ -132,47 +160,74 @@ async fn run_leased(
     }
 }
 
-/// Gives up the session's lease (it expires on its own if this fails).
+/// A panic's message, when it has one.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// Gives up the session's lease, tried again while the store fails for a
+/// moment (else it expires on its own, and the session's next prompt
+/// waits for that).
 async fn release(shared: &Shared, session: &str, holder: &str) {
-    if let Err(e) = shared.gateway.store().release(session, holder).await {
+    let store = shared.gateway.store();
+    let released = retried_store(shared.lease, "releasing a session's lease", || {
+        store.release(session, holder)
+    })
+    .await;
+    if let Err(e) = released {
         tracing::warn!(session, error = %e, "could not release a session's lease");
     }
     shared.released.notify_one();
 }
 
 /// Whether message `id` is still `pending_agent`.
-async fn still_pending(store: &dyn Store, id: &str) -> Result<bool, AgentError> {
-    let status = store
-        .get(id)
-        .await
-        .map_err(GatewayError::from)?
+async fn still_pending(shared: &Shared, id: &str) -> Result<bool, AgentError> {
+    let store: &dyn Store = &**shared.gateway.store();
+    let status = retried_store(shared.lease, "reading a prompt", || store.get(id))
+        .await?
         .map(|m| m.status);
     Ok(status == Some(Status::PendingAgent))
 }
 
-/// Renews `session`'s lease every third of its length; returns once it
-/// is lost (another holder took it) or is about to expire unrenewed (at
-/// `valid_until`, less a margin, as this process's clock measures it from
-/// when the last successful renewal was sent, which is never later than
-/// the database's).
+/// The first wait before a failed renewal is tried again; it doubles up
+/// to a third of the lease.
+const RENEW_RETRY: Duration = Duration::from_millis(20);
+
+/// Renews `session`'s lease every third of its length ([`Store::renew`]:
+/// only while `holder` still holds it, so a lease that was broken or
+/// expired is never taken back); returns once it is lost (expired, broken,
+/// or another holder's) or is about to expire unrenewed (at `valid_until`,
+/// less a margin, as this process's clock measures it from when the last
+/// successful renewal was sent, which is never later than the
+/// database's). A renewal the store failed is tried again soon, with
+/// backoff, not a third of a lease later.
 async fn keep_lease(shared: &Shared, session: &str, holder: &str, mut valid_until: Instant) {
     let store = shared.gateway.store();
     let every = shared.lease / 3;
     let margin = shared.lease / 10;
+    let mut failed: Option<Duration> = None;
     loop {
         let deadline = valid_until.checked_sub(margin).unwrap_or(valid_until);
-        let next = (Instant::now() + every).min(deadline);
+        let next = (Instant::now() + failed.unwrap_or(every)).min(deadline);
         tokio::time::sleep_until(next.into()).await;
         let sent = Instant::now();
         if sent >= deadline {
             return;
         }
-        let renewal = store.lease(session, holder, shared.lease);
+        let renewal = store.renew(session, holder, shared.lease);
         match tokio::time::timeout_at(deadline.into(), renewal).await {
-            Ok(Ok(true)) => valid_until = sent + shared.lease,
+            Ok(Ok(true)) => {
+                valid_until = sent + shared.lease;
+                failed = None;
+            }
             Ok(Ok(false)) | Err(_) => return,
             Ok(Err(e)) => {
-                tracing::warn!(session, error = %e, "could not renew a session's lease");
+                tracing::warn!(session, error = %e, "could not renew a session's lease; trying again");
+                failed = Some(failed.map_or(RENEW_RETRY, |w| (w * 2).min(every)));
             }
         }
     }

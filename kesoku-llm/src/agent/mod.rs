@@ -13,6 +13,7 @@
 
 mod claim;
 mod outcome;
+mod retry;
 mod run;
 mod sessions;
 mod toolset;
@@ -272,9 +273,10 @@ impl AgentBuilder {
 
     /// How long a session's turn lease lasts unless renewed (default:
     /// 10 s). A turn renews it every third of that; when a worker dies,
-    /// its sessions wait this long before another worker resumes their
-    /// turns. A turn that cannot renew its lease in time stops, since
-    /// another worker may take the session. At least 300 ms.
+    /// its sessions wait this long (a tenth more at most: 11 s by default)
+    /// before another worker resumes their turns. A turn that cannot renew
+    /// its lease in time stops, since another worker may take the session.
+    /// At least 300 ms.
     pub fn lease(mut self, ttl: Duration) -> Self {
         self.lease = ttl;
         self
@@ -364,6 +366,20 @@ fn default_model(provider: &str) -> &'static str {
 const ELSEWHERE_POLL: Duration = Duration::from_millis(50);
 /// The shortest lease [`AgentBuilder::lease`] takes.
 const MIN_LEASE: Duration = Duration::from_millis(300);
+/// How many times per lease `serve` (and a `send` waiting on another
+/// worker) puts back the turns of workers that died: a dead worker's turn
+/// is resumed at most a lease and a tenth of one after its last renewal.
+const SWEEPS_PER_LEASE: u32 = 10;
+
+/// Aborts its task when dropped: a task that lives only as long as the
+/// future that spawned it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 impl Agent {
     /// Starts building an agent over `llm` (any [`Llm`]).
@@ -460,14 +476,19 @@ impl Agent {
 
     /// Start-up recovery: every user message left `processing` by a crash
     /// goes back to `pending_agent`, its session's lease broken, for
-    /// [`serve`](Self::serve) to take again at once; its turn's unanswered
-    /// tool calls are healed when it runs. Returns how many were
-    /// recovered.
+    /// [`serve`](Self::serve) to take again at once (instead of after the
+    /// dead process's leases expire); its turn's unanswered tool calls are
+    /// healed when it runs. Returns how many were recovered.
     ///
-    /// For a store this agent alone uses. Where several processes share
-    /// one, do not call it: a live agent's turns look the same, and
-    /// `serve` resumes a dead worker's turns by itself once their leases
-    /// expire.
+    /// Call it at start-up, before serving, and only on a store no other
+    /// running process uses. Where several processes share one, do not
+    /// call it: a live agent's turns look the same as a dead one's, and
+    /// `serve` resumes a dead worker's turns by itself, at most a lease
+    /// and a tenth after its last renewal. Called anyway, it costs work,
+    /// not correctness: each live turn it puts back loses its lease, so
+    /// its worker stops it at its next renewal or post (a renewal never
+    /// takes back a broken lease, [`Store::renew`]), and the turn runs
+    /// again; no prompt is answered twice.
     pub async fn recover(&self) -> Result<usize, AgentError> {
         let store = self.shared.gateway.store();
         let mut recovered = 0;
@@ -501,30 +522,63 @@ impl Agent {
     /// the claim leases the prompt's session to it, so each prompt is
     /// answered once, a session's turns never overlap, and work goes to
     /// the workers that are free. It asks again as prompts are posted and
-    /// as its turns end. Every half lease it also puts back the turns of
-    /// workers that died ([`Store::requeue_expired`]), for whoever has
-    /// room.
+    /// as its turns end. Every tenth of a lease it also puts back the
+    /// turns of workers that died ([`Store::requeue_expired`]), for
+    /// whoever has room: a dead worker's turn resumes at most a lease and
+    /// a tenth after its last renewal.
+    ///
+    /// A turn's store calls that fail for a moment (a database restarting)
+    /// are tried again within the turn, with backoff, for up to a lease; a
+    /// turn that panics settles its prompt `error`, with every call it
+    /// made answered.
     pub async fn serve(&self) -> Result<(), AgentError> {
         let filter = Filter::new()
             .status(Status::PendingAgent)
             .roles([Role::User]);
         let mut waiting = self.shared.gateway.listen(filter).await?;
+        // The listener runs in a task of its own, so its reads of the store
+        // go on while this loop awaits a claim or a sweep. Polled only by
+        // this loop, a read it had begun stood still meanwhile, with the
+        // connection it was opening half open: a PostgreSQL server
+        // shutting down waits (up to its `authentication_timeout`) for such
+        // a connection, while this loop's claim waited for the server.
+        let heard = Arc::new(tokio::sync::Notify::new());
+        let mut listening = {
+            let (agent, heard) = (self.clone(), Arc::clone(&heard));
+            AbortOnDrop(tokio::spawn(async move {
+                while let Some(delivery) = waiting.next().await {
+                    match delivery {
+                        // A newer prompt interrupts its session's turn
+                        // here at once (wherever it is taken).
+                        Ok(delivery) => agent
+                            .shared
+                            .sessions
+                            .saw_user_message(&delivery.message.session_id, delivery.seq),
+                        // The listener goes on after an error; so does serving.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "listening for prompts failed; retrying");
+                        }
+                    }
+                    heard.notify_one();
+                }
+            }))
+        };
         let mut turns = JoinSet::new();
-        let mut sweep = tokio::time::interval(self.shared.lease / 2);
+        let mut sweep = tokio::time::interval(self.shared.lease / SWEEPS_PER_LEASE);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                delivery = waiting.next() => match delivery {
-                    // A newer prompt interrupts its session's turn here at
-                    // once (wherever it is taken).
-                    Some(Ok(delivery)) => self
-                        .shared
-                        .sessions
-                        .saw_user_message(&delivery.message.session_id, delivery.seq),
-                    // The listener goes on after an error; so does serving.
-                    Some(Err(e)) => tracing::warn!(error = %e, "listening for prompts failed; retrying"),
-                    None => return Ok(()),
-                },
+                () = heard.notified() => {}
+                // The listener ended (its gateway's channel closed), or
+                // panicked: the panic is serve's.
+                ended = &mut listening.0 => {
+                    if let Err(e) = ended
+                        && e.is_panic()
+                    {
+                        std::panic::resume_unwind(e.into_panic());
+                    }
+                    return Ok(());
+                }
                 // One of this agent's turns released its session: a
                 // prompt that waited on it can be claimed now.
                 () = self.shared.released.notified() => {}
@@ -611,13 +665,14 @@ impl Agent {
         seq: Seq,
     ) -> Result<TurnOutcome, AgentError> {
         let store = self.shared.gateway.store();
-        let mut next_sweep = tokio::time::Instant::now() + self.shared.lease / 2;
+        let every = self.shared.lease / SWEEPS_PER_LEASE;
+        let mut next_sweep = tokio::time::Instant::now() + every;
         loop {
-            let status = store
-                .get(&message.id)
-                .await
-                .map_err(kesoku_core::GatewayError::from)?
-                .map(|m| m.status);
+            let status = retry::retried_store(self.shared.lease, "reading a prompt", || {
+                store.get(&message.id)
+            })
+            .await?
+            .map(|m| m.status);
             let finished = match status {
                 Some(Status::Processed) => Some(TurnStatus::Completed),
                 Some(Status::Interrupted) => Some(TurnStatus::Interrupted),
@@ -636,11 +691,11 @@ impl Agent {
                 continue;
             }
             if tokio::time::Instant::now() >= next_sweep {
-                next_sweep = tokio::time::Instant::now() + self.shared.lease / 2;
-                let requeued = store
-                    .requeue_expired()
-                    .await
-                    .map_err(kesoku_core::GatewayError::from)?;
+                next_sweep = tokio::time::Instant::now() + every;
+                let requeued = retry::retried_store(self.shared.lease, "requeueing turns", || {
+                    store.requeue_expired()
+                })
+                .await?;
                 if !requeued.is_empty() {
                     continue;
                 }

@@ -49,6 +49,16 @@ pub enum AgentError {
     /// The builder's settings cannot work.
     #[error("invalid agent configuration: {0}")]
     Config(String),
+    /// A turn panicked, and so did settling its prompt afterwards.
+    #[error(
+        "the turn of session `{session}` panicked ({message}), and its prompt could not be settled"
+    )]
+    Panicked {
+        /// The session.
+        session: String,
+        /// The panic's message.
+        message: String,
+    },
     /// The session's workspace directory could not be created.
     #[error("cannot create the workspace directory {path} of session `{session}`: {message}")]
     Workspace {

@@ -12,9 +12,11 @@ use std::fmt::Write as _;
 use std::pin::pin;
 use std::sync::Arc;
 
+use kesoku_core::store::StoreError;
 use kesoku_core::store::{Seq, Store};
 use kesoku_core::{
-    CancellationToken, Message, MessageType, Role, Status, ToolContext, ToolRequest, ToolRunner,
+    CancellationToken, GatewayError, Message, MessageType, Role, Status, ToolContext, ToolRequest,
+    ToolRunner,
 };
 use tracing::Instrument;
 
@@ -23,6 +25,7 @@ use kesoku_core::{Delta, DeltaKind};
 
 use super::Shared;
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
+use super::retry::{retried, retried_store};
 use super::sessions::Slot;
 use super::view::{View, healing_result, orphans};
 use crate::StreamEvent;
@@ -31,12 +34,17 @@ use crate::ToolDeclaration;
 /// What the model is told when it answered with nothing.
 const NUDGE: &str = "Your last reply was empty. Answer the user's last message now.";
 
-/// A session's whole stored history.
-async fn whole(store: &dyn Store, session: &str) -> Result<Vec<(Seq, Message)>, AgentError> {
-    Ok(store
-        .history_after(session, 0)
-        .await
-        .map_err(kesoku_core::GatewayError::from)?)
+/// A session's whole stored history (tried again while the store fails
+/// for a moment, for up to `budget`).
+async fn whole(
+    store: &dyn Store,
+    session: &str,
+    budget: std::time::Duration,
+) -> Result<Vec<(Seq, Message)>, AgentError> {
+    Ok(retried_store(budget, "loading a session's history", || {
+        store.history_after(session, 0)
+    })
+    .await?)
 }
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end.
@@ -169,16 +177,16 @@ impl Turn<'_> {
         let session = self.user.session_id.clone();
         let store = self.shared.gateway.store();
         if let Some(mut view) = self.shared.sessions.take_view(&session) {
-            let newer = store
-                .history_after(&session, view.seq)
-                .await
-                .map_err(kesoku_core::GatewayError::from)?;
+            let newer = retried_store(self.shared.lease, "loading a session's history", || {
+                store.history_after(&session, view.seq)
+            })
+            .await?;
             self.note_prompts(&newer);
             if view.extend(newer) && !view.has_orphans() {
                 return Ok(view);
             }
         }
-        let history = whole(&**store, &session).await?;
+        let history = whole(&**store, &session, self.shared.lease).await?;
         self.note_prompts(&history);
         let view = View::new(history);
         if !view.has_orphans() {
@@ -192,7 +200,9 @@ impl Turn<'_> {
             self.post(result).await?;
         }
         // Read again, so each healed result stands after its call.
-        Ok(View::new(whole(&**store, &session).await?))
+        Ok(View::new(
+            whole(&**store, &session, self.shared.lease).await?,
+        ))
     }
 
     /// Notes the session's user messages in `history`: one newer than
@@ -403,26 +413,14 @@ impl Turn<'_> {
     }
 
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
-        self.shared
-            .gateway
-            .post_leased(message.clone(), self.holder)
-            .await?;
+        post(self.shared, self.holder, &message).await?;
         self.posted.push(message);
         Ok(())
     }
 
     /// Sets the user message's final status (it is `processing`, ours).
     async fn settle(&self, to: Status) -> Result<(), AgentError> {
-        self.shared
-            .gateway
-            .transition_leased(
-                &self.user.id,
-                &[Status::Processing, Status::PendingAgent],
-                to,
-                self.holder,
-            )
-            .await?;
-        Ok(())
+        settle(self.shared, self.holder, &self.user.id, to).await
     }
 
     fn outcome(&mut self, status: TurnStatus, answer: Option<String>) -> TurnOutcome {
@@ -509,6 +507,82 @@ impl Turn<'_> {
         self.settle(Status::Interrupted).await?;
         Ok(self.outcome(TurnStatus::Interrupted, None))
     }
+}
+
+/// Posts a turn's `message`, fenced by `holder`'s lease; tried again while
+/// the store fails for a moment (within a lease). A try that finds the
+/// message stored already after one that failed had it stored: the
+/// failure came after the commit.
+async fn post(shared: &Shared, holder: &str, message: &Message) -> Result<(), AgentError> {
+    retried(
+        shared.lease,
+        "posting a turn's message",
+        |again| async move {
+            match shared.gateway.post_leased(message.clone(), holder).await {
+                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => Ok(()),
+                other => other.map(drop),
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Sets the status of the turn's user message `id` to `to` (from
+/// `processing`, or `pending_agent` when it was put back meanwhile),
+/// fenced by `holder`'s lease; tried again while the store fails for a
+/// moment (a try after a lost answer finds it set, and changes nothing).
+async fn settle(shared: &Shared, holder: &str, id: &str, to: Status) -> Result<(), AgentError> {
+    retried(shared.lease, "settling a turn's prompt", |_| {
+        shared.gateway.transition_leased(
+            id,
+            &[Status::Processing, Status::PendingAgent],
+            to,
+            holder,
+        )
+    })
+    .await?;
+    Ok(())
+}
+
+/// Ends a turn that panicked (in a tool's code the runner did not guard,
+/// a model backend, a stream's decoder, or the agent itself): every call
+/// it left without a result gets one, an assistant message says what
+/// happened, and the prompt is settled `error`, all fenced by the lease
+/// as the turn's own posts are. Without this the prompt stayed
+/// `processing`, and was resumed (and panicked again) lease after lease.
+pub(crate) async fn end_panicked(
+    shared: &Shared,
+    holder: &str,
+    user: &Message,
+    panic: &str,
+) -> Result<TurnOutcome, AgentError> {
+    tracing::error!(session = %user.session_id, panic, "a turn panicked; its prompt is settled as failed");
+    let store = shared.gateway.store();
+    // The view this process kept of the session may be half updated.
+    drop(shared.sessions.take_view(&user.session_id));
+    let history = whole(&**store, &user.session_id, shared.lease).await?;
+    let mut posted = Vec::new();
+    let messages: Vec<Message> = history.into_iter().map(|(_, m)| m).collect();
+    for result in orphans(&messages).into_iter().map(healing_result) {
+        post(shared, holder, &result).await?;
+        posted.push(result);
+    }
+    let text = format!("This turn stopped on an internal error (a panic): {panic}");
+    let mut m = Message::new(&user.session_id, Role::Assistant, MessageType::Text, text)
+        .with_sender("agent")
+        .with_status(Status::Pending)
+        .with_parent(&user.id);
+    m.metadata
+        .insert("error".into(), format!("panic: {panic}").into());
+    post(shared, holder, &m).await?;
+    posted.push(m);
+    settle(shared, holder, &user.id, Status::Error).await?;
+    Ok(TurnOutcome {
+        status: TurnStatus::Failed,
+        answer: None,
+        messages: posted,
+    })
 }
 
 /// The workspace directory of `session`, under the agent's sessions
