@@ -10,9 +10,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::time::Instant;
 
 use futures_util::StreamExt as _;
 
@@ -22,13 +19,13 @@ use serde_json::Value;
 use crate::declaration::ToolDeclaration;
 use crate::error::LlmError;
 use crate::fallback::ContentFallback;
-use crate::history::{self, Item};
+use crate::history;
 use crate::key::ApiKey;
 use crate::llm::LlmFuture;
 use crate::options::LlmOptions;
-use crate::prefix::{Prefix, Prefixes};
+use crate::prefix::{Prefix, Prefixes, keep_until, pairs_forward, unpaired_parent};
 use crate::schemas::{LoweredTools, SchemaCache};
-use crate::stream::{EventStream, Reader, StreamError, StreamEvent, events_of};
+use crate::stream::{EventStream, Reader, StreamEvent, events_of, stream_error, within};
 use crate::transport::{Streamed, Transport};
 use crate::turn::AssistantTurn;
 use crate::wire::{Request, WireFormat};
@@ -93,98 +90,6 @@ struct Reading<F: WireFormat> {
     failed: Option<LlmError>,
     lowered: Arc<LoweredTools>,
     fallbacks: Vec<ContentFallback>,
-}
-
-/// `events`, failing with [`LlmError::CallTimeout`] once `limit` has
-/// passed since they were first asked for: a server that keeps sending
-/// (if only keep-alive comments, which the read timeout counts as life)
-/// cannot hold a call longer.
-fn within<'a>(events: EventStream<'a>, limit: Duration, provider: &'static str) -> EventStream<'a> {
-    let state = (events, None::<Instant>);
-    Box::pin(futures_util::stream::unfold(
-        state,
-        move |(mut events, deadline)| async move {
-            let deadline = deadline.or_else(|| Instant::now().checked_add(limit));
-            let next = match deadline {
-                Some(at) => tokio::time::timeout_at(at, events.next()).await,
-                // Too far off to be a time: no limit.
-                None => Ok(events.next().await),
-            };
-            match next {
-                Ok(Some(event)) => Some((event, (events, deadline))),
-                Ok(None) => None,
-                Err(_) => {
-                    // Nothing follows the error.
-                    let ended: EventStream<'a> = Box::pin(futures_util::stream::empty());
-                    Some((
-                        Err(LlmError::CallTimeout { provider, limit }),
-                        (ended, deadline),
-                    ))
-                }
-            }
-        },
-    ))
-}
-
-fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
-    match e {
-        StreamError::Provider(message) => LlmError::Stream {
-            provider,
-            message: format!("the provider reported an error mid-stream: {message}"),
-        },
-        StreamError::Malformed(message) => LlmError::Stream { provider, message },
-        StreamError::TooLarge(limit) => LlmError::EventTooLarge { provider, limit },
-    }
-}
-
-/// How many of a request's wire messages a prefix keeps, and the item
-/// where the first one it leaves starts: every wire message but the last
-/// (which the next messages may still add to), and none that ends on an
-/// assistant's item, which a later assistant item may join once what
-/// stands between them is gone (a rewind).
-fn keep_until<M>(messages: &[(usize, M)], items: &[Item<'_>]) -> Option<(usize, usize)> {
-    (1..messages.len()).rev().find_map(|k| {
-        let cut = messages[k].0;
-        let joinable = matches!(
-            items.get(cut.wrapping_sub(1)),
-            Some(Item::AssistantText(_) | Item::ToolCall(_))
-        );
-        (cut > 0 && !joinable).then_some((k, cut))
-    })
-}
-
-/// Whether a result among `items` pairs with a call that comes after it
-/// (a result stored before its call): its encoding then depends on later
-/// messages, so a prefix must not keep it (a rewound history without that
-/// call encodes it unpaired).
-fn pairs_forward(items: &[Item<'_>], kept: Option<&Prefix>) -> bool {
-    let mut seen: HashSet<&str> = HashSet::new();
-    for item in items {
-        match item {
-            Item::ToolCall(c) => {
-                seen.insert(c.message.id.as_str());
-            }
-            Item::ToolResult(r) => {
-                if let Some(c) = &r.call {
-                    let id = c.message.id.as_str();
-                    let earlier = kept.is_some_and(|p| p.calls.contains_key(id));
-                    if !seen.contains(id) && !earlier {
-                        return true;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    false
-}
-
-/// The call a result names (by `parent_id`) but that was not found.
-fn unpaired_parent<'a>(item: &Item<'a>) -> Option<&'a str> {
-    match item {
-        Item::ToolResult(r) if r.call.is_none() => r.message.parent_id.as_deref(),
-        _ => None,
-    }
 }
 
 /// A provider backend: where and how to reach it, and its wire format.

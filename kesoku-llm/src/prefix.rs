@@ -22,6 +22,7 @@ use std::sync::Arc;
 use kesoku_core::{Message, MessageType};
 
 use crate::fallback::ContentFallback;
+use crate::history::Item;
 use crate::lru::{Lru, Weigh};
 use crate::schemas::LoweredTools;
 
@@ -188,5 +189,55 @@ impl Prefixes {
     /// ones while the total is over budget.
     pub(crate) fn put(&self, session: &str, prefix: Prefix) {
         self.kept.put(session, prefix);
+    }
+}
+
+/// How many of a request's wire messages a prefix keeps, and the item
+/// where the first one it leaves starts: every wire message but the last
+/// (which the next messages may still add to), and none that ends on an
+/// assistant's item, which a later assistant item may join once what
+/// stands between them is gone (a rewind).
+pub(crate) fn keep_until<M>(messages: &[(usize, M)], items: &[Item<'_>]) -> Option<(usize, usize)> {
+    (1..messages.len()).rev().find_map(|k| {
+        let cut = messages[k].0;
+        let joinable = matches!(
+            items.get(cut.wrapping_sub(1)),
+            Some(Item::AssistantText(_) | Item::ToolCall(_))
+        );
+        (cut > 0 && !joinable).then_some((k, cut))
+    })
+}
+
+/// Whether a result among `items` pairs with a call that comes after it
+/// (a result stored before its call): its encoding then depends on later
+/// messages, so a prefix must not keep it (a rewound history without that
+/// call encodes it unpaired).
+pub(crate) fn pairs_forward(items: &[Item<'_>], kept: Option<&Prefix>) -> bool {
+    let mut seen: HashSet<&str> = HashSet::new();
+    for item in items {
+        match item {
+            Item::ToolCall(c) => {
+                seen.insert(c.message.id.as_str());
+            }
+            Item::ToolResult(r) => {
+                if let Some(c) = &r.call {
+                    let id = c.message.id.as_str();
+                    let earlier = kept.is_some_and(|p| p.calls.contains_key(id));
+                    if !seen.contains(id) && !earlier {
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The call a result names (by `parent_id`) but that was not found.
+pub(crate) fn unpaired_parent<'a>(item: &Item<'a>) -> Option<&'a str> {
+    match item {
+        Item::ToolResult(r) if r.call.is_none() => r.message.parent_id.as_deref(),
+        _ => None,
     }
 }

@@ -12,6 +12,11 @@ use std::mem;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use tokio::time::Instant;
+
 use crate::error::LlmError;
 use crate::turn::{AssistantTurn, StopReason, Usage};
 
@@ -242,4 +247,51 @@ fn parse(event: &str, data: &str) -> Result<Value, StreamError> {
         let name = if event.is_empty() { "an event" } else { event };
         StreamError::Malformed(format!("{name} is not JSON ({e})"))
     })
+}
+
+/// `events`, failing with [`LlmError::CallTimeout`] once `limit` has
+/// passed since they were first asked for: a server that keeps sending
+/// (if only keep-alive comments, which the read timeout counts as life)
+/// cannot hold a call longer.
+pub(crate) fn within<'a>(
+    events: EventStream<'a>,
+    limit: Duration,
+    provider: &'static str,
+) -> EventStream<'a> {
+    let state = (events, None::<Instant>);
+    Box::pin(futures_util::stream::unfold(
+        state,
+        move |(mut events, deadline)| async move {
+            let deadline = deadline.or_else(|| Instant::now().checked_add(limit));
+            let next = match deadline {
+                Some(at) => tokio::time::timeout_at(at, events.next()).await,
+                // Too far off to be a time: no limit.
+                None => Ok(events.next().await),
+            };
+            match next {
+                Ok(Some(event)) => Some((event, (events, deadline))),
+                Ok(None) => None,
+                Err(_) => {
+                    // Nothing follows the error.
+                    let ended: EventStream<'a> = Box::pin(futures_util::stream::empty());
+                    Some((
+                        Err(LlmError::CallTimeout { provider, limit }),
+                        (ended, deadline),
+                    ))
+                }
+            }
+        },
+    ))
+}
+
+/// A stream's own error as the call's error.
+pub(crate) fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
+    match e {
+        StreamError::Provider(message) => LlmError::Stream {
+            provider,
+            message: format!("the provider reported an error mid-stream: {message}"),
+        },
+        StreamError::Malformed(message) => LlmError::Stream { provider, message },
+        StreamError::TooLarge(limit) => LlmError::EventTooLarge { provider, limit },
+    }
 }

@@ -1,0 +1,270 @@
+//! [`AgentBuilder`]: an agent's model, tools, store and limits, checked
+//! and put together by [`build`](AgentBuilder::build).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kesoku_core::gateway::Gateway;
+use kesoku_core::store::{MemoryStore, Store};
+use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry};
+use tokio::sync::Semaphore;
+
+use super::sessions::Sessions;
+use super::toolset::Toolset;
+use super::{AddState, Agent, AgentError, MIN_LEASE, Shared};
+use crate::tools::{Sandbox, TurnModel};
+use crate::{Llm, LlmOptions};
+
+/// Builds an [`Agent`]; see [`Agent::builder`].
+#[must_use = "call `build()` to get the agent"]
+pub struct AgentBuilder {
+    llm: Arc<dyn Llm>,
+    tools: Option<Toolset>,
+    system_prompt: Option<String>,
+    options: Option<LlmOptions>,
+    gateway: Option<Gateway>,
+    max_steps: usize,
+    streaming: bool,
+    max_concurrent_turns: usize,
+    sessions_dir: Option<PathBuf>,
+    tool_timeout: Option<Duration>,
+    sandbox: Option<Sandbox>,
+    states: Vec<AddState>,
+    lease: Duration,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("provider", &self.llm.provider())
+            .field("max_steps", &self.max_steps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentBuilder {
+    /// The defaults [`Agent::builder`] starts from.
+    pub(super) fn new(llm: Arc<dyn Llm>) -> Self {
+        AgentBuilder {
+            llm,
+            tools: None,
+            system_prompt: None,
+            options: None,
+            gateway: None,
+            max_steps: 8,
+            streaming: true,
+            max_concurrent_turns: 64,
+            sessions_dir: None,
+            tool_timeout: None,
+            sandbox: None,
+            states: Vec::new(),
+            lease: Duration::from_secs(10),
+        }
+    }
+
+    /// The tools: `kesoku::default_registry()`, a `ToolRegistry`, or an
+    /// `Arc` of one. Default: no tools.
+    pub fn registry(mut self, registry: impl Into<RegistryRef>) -> Self {
+        self.tools = Some(Toolset::fixed(registry.into()));
+        self
+    }
+
+    /// Tools that may change while the agent runs (an MCP server's,
+    /// imported with `kesoku::mcp::McpClient::import_live`):
+    /// each turn uses them as they are when it starts. Replaces
+    /// [`registry`](Self::registry).
+    pub fn live_registry(mut self, registry: LiveRegistry) -> Self {
+        self.tools = Some(Toolset::live(registry));
+        self
+    }
+
+    /// The system prompt sent with every model call.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Where messages are kept. Default: a new in-memory store.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.gateway = Some(Gateway::new(store));
+        self
+    }
+
+    /// The gateway to post through, to share it with front ends in this
+    /// process (it carries its store). Replaces [`store`](Self::store).
+    pub fn gateway(mut self, gateway: Gateway) -> Self {
+        self.gateway = Some(gateway);
+        self
+    }
+
+    /// Whether replies are streamed when the model can (default: on).
+    /// Streamed, each piece reaches the gateway's delta listeners
+    /// ([`Gateway::deltas`]) as the model writes it; the finished message
+    /// is stored once either way, and an interruption drops the stream at
+    /// once.
+    pub fn streaming(mut self, on: bool) -> Self {
+        self.streaming = on;
+        self
+    }
+
+    /// How many model calls one turn may make. Default: 8.
+    pub fn max_steps(mut self, steps: usize) -> Self {
+        self.max_steps = steps;
+        self
+    }
+
+    /// The model and generation options. Default: the provider's usual
+    /// model with 4,096 output tokens.
+    pub fn options(mut self, options: LlmOptions) -> Self {
+        self.options = Some(options);
+        self
+    }
+
+    /// The model, with default options otherwise.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        let mut options = self.options.take().unwrap_or_else(|| LlmOptions::new(""));
+        options.model = model.into();
+        self.options = Some(options);
+        self
+    }
+
+    /// How many turns (of different sessions) run at once. Default: 64.
+    pub fn max_concurrent_turns(mut self, turns: usize) -> Self {
+        self.max_concurrent_turns = turns;
+        self
+    }
+
+    /// The directory under which each session gets its workspace
+    /// directory (made on first use), given to tools in their context.
+    /// A relative `dir` is made absolute when the agent is built, against
+    /// the current directory then.
+    pub fn sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sessions_dir = Some(dir.into());
+        self
+    }
+
+    /// The time limit of tools that set none. Default: the runner's.
+    pub fn tool_timeout(mut self, limit: Duration) -> Self {
+        self.tool_timeout = Some(limit);
+        self
+    }
+
+    /// Where the built-in file tools ([`tools`](crate::tools)) may read,
+    /// and the working directory they resolve relative paths against.
+    /// Default: `Sandbox::new(current directory)`, whose roots are it and
+    /// the session's directory under [`sessions_dir`](Self::sessions_dir).
+    pub fn sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// Shared state for the tools, as [`ToolContext::with_state`] gives
+    /// it: every turn's context carries `value` (one per type; a later
+    /// value of a type replaces an earlier one).
+    ///
+    /// ```
+    /// use kesoku_llm::{Agent, ScriptedLlm};
+    ///
+    /// struct Db(&'static str);
+    /// let model = ScriptedLlm::from_json(serde_json::json!([])).unwrap();
+    /// let agent = Agent::builder(model).state(Db("sqlite://notes")).build().unwrap();
+    /// # let _ = agent;
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        let value = Arc::new(value);
+        self.states.push(Arc::new(move |ctx: ToolContext| {
+            ctx.with_state_arc(Arc::clone(&value))
+        }));
+        self
+    }
+
+    /// How long a session's turn lease lasts unless renewed (default:
+    /// 10 s). A turn renews it every third of that; when a worker dies,
+    /// its sessions wait this long (a tenth more at most: 11 s by default)
+    /// before another worker resumes their turns. A turn that cannot renew
+    /// its lease in time stops, since another worker may take the session.
+    /// At least 300 ms.
+    pub fn lease(mut self, ttl: Duration) -> Self {
+        self.lease = ttl;
+        self
+    }
+
+    /// The agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        if self.lease < MIN_LEASE {
+            return Err(AgentError::Config(format!(
+                "the lease must be at least {MIN_LEASE:?} (it is renewed every third of it), got {:?}",
+                self.lease
+            )));
+        }
+        if self.max_steps == 0 {
+            return Err(AgentError::Config(
+                "max_steps must be at least 1 (one model call per turn)".into(),
+            ));
+        }
+        if self.max_concurrent_turns == 0 {
+            return Err(AgentError::Config(
+                "max_concurrent_turns must be at least 1".into(),
+            ));
+        }
+        let tools = self
+            .tools
+            .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())));
+        let mut options = self
+            .options
+            .unwrap_or_else(|| LlmOptions::new(default_model(self.llm.provider())));
+        if options.model.is_empty() {
+            default_model(self.llm.provider()).clone_into(&mut options.model);
+        }
+        if self.system_prompt.is_some() {
+            options.system = self.system_prompt;
+        }
+        let sandbox = match self.sandbox {
+            Some(s) => s,
+            None => Sandbox::new(std::env::current_dir().map_err(|e| {
+                AgentError::Config(format!(
+                    "the current directory, the default working directory of tools, is unknown ({e}); set one with `sandbox`"
+                ))
+            })?),
+        };
+        let turn_model = Arc::new(TurnModel::new(Arc::clone(&self.llm), options.clone()));
+        Ok(Agent {
+            shared: Arc::new(Shared {
+                llm: self.llm,
+                tools,
+                options,
+                gateway: self
+                    .gateway
+                    .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
+                max_steps: self.max_steps,
+                streaming: self.streaming,
+                permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
+                sessions: Sessions::default(),
+                // Made absolute once, as `Sandbox::new` does: a later
+                // `chdir` must not move every session's workspace.
+                sessions_dir: self
+                    .sessions_dir
+                    .map(|d| std::path::absolute(&d).unwrap_or(d)),
+                tool_timeout: self.tool_timeout,
+                sandbox: Arc::new(sandbox),
+                turn_model,
+                states: self.states,
+                holder: format!("agent-{}", uuid::Uuid::new_v4()),
+                claims: std::sync::atomic::AtomicU64::new(0),
+                lease: self.lease,
+                released: tokio::sync::Notify::new(),
+            }),
+        })
+    }
+}
+
+/// A model to use when none is set: each provider's general one.
+fn default_model(provider: &str) -> &'static str {
+    match provider {
+        "Claude" => "claude-sonnet-4-5",
+        "Gemini" => "gemini-2.5-flash",
+        "OpenAI" => "gpt-4.1",
+        _ => "default",
+    }
+}
