@@ -187,7 +187,7 @@ impl<F: WireFormat> Backend<F> {
             .map(|p| p.system_texts.iter().map(String::as_str).collect())
             .unwrap_or_default();
         system_texts.extend(wire.system.iter().map(|&(_, t)| t));
-        let fields = self.fields(&request, &system_texts, stream);
+        let fields = self.fields(&request, &system_texts, stream)?;
 
         let mut body = Vec::with_capacity(
             kept.as_ref().map_or(0, |p| p.json.len()) + 256 * (wire.messages.len() + 4),
@@ -268,18 +268,29 @@ impl<F: WireFormat> Backend<F> {
     }
 
     /// The body's fields besides the history, asking for a stream when
-    /// `stream`.
+    /// `stream`, with the options' provider parameters merged in last.
     fn fields(
         &self,
         request: &Request<'_>,
         system: &[&str],
         stream: bool,
-    ) -> serde_json::Map<String, Value> {
+    ) -> Result<serde_json::Map<String, Value>, LlmError> {
+        let params = &request.options.provider_params;
+        if params.contains_key(F::HISTORY_KEY) {
+            return Err(LlmError::Config {
+                provider: F::NAME,
+                message: format!(
+                    "the provider parameter `{}` is the history's own key; the history is the messages the call is given",
+                    F::HISTORY_KEY
+                ),
+            });
+        }
         let mut fields = self.format.encode_body(request, system);
         if stream {
             self.format.stream_fields(&mut fields);
         }
-        fields
+        crate::options::merge_params(&mut fields, params);
+        Ok(fields)
     }
 
     fn unencodable(e: &serde_json::Error) -> LlmError {

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use kesoku_core::Message;
 
@@ -17,6 +18,29 @@ use futures_util::StreamExt as _;
 pub type LlmFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// An LLM backend: one call, one assistant turn.
+///
+/// `Box<L>` and `Arc<L>` of a model are models too, so a provider can be
+/// chosen at run time, or one backend (and its caches) shared by agents:
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use kesoku_llm::{Agent, Llm, ScriptedLlm};
+///
+/// let offline = true;
+/// let model: Box<dyn Llm> = if offline {
+///     Box::new(ScriptedLlm::from_json(serde_json::json!([{"text": "hi"}])).unwrap())
+/// } else {
+///     Box::new(kesoku_llm::ClaudeLlm::from_env().unwrap())
+/// };
+/// let shared: Arc<dyn Llm> = Arc::from(model);
+/// let first = Agent::builder(Arc::clone(&shared)).build().unwrap();
+/// let second = Agent::builder(shared).build().unwrap();
+/// let outcome = first.send("s", "Hello").await.unwrap();
+/// assert_eq!(outcome.answer.as_deref(), Some("hi"));
+/// # let _ = second;
+/// # });
+/// ```
 pub trait Llm: Send + Sync {
     /// The provider's name, for logs and errors.
     fn provider(&self) -> &'static str;
@@ -59,3 +83,42 @@ pub trait Llm: Send + Sync {
         false
     }
 }
+
+/// Forwards every method to the model behind the pointer, so a model
+/// chosen at run time (`Box<dyn Llm>`) or shared between agents
+/// (`Arc<L>`) is an [`Llm`] itself.
+macro_rules! forward_llm {
+    ($($pointer:ident),*) => {$(
+        impl<L: Llm + ?Sized> Llm for $pointer<L> {
+            fn provider(&self) -> &'static str {
+                (**self).provider()
+            }
+
+            fn complete<'a>(
+                &'a self,
+                session_id: &'a str,
+                messages: &'a [Message],
+                tools: &'a [ToolDeclaration],
+                options: &'a LlmOptions,
+            ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
+                (**self).complete(session_id, messages, tools, options)
+            }
+
+            fn stream<'a>(
+                &'a self,
+                session_id: &'a str,
+                messages: &'a [Message],
+                tools: &'a [ToolDeclaration],
+                options: &'a LlmOptions,
+            ) -> EventStream<'a> {
+                (**self).stream(session_id, messages, tools, options)
+            }
+
+            fn streams(&self) -> bool {
+                (**self).streams()
+            }
+        }
+    )*};
+}
+
+forward_llm!(Box, Arc);

@@ -1,6 +1,8 @@
 //! [`LlmOptions`] and [`ToolChoice`]: what one model call asks for besides
 //! the history and the tools.
 
+use serde_json::{Map, Value};
+
 /// Whether and which tools the model must call.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ToolChoice {
@@ -28,6 +30,12 @@ pub struct LlmOptions {
     pub tool_choice: ToolChoice,
     /// System instructions, before any `system` messages of the history.
     pub system: Option<String>,
+    /// The provider's own parameters, merged into the request body last
+    /// (objects member by member, anything else replaced): Anthropic's
+    /// `thinking`, OpenAI's `reasoning_effort`, Gemini's
+    /// `generationConfig.thinkingConfig`. See
+    /// [`with_param`](Self::with_param).
+    pub provider_params: Map<String, Value>,
 }
 
 impl LlmOptions {
@@ -39,6 +47,83 @@ impl LlmOptions {
             temperature: None,
             tool_choice: ToolChoice::Auto,
             system: None,
+            provider_params: Map::new(),
         }
+    }
+
+    /// Adds a provider's own parameter to every request made with these
+    /// options, merged into the body after kesoku's fields: an object
+    /// merges member by member into what is there (so Gemini's
+    /// `generationConfig` keeps its `maxOutputTokens`), any other value
+    /// replaces it. The history's own key (`messages`, `contents`) cannot
+    /// be set this way: a call with it fails with
+    /// [`LlmError::Config`](crate::LlmError::Config).
+    ///
+    /// ```
+    /// use kesoku_llm::LlmOptions;
+    /// use serde_json::json;
+    ///
+    /// let claude = LlmOptions::new("claude-sonnet-4-5")
+    ///     .with_param("thinking", json!({"type": "enabled", "budget_tokens": 2048}));
+    /// let openai = LlmOptions::new("o4-mini").with_param("reasoning_effort", json!("low"));
+    /// let gemini = LlmOptions::new("gemini-2.5-flash")
+    ///     .with_param("generationConfig", json!({"thinkingConfig": {"thinkingBudget": 0}}));
+    /// assert_eq!(openai.provider_params["reasoning_effort"], "low");
+    /// # let _ = (claude, gemini);
+    /// ```
+    #[must_use]
+    pub fn with_param(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.provider_params.insert(key.into(), value);
+        self
+    }
+}
+
+/// Merges `params` into `fields`: objects member by member, recursively;
+/// anything else replaced.
+pub(crate) fn merge_params(fields: &mut Map<String, Value>, params: &Map<String, Value>) {
+    for (key, value) in params {
+        match (fields.get_mut(key), value) {
+            (Some(Value::Object(have)), Value::Object(add)) => merge_params(have, add),
+            _ => {
+                fields.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn params_merge_objects_and_replace_the_rest() {
+        let Value::Object(mut fields) = json!({
+            "generationConfig": {"maxOutputTokens": 10, "stopSequences": ["x"]},
+            "temperature": 1
+        }) else {
+            unreachable!()
+        };
+        let Value::Object(params) = json!({
+            "generationConfig": {"thinkingConfig": {"thinkingBudget": 0}, "stopSequences": []},
+            "temperature": null,
+            "new": [1]
+        }) else {
+            unreachable!()
+        };
+        merge_params(&mut fields, &params);
+        assert_eq!(
+            Value::Object(fields),
+            json!({
+                "generationConfig": {
+                    "maxOutputTokens": 10,
+                    "stopSequences": [],
+                    "thinkingConfig": {"thinkingBudget": 0}
+                },
+                "temperature": null,
+                "new": [1]
+            })
+        );
     }
 }

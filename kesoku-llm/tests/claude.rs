@@ -450,3 +450,49 @@ async fn a_retry_after_beyond_the_cap_returns_the_error_at_once() {
     );
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+/// Provider parameters reach the body as given (Anthropic's extended
+/// thinking), beside kesoku's own fields; the history's key is refused.
+#[tokio::test]
+async fn provider_params_are_merged_into_the_body() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("anthropic/text.json")))
+        .mount(&server)
+        .await;
+    let options = LlmOptions::new("claude-test")
+        .with_param(
+            "thinking",
+            json!({"type": "enabled", "budget_tokens": 1024}),
+        )
+        .with_param("max_tokens", json!(2048));
+    claude(&server)
+        .complete("s", &[user("Hi")], &[], &options)
+        .await
+        .unwrap();
+    let body = body_of(&server, 0).await;
+    assert_eq!(
+        body,
+        json!({
+            "model": "claude-test",
+            "max_tokens": 2048,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+        })
+    );
+    let err = claude(&server)
+        .complete(
+            "s",
+            &[user("Hi")],
+            &[],
+            &LlmOptions::new("claude-test").with_param("messages", json!([])),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`messages` is the history's own key"),
+        "{err}"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+}

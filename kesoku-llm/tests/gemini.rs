@@ -301,3 +301,33 @@ fn the_model_parts_are_replayed_unchanged() {
     assert_eq!(replay["contents"][1]["parts"], parts);
     assert_eq!(replay["contents"].as_array().unwrap().len(), 2);
 }
+
+/// Provider parameters are merged into the body member by member: Gemini's
+/// `thinkingConfig` joins the `generationConfig` kesoku writes, which
+/// keeps its `maxOutputTokens`.
+#[tokio::test]
+async fn provider_params_are_merged_into_the_body() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("gemini/text.json")))
+        .mount(&server)
+        .await;
+    let options = LlmOptions::new("gemini-test").with_param(
+        "generationConfig",
+        json!({"thinkingConfig": {"thinkingBudget": 0}}),
+    );
+    llm(&server)
+        .complete("s", &[user("Hi")], &[], &options)
+        .await
+        .unwrap();
+    assert_eq!(
+        body_of(&server, 0).await,
+        json!({
+            "contents": [{"role": "user", "parts": [{"text": "Hi"}]}],
+            "generationConfig": {
+                "maxOutputTokens": 4096,
+                "thinkingConfig": {"thinkingBudget": 0}
+            }
+        })
+    );
+}

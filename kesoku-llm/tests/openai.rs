@@ -267,3 +267,29 @@ async fn one_tool_call() {
     let args = turn.tool_calls[0].parse_arguments().unwrap().into_owned();
     assert_eq!(args, json!({"city": "Oslo"}));
 }
+
+/// Provider parameters reach the body as given (OpenAI's
+/// `reasoning_effort`), beside kesoku's own fields, streamed or not.
+#[tokio::test]
+async fn provider_params_are_merged_into_the_body() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("openai/text.json")))
+        .mount(&server)
+        .await;
+    let options = LlmOptions::new("o4-mini")
+        .with_param("reasoning_effort", json!("low"))
+        .with_param("stream_options", json!({"include_obfuscation": false}));
+    llm(&server)
+        .complete("s", &[user("Hi")], &[], &options)
+        .await
+        .unwrap();
+    let body = body_of(&server, 0).await;
+    assert_eq!(body["reasoning_effort"], "low");
+    assert_eq!(body["model"], "o4-mini");
+    assert_eq!(body["messages"][0]["role"], "user");
+    assert_eq!(
+        body["stream_options"],
+        json!({"include_obfuscation": false})
+    );
+}

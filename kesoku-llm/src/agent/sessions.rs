@@ -8,10 +8,17 @@
 //! ran on the session, in this process or another, are in it. The views
 //! of the sessions used least recently are dropped when they hold more
 //! than a budget of messages.
+//!
+//! A slot lives only while a turn of its session holds it: the map keeps
+//! it weakly, and dead entries are swept as the map grows, so a `serve()`
+//! that sees sessions without end keeps memory flat. A user message seen
+//! while no turn of its session is here needs no mark: a turn that starts
+//! later reads the session's stored history after taking its slot, and
+//! finds the newer message there.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use kesoku_core::store::Seq;
 use tokio::sync::watch;
@@ -83,48 +90,80 @@ impl Slot {
     }
 }
 
-/// Every session's [`Slot`].
+/// The fewest entries the slot map sweeps its dead ones at.
+const SWEEP_AT: usize = 1_024;
+
+/// The [`Slot`] of every session a turn holds here.
 #[derive(Debug)]
 pub(crate) struct Sessions {
-    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    slots: Mutex<Slots>,
     views: Lru<View>,
+}
+
+/// Slots by session, weakly: a slot is dropped with the last turn holding
+/// it, its entry when the map is next swept.
+#[derive(Debug)]
+struct Slots {
+    by_session: HashMap<String, Weak<Slot>>,
+    /// The map's size at which dead entries are next swept: twice the
+    /// live ones after a sweep, so sweeping costs O(1) per insert.
+    sweep_at: usize,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
         Sessions {
-            slots: Mutex::default(),
+            slots: Mutex::new(Slots {
+                by_session: HashMap::new(),
+                sweep_at: SWEEP_AT,
+            }),
             views: Lru::new(VIEW_BUDGET),
         }
     }
 }
 
 impl Weigh for View {
-    /// How many messages it holds.
+    /// How many messages it holds, and one for the entry itself, so that
+    /// empty views count against the budget too.
     fn weight(&self) -> usize {
-        self.messages.len()
+        self.messages.len() + 1
     }
 }
 
 impl Sessions {
-    /// The slot of `session`, made on first use.
+    /// The slot of `session`, made if no turn holds one; held by the
+    /// caller for as long as its turn runs (or waits to).
     pub(crate) fn slot(&self, session: &str) -> Arc<Slot> {
-        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(slot) = slots.get(session) {
-            return Arc::clone(slot);
+        let mut slots = self.lock();
+        if let Some(slot) = slots.by_session.get(session).and_then(Weak::upgrade) {
+            return slot;
         }
         let slot = Arc::new(Slot {
             marks: watch::Sender::new(Marks::default()),
             running: AtomicI64::new(0),
         });
-        slots.insert(session.to_owned(), Arc::clone(&slot));
+        slots
+            .by_session
+            .insert(session.to_owned(), Arc::downgrade(&slot));
+        if slots.by_session.len() >= slots.sweep_at {
+            slots.by_session.retain(|_, slot| slot.strong_count() > 0);
+            slots.sweep_at = (slots.by_session.len() * 2).max(SWEEP_AT);
+        }
         slot
     }
 
-    /// Notes a user message of `session` at `seq`; a running turn of an
-    /// older one sees itself interrupted at once.
+    /// The slot of `session` if a turn holds one.
+    fn live(&self, session: &str) -> Option<Arc<Slot>> {
+        self.lock().by_session.get(session).and_then(Weak::upgrade)
+    }
+
+    /// Notes a user message of `session` at `seq`; a running (or waiting)
+    /// turn of an older one sees itself interrupted at once.
     pub(crate) fn saw_user_message(&self, session: &str, seq: Seq) {
-        self.slot(session).marks.send_if_modified(|marks| {
+        let Some(slot) = self.live(session) else {
+            return;
+        };
+        slot.marks.send_if_modified(|marks| {
             let newer = seq > marks.newest;
             if newer {
                 marks.newest = seq;
@@ -135,8 +174,19 @@ impl Sessions {
 
     /// Stops the turn running for `session` in this agent, if any.
     pub(crate) fn stop(&self, session: &str) -> bool {
-        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        slots.get(session).is_some_and(|slot| slot.stop())
+        self.live(session).is_some_and(|slot| slot.stop())
+    }
+
+    /// How many sessions have an entry in the slot map (live or awaiting
+    /// a sweep).
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        self.lock().by_session.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        // Each change is one insert or one sweep: valid after any panic.
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes out the kept view of `session`, if any; the turn puts it
@@ -149,5 +199,48 @@ impl Sessions {
     /// views while they hold more than the budget.
     pub(crate) fn put_view(&self, session: &str, view: View) {
         self.views.put(session, view);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_live_as_long_as_a_turn_holds_them() {
+        let sessions = Sessions::default();
+        let held = sessions.slot("a");
+        assert!(Arc::ptr_eq(&held, &sessions.slot("a")));
+        sessions.saw_user_message("a", 7);
+        assert!(held.is_newer_than(6));
+        drop(held);
+        // No turn holds it: a message seen now marks nothing, and the next
+        // turn starts from a fresh slot (it reads newer prompts from the
+        // store).
+        sessions.saw_user_message("a", 9);
+        assert!(!sessions.slot("a").is_newer_than(8));
+    }
+
+    #[test]
+    fn a_server_that_sees_sessions_without_end_keeps_few_entries() {
+        let sessions = Sessions::default();
+        let held: Vec<_> = (0..10)
+            .map(|i| sessions.slot(&format!("held-{i}")))
+            .collect();
+        for i in 0..100_000 {
+            let slot = sessions.slot(&format!("s-{i}"));
+            sessions.saw_user_message(&format!("s-{i}"), 1);
+            drop(slot);
+            sessions.saw_user_message(&format!("gone-{i}"), 1);
+        }
+        assert!(
+            sessions.entries() <= SWEEP_AT,
+            "{} entries",
+            sessions.entries()
+        );
+        // The held ones survived every sweep.
+        for (i, slot) in held.iter().enumerate() {
+            assert!(Arc::ptr_eq(slot, &sessions.slot(&format!("held-{i}"))));
+        }
     }
 }
