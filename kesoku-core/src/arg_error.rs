@@ -70,7 +70,7 @@ impl fmt::Display for ArgError {
             ArgErrorKind::Unknown { valid } => {
                 let name = path.rsplit(['.', '[']).next().unwrap_or(path);
                 write!(f, "unknown argument `{path}`")?;
-                if let Some(m) = crate::suggest(name, valid.iter().map(AsRef::as_ref)) {
+                if let Some(m) = crate::suggest::suggest(name, valid.iter().map(AsRef::as_ref)) {
                     write!(f, "; did you mean `{m}`?")?;
                 }
                 if valid.is_empty() {

@@ -6,9 +6,9 @@
 //! this next to the `#[tool]` macro.
 
 // The modules form layers: each uses only modules on lines above its own
-// (`python3 ../shared/tools/layers.py` checks there is no cycle).
+// (`python3 tools/layers/check.py` checks there is no cycle, at any depth).
 //
-// 1. leaves:      hints, schema, content, request, future, delta
+// 1. leaves:      hints, schema, content, request, future, delta, suggest
 // 1b.            tool_schema (schema, hints)
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema),
@@ -42,6 +42,7 @@ pub mod row;
 mod runner;
 mod schema;
 pub mod store;
+mod suggest;
 mod tool;
 mod tool_arg;
 mod tool_schema;
@@ -272,17 +273,4 @@ pub mod __private {
             None
         }
     }
-}
-
-/// The closest of `candidates` to `word`, if one is close enough to be a
-/// likely typo.
-pub(crate) fn suggest<'a>(
-    word: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
-    candidates
-        .map(|c| (strsim::normalized_damerau_levenshtein(word, c), c))
-        .filter(|(score, _)| *score >= 0.5)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
 }

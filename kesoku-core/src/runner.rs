@@ -468,7 +468,7 @@ impl ToolRunner {
     fn lookup(&self, name: &str) -> Result<&Tool, CallError> {
         self.registry.get(name).ok_or_else(|| {
             let names: Vec<&str> = self.registry.names().collect();
-            let hint = crate::suggest(name, names.iter().copied())
+            let hint = crate::suggest::suggest(name, names.iter().copied())
                 .map(|m| format!("; did you mean `{m}`?"))
                 .unwrap_or_default();
             let available = if names.is_empty() {

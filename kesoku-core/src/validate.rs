@@ -174,7 +174,7 @@ impl Validator {
             Schema::Enum(values) => match v {
                 Value::String(s) if values.contains(&s.as_str()) => {}
                 Value::String(s) => {
-                    let hint = crate::suggest(s, values.iter().copied())
+                    let hint = crate::suggest::suggest(s, values.iter().copied())
                         .map(|m| format!("; did you mean `{m}`?"))
                         .unwrap_or_default();
                     self.error(ArgErrorKind::Invalid {

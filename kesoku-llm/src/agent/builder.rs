@@ -11,8 +11,9 @@ use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry};
 use tokio::sync::Semaphore;
 
 use super::sessions::Sessions;
+use super::shared::{AddState, MIN_LEASE, Shared};
 use super::toolset::Toolset;
-use super::{AddState, Agent, AgentError, MIN_LEASE, Shared};
+use super::{Agent, AgentError};
 use crate::tools::{Sandbox, TurnModel};
 use crate::{Llm, LlmOptions};
 
@@ -40,6 +41,13 @@ impl std::fmt::Debug for AgentBuilder {
             .field("provider", &self.llm.provider())
             .field("max_steps", &self.max_steps)
             .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent over `llm` (any [`Llm`]).
+    pub fn builder(llm: impl Llm + 'static) -> AgentBuilder {
+        AgentBuilder::new(Arc::new(llm))
     }
 }
 

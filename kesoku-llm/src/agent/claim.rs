@@ -11,11 +11,11 @@ use futures_util::FutureExt as _;
 use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{GatewayError, Message, Status};
 
-use super::Shared;
 use super::outcome::{AgentError, TurnOutcome};
 use super::retry::retried_store;
 use super::run::{end_panicked, turn};
 use super::sessions::Slot;
+use super::shared::Shared;
 
 /// How long a worker waits, at first, before it tries again for a lease
 /// another holds; the wait doubles up to [`LEASE_RETRY_MAX`].

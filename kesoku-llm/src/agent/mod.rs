@@ -17,6 +17,7 @@ mod outcome;
 mod retry;
 mod run;
 mod sessions;
+mod shared;
 mod toolset;
 mod view;
 
@@ -27,17 +28,14 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kesoku_core::gateway::{Filter, Gateway};
 use kesoku_core::store::{Seq, Store};
-use kesoku_core::{Message, MessageType, Role, Status, ToolContext};
-use tokio::sync::Semaphore;
+use kesoku_core::{Message, MessageType, Role, Status};
 use tokio::task::JoinSet;
 
 pub use builder::AgentBuilder;
 pub use outcome::{AgentError, TurnOutcome, TurnStatus};
+use shared::Shared;
 
-use crate::tools::{Sandbox, TurnModel};
-use crate::{Llm, LlmOptions};
-use sessions::Sessions;
-use toolset::Toolset;
+use crate::Llm;
 
 /// An agent: a model, tools, a store, and the turn loop between them.
 ///
@@ -72,50 +70,6 @@ pub struct Agent {
     shared: Arc<Shared>,
 }
 
-/// What every clone of an agent shares.
-pub(crate) struct Shared {
-    pub(crate) llm: Arc<dyn Llm>,
-    pub(crate) tools: Toolset,
-    pub(crate) options: LlmOptions,
-    pub(crate) gateway: Gateway,
-    pub(crate) max_steps: usize,
-    /// Whether replies are streamed (when the model can).
-    pub(crate) streaming: bool,
-    pub(crate) permits: Arc<Semaphore>,
-    pub(crate) sessions: Sessions,
-    pub(crate) sessions_dir: Option<PathBuf>,
-    pub(crate) tool_timeout: Option<Duration>,
-    /// Given to every turn's tools, in their context's state.
-    pub(crate) sandbox: Arc<Sandbox>,
-    pub(crate) turn_model: Arc<TurnModel>,
-    /// The user's state, each added to every turn's context.
-    pub(crate) states: Vec<AddState>,
-    /// This agent's name, unique to it: each claim's lease holder is it
-    /// and the claim's number ([`Shared::claim_holder`]).
-    pub(crate) holder: String,
-    /// How many claims this agent made.
-    pub(crate) claims: std::sync::atomic::AtomicU64,
-    /// How long a session's lease lasts unless renewed.
-    pub(crate) lease: Duration,
-    /// Told when a turn gives up its session's lease, so `serve` asks at
-    /// once for a prompt that waited on that session.
-    pub(crate) released: tokio::sync::Notify,
-}
-
-impl Shared {
-    /// The lease holder of a new claim: one per turn, so a turn's lease is
-    /// its own even among turns of this agent.
-    pub(crate) fn claim_holder(&self) -> String {
-        let n = self
-            .claims
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("{}#{n}", self.holder)
-    }
-}
-
-/// Adds one value of the user's state to a context.
-pub(crate) type AddState = Arc<dyn Fn(ToolContext) -> ToolContext + Send + Sync>;
-
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
@@ -130,8 +84,6 @@ impl std::fmt::Debug for Agent {
 /// How often a `send` whose message another agent claimed checks whether
 /// that agent finished it.
 const ELSEWHERE_POLL: Duration = Duration::from_millis(50);
-/// The shortest lease [`AgentBuilder::lease`] takes.
-const MIN_LEASE: Duration = Duration::from_millis(300);
 /// How many times per lease `serve` (and a `send` waiting on another
 /// worker) puts back the turns of workers that died: a dead worker's turn
 /// is resumed at most a lease and a tenth of one after its last renewal.
@@ -148,11 +100,6 @@ impl Drop for AbortOnDrop {
 }
 
 impl Agent {
-    /// Starts building an agent over `llm` (any [`Llm`]).
-    pub fn builder(llm: impl Llm + 'static) -> AgentBuilder {
-        AgentBuilder::new(Arc::new(llm))
-    }
-
     /// The gateway the agent posts through: front ends in this process
     /// post and listen here.
     pub fn gateway(&self) -> &Gateway {

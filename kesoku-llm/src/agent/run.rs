@@ -23,10 +23,10 @@ use tracing::Instrument;
 use futures_util::StreamExt as _;
 use kesoku_core::{Delta, DeltaKind};
 
-use super::Shared;
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::retry::{retried, retried_store};
 use super::sessions::Slot;
+use super::shared::Shared;
 use super::view::{View, healing_result, orphans};
 use crate::StreamEvent;
 use crate::ToolDeclaration;

@@ -1,0 +1,63 @@
+//! [`Shared`]: what every clone of an agent shares, which the turn's
+//! modules (`claim.rs`, `run.rs`) read and [`AgentBuilder`](super::AgentBuilder)
+//! puts together.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kesoku_core::ToolContext;
+use kesoku_core::gateway::Gateway;
+use tokio::sync::Semaphore;
+
+use super::sessions::Sessions;
+use super::toolset::Toolset;
+use crate::tools::{Sandbox, TurnModel};
+use crate::{Llm, LlmOptions};
+
+/// The shortest lease [`AgentBuilder::lease`] takes.
+pub(crate) const MIN_LEASE: Duration = Duration::from_millis(300);
+
+/// What every clone of an agent shares.
+pub(crate) struct Shared {
+    pub(crate) llm: Arc<dyn Llm>,
+    pub(crate) tools: Toolset,
+    pub(crate) options: LlmOptions,
+    pub(crate) gateway: Gateway,
+    pub(crate) max_steps: usize,
+    /// Whether replies are streamed (when the model can).
+    pub(crate) streaming: bool,
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) sessions: Sessions,
+    pub(crate) sessions_dir: Option<PathBuf>,
+    pub(crate) tool_timeout: Option<Duration>,
+    /// Given to every turn's tools, in their context's state.
+    pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) turn_model: Arc<TurnModel>,
+    /// The user's state, each added to every turn's context.
+    pub(crate) states: Vec<AddState>,
+    /// This agent's name, unique to it: each claim's lease holder is it
+    /// and the claim's number ([`Shared::claim_holder`]).
+    pub(crate) holder: String,
+    /// How many claims this agent made.
+    pub(crate) claims: std::sync::atomic::AtomicU64,
+    /// How long a session's lease lasts unless renewed.
+    pub(crate) lease: Duration,
+    /// Told when a turn gives up its session's lease, so `serve` asks at
+    /// once for a prompt that waited on that session.
+    pub(crate) released: tokio::sync::Notify,
+}
+
+impl Shared {
+    /// The lease holder of a new claim: one per turn, so a turn's lease is
+    /// its own even among turns of this agent.
+    pub(crate) fn claim_holder(&self) -> String {
+        let n = self
+            .claims
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{}#{n}", self.holder)
+    }
+}
+
+/// Adds one value of the user's state to a context.
+pub(crate) type AddState = Arc<dyn Fn(ToolContext) -> ToolContext + Send + Sync>;
