@@ -307,7 +307,7 @@ mod fuzz {
                     events.push(Event {
                         name: std::mem::take(&mut event),
                         data: std::mem::take(&mut data),
-                        id: id.clone(),
+                        id: id.as_str().into(),
                     });
                 }
                 event.clear();
