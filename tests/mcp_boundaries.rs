@@ -548,3 +548,75 @@ async fn http_closes_stalled_bodies_and_stays_reachable_past_its_descriptors() {
     assert_eq!(status, 200, "{body}");
     assert!(child.try_wait().unwrap().is_none(), "still running");
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn http_drops_a_client_that_never_reads_its_answers() {
+    // One connection at most, so a client holding it locks out every other.
+    let mut child = Command::new(example("mcp_server"))
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--read-timeout-ms",
+            "1000",
+            "--max-connections",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).await.unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("serving MCP on ")
+        .unwrap()
+        .to_owned();
+    let authority = authority_of(&url);
+
+    // Pings whose ids are 1 MB long, so each answer is too, sent one after
+    // another on one kept-alive connection that never reads: the answers
+    // fill the socket's buffers and the server's writes stall.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut greedy = socket.connect(authority.parse().unwrap()).await.unwrap();
+    let id = "x".repeat(1 << 20);
+    let body = format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"ping"}}"#);
+    let request = format!(
+        "{}Content-Length: {}\r\n\r\n{body}",
+        mcp_head(&authority),
+        body.len()
+    );
+    let writer = tokio::spawn(async move {
+        for _ in 0..64 {
+            if greedy.write_all(request.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        // Held open, unread, until the test ends.
+        std::future::pending::<()>().await;
+        drop(greedy);
+    });
+
+    // Past a few read timeouts, the stalled connection is dropped and
+    // another client is served.
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let started = Instant::now();
+    let mut status = 0;
+    while started.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        status = exchange(&authority, &mcp_head(&authority), ping).await.0;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+    }
+    writer.abort();
+    assert_eq!(
+        status, 200,
+        "a client that never reads still holds the only connection"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+}
