@@ -113,9 +113,22 @@ pub(crate) fn read(bytes: &[u8]) -> Frame {
             has_id: false,
         };
     };
+    let is_request = top.method.is_some();
+    if top.repeated_id {
+        // Which id was meant is unknown (serde_json, and so rmcp, would
+        // take the last; the scan the first): JSON-RPC answers `null`.
+        let message = "the id is given more than once";
+        return if is_request {
+            Frame::Answer {
+                text: answer("null", INVALID_REQUEST, message),
+                has_id: false,
+            }
+        } else {
+            Frame::Skip(Skip::Unreadable(message.to_owned()))
+        };
+    }
     let id = top.id.as_ref();
     let reply_id = id.map_or("null", |id| id.reply(text));
-    let is_request = top.method.is_some();
     // Refuses with `code` and `message`, or skips a message with no id.
     let refuse = |code: i32, message: &str| match id {
         Some(_) if is_request => Frame::Answer {
@@ -303,6 +316,29 @@ mod tests {
             (a["id"].clone(), a["error"]["code"].clone()),
             (Value::Null, (-32600).into())
         );
+    }
+
+    #[test]
+    fn a_repeated_id_is_refused_without_guessing_which() {
+        // serde_json keeps the last of a repeated member, the scan the
+        // first: either answer could carry the id the client did not mean.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"ping","id":true}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","\u0069d":1}"#,
+        ] {
+            let a = answered(line);
+            assert_eq!(
+                (a["id"].clone(), a["error"]["code"].clone()),
+                (Value::Null, (-32600).into()),
+                "{line}"
+            );
+        }
+        // A repeated id inside params is no concern of the framing.
+        assert!(matches!(
+            read(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"id":1,"id":2}}}"#),
+            Frame::Message { .. }
+        ));
     }
 
     #[test]
