@@ -115,17 +115,9 @@ pub(crate) fn read(bytes: &[u8]) -> Frame {
     };
     let is_request = top.method.is_some();
     if top.repeated_id {
-        // Which id was meant is unknown (serde_json, and so rmcp, would
-        // take the last; the scan the first): JSON-RPC answers `null`.
-        let message = "the id is given more than once";
-        return if is_request {
-            Frame::Answer {
-                text: answer("null", INVALID_REQUEST, message),
-                has_id: false,
-            }
-        } else {
-            Frame::Skip(Skip::Unreadable(message.to_owned()))
-        };
+        // Which was meant is unknown (serde_json, and so rmcp, keeps the
+        // last; the scan the first): JSON-RPC then answers `null`.
+        return unknown_id(is_request, "the id is given more than once");
     }
     let id = top.id.as_ref();
     let reply_id = id.map_or("null", |id| id.reply(text));
@@ -206,6 +198,19 @@ pub(crate) fn read(bytes: &[u8]) -> Frame {
         }
         (_, Some(m)) => refuse(METHOD_NOT_FOUND, &format!("method not found: `{m}`")),
         (Err(e), None) => Frame::Skip(Skip::Unreadable(e.to_string())),
+    }
+}
+
+/// Refuses a message whose id cannot be told: a request is answered with
+/// a `null` id, anything else skipped.
+fn unknown_id(is_request: bool, message: &str) -> Frame {
+    if is_request {
+        Frame::Answer {
+            text: answer("null", INVALID_REQUEST, message),
+            has_id: false,
+        }
+    } else {
+        Frame::Skip(Skip::Unreadable(message.to_owned()))
     }
 }
 
