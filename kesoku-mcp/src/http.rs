@@ -342,6 +342,8 @@ struct WriteStall {
 }
 
 impl WriteStall {
+    /// A write's outcome `poll`, or a timeout once writes have waited
+    /// `limit` with no progress.
     fn progress<T>(
         &mut self,
         cx: &mut Context<'_>,
@@ -400,10 +402,10 @@ impl AsyncWrite for WriteStall {
         self.stream.is_write_vectored()
     }
 
+    // A flush moves no bytes (a TCP stream's never waits), so it does not
+    // count as progress: only a write that took bytes disarms the timer.
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.stream).poll_flush(cx);
-        this.progress(cx, poll)
+        Pin::new(&mut self.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
