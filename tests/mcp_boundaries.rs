@@ -412,6 +412,36 @@ async fn http_answers_what_rmcp_cannot_parse_with_json_rpc_errors() {
 }
 
 #[tokio::test]
+async fn http_serves_repeated_members_as_stdio_does() {
+    // serde_json reads a repeated member as its last; rmcp's own parser
+    // refuses one (415 over HTTP), though the same line is served over
+    // stdio.
+    let (_server, url) = http_server().await;
+    let authority = authority_of(&url);
+    let head = mcp_head(&authority);
+    for body in [
+        r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{},"params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":null,"cursor":null}}"#,
+    ] {
+        let (status, answer) = exchange(&authority, &head, body).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+        let (id, code, result) = read_answer(&answer);
+        assert_eq!((id.as_str(), code), ("1", None), "{body}: {answer}");
+        assert!(result.is_some(), "{body}: {answer}");
+    }
+    // A repeated id leaves the request's id unknown.
+    let body = r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#;
+    let (status, answer) = exchange(&authority, &head, body).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        read_answer(&answer),
+        ("null".to_owned(), Some(-32600), None)
+    );
+}
+
+#[tokio::test]
 async fn http_refuses_two_hosts_two_origins_and_a_foreign_absolute_target() {
     let (_server, url) = http_server().await;
     let authority = authority_of(&url);
