@@ -58,7 +58,7 @@ const KNOWN_METHODS: &[&str] = &[
 #[derive(Debug)]
 pub(crate) enum Frame {
     /// A message rmcp can take; `text` is it as JSON, which rmcp parses
-    /// as `message`: what was sent as serde_json read it (lone surrogates
+    /// as `message`: what was sent as `serde_json` read it (lone surrogates
     /// replaced, a repeated member's last kept) and wrote it again, since
     /// rmcp's own parser refuses a repeated member.
     Message {
