@@ -412,6 +412,36 @@ async fn http_answers_what_rmcp_cannot_parse_with_json_rpc_errors() {
 }
 
 #[tokio::test]
+async fn http_serves_repeated_members_as_stdio_does() {
+    // serde_json reads a repeated member as its last; rmcp's own parser
+    // refuses one (415 over HTTP), though the same line is served over
+    // stdio.
+    let (_server, url) = http_server().await;
+    let authority = authority_of(&url);
+    let head = mcp_head(&authority);
+    for body in [
+        r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{},"params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":null,"cursor":null}}"#,
+    ] {
+        let (status, answer) = exchange(&authority, &head, body).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+        let (id, code, result) = read_answer(&answer);
+        assert_eq!((id.as_str(), code), ("1", None), "{body}: {answer}");
+        assert!(result.is_some(), "{body}: {answer}");
+    }
+    // A repeated id leaves the request's id unknown.
+    let body = r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#;
+    let (status, answer) = exchange(&authority, &head, body).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        read_answer(&answer),
+        ("null".to_owned(), Some(-32600), None)
+    );
+}
+
+#[tokio::test]
 async fn http_refuses_two_hosts_two_origins_and_a_foreign_absolute_target() {
     let (_server, url) = http_server().await;
     let authority = authority_of(&url);
@@ -546,5 +576,77 @@ async fn http_closes_stalled_bodies_and_stays_reachable_past_its_descriptors() {
     // And the server serves again.
     let (status, body) = exchange(&authority, &mcp_head(&authority), ping).await;
     assert_eq!(status, 200, "{body}");
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn http_drops_a_client_that_never_reads_its_answers() {
+    // One connection at most, so a client holding it locks out every other.
+    let mut child = Command::new(example("mcp_server"))
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--read-timeout-ms",
+            "1000",
+            "--max-connections",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).await.unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("serving MCP on ")
+        .unwrap()
+        .to_owned();
+    let authority = authority_of(&url);
+
+    // Pings whose ids are 1 MB long, so each answer is too, sent one after
+    // another on one kept-alive connection that never reads: the answers
+    // fill the socket's buffers and the server's writes stall.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut greedy = socket.connect(authority.parse().unwrap()).await.unwrap();
+    let id = "x".repeat(1 << 20);
+    let body = format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"ping"}}"#);
+    let request = format!(
+        "{}Content-Length: {}\r\n\r\n{body}",
+        mcp_head(&authority),
+        body.len()
+    );
+    let writer = tokio::spawn(async move {
+        for _ in 0..64 {
+            if greedy.write_all(request.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        // Held open, unread, until the test ends.
+        std::future::pending::<()>().await;
+        drop(greedy);
+    });
+
+    // Past a few read timeouts, the stalled connection is dropped and
+    // another client is served.
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let started = Instant::now();
+    let mut status = 0;
+    while started.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        status = exchange(&authority, &mcp_head(&authority), ping).await.0;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+    }
+    writer.abort();
+    assert_eq!(
+        status, 200,
+        "a client that never reads still holds the only connection"
+    );
     assert!(child.try_wait().unwrap().is_none(), "still running");
 }

@@ -57,8 +57,10 @@ const KNOWN_METHODS: &[&str] = &[
 /// What to do with one message.
 #[derive(Debug)]
 pub(crate) enum Frame {
-    /// A message rmcp can take; `text` is what was sent, with lone
-    /// surrogates replaced, which rmcp parses as `message`.
+    /// A message rmcp can take; `text` is it as JSON, which rmcp parses
+    /// as `message`: what was sent as `serde_json` read it (lone surrogates
+    /// replaced, a repeated member's last kept) and wrote it again, since
+    /// rmcp's own parser refuses a repeated member.
     Message {
         message: Box<ClientJsonRpcMessage>,
         text: String,
@@ -113,9 +115,14 @@ pub(crate) fn read(bytes: &[u8]) -> Frame {
             has_id: false,
         };
     };
+    let is_request = top.method.is_some();
+    if top.repeated_id {
+        // Which was meant is unknown (serde_json, and so rmcp, keeps the
+        // last; the scan the first): JSON-RPC then answers `null`.
+        return unknown_id(is_request, "the id is given more than once");
+    }
     let id = top.id.as_ref();
     let reply_id = id.map_or("null", |id| id.reply(text));
-    let is_request = top.method.is_some();
     // Refuses with `code` and `message`, or skips a message with no id.
     let refuse = |code: i32, message: &str| match id {
         Some(_) if is_request => Frame::Answer {
@@ -186,13 +193,26 @@ pub(crate) fn read(bytes: &[u8]) -> Frame {
     match (parsed, misfit) {
         (Ok(message), None) => Frame::Message {
             message: Box::new(message),
-            text: repaired.into_owned(),
+            text: value.to_string(),
         },
         (_, Some(m)) if KNOWN_METHODS.contains(&m) => {
             refuse(INVALID_PARAMS, &params_problem(m, params))
         }
         (_, Some(m)) => refuse(METHOD_NOT_FOUND, &format!("method not found: `{m}`")),
         (Err(e), None) => Frame::Skip(Skip::Unreadable(e.to_string())),
+    }
+}
+
+/// Refuses a message whose id cannot be told: a request is answered with
+/// a `null` id, anything else skipped.
+fn unknown_id(is_request: bool, message: &str) -> Frame {
+    if is_request {
+        Frame::Answer {
+            text: answer("null", INVALID_REQUEST, message),
+            has_id: false,
+        }
+    } else {
+        Frame::Skip(Skip::Unreadable(message.to_owned()))
     }
 }
 
@@ -306,6 +326,29 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_id_is_refused_without_guessing_which() {
+        // serde_json keeps the last of a repeated member, the scan the
+        // first: either answer could carry the id the client did not mean.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"ping","id":true}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","\u0069d":1}"#,
+        ] {
+            let a = answered(line);
+            assert_eq!(
+                (a["id"].clone(), a["error"]["code"].clone()),
+                (Value::Null, (-32600).into()),
+                "{line}"
+            );
+        }
+        // A repeated id inside params is no concern of the framing.
+        assert!(matches!(
+            read(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"id":1,"id":2}}}"#),
+            Frame::Message { .. }
+        ));
+    }
+
+    #[test]
     fn a_mark_line_ends_and_escaped_names_are_read() {
         let Frame::Message { text, .. } =
             read(b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r\n")
@@ -327,14 +370,16 @@ mod tests {
         else {
             panic!("served")
         };
-        assert!(text.contains(r"a\ufffdb\ufffd"), "{text}");
+        let sent: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(sent["params"]["x"], "a\u{fffd}b\u{fffd}", "{text}");
         // A pair stays a pair.
         let Frame::Message { text, .. } =
             read(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\ud83d\ude00"}}"#)
         else {
             panic!("served")
         };
-        assert!(text.contains(r"\ud83d\ude00"));
+        let sent: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(sent["params"]["x"], "\u{1f600}", "{text}");
         // An id with one is echoed as written.
         let Frame::Answer { text, has_id } =
             read(br#"{"jsonrpc":"2.0","id":"\ud800","method":"ping"}"#)

@@ -15,8 +15,12 @@
 //! id where it can be read, rather than rmcp's `415`.
 
 use std::convert::Infallible;
+use std::future::Future as _;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,6 +32,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -129,7 +134,8 @@ impl HttpOptions {
     /// its body (each; default 30 s). A connection that stalls longer is
     /// answered 408 (or, waiting for headers, just closed), so a stalled
     /// client holds its connection no longer than this; so is a kept-alive
-    /// connection left idle as long.
+    /// connection left idle as long, and one whose answer the client takes
+    /// none of for as long (it stopped reading).
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
         self
@@ -308,12 +314,102 @@ impl HttpServer {
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(read_timeout)
-                    .serve_connection(TokioIo::new(stream), handler);
+                    .serve_connection(
+                        TokioIo::new(WriteStall {
+                            stream,
+                            limit: read_timeout,
+                            stalled: None,
+                        }),
+                        handler,
+                    );
                 if let Err(e) = conn.await {
                     tracing::debug!(error = %e, "an MCP HTTP connection ended with an error");
                 }
             });
         }
+    }
+}
+
+/// A connection whose writes fail once one has made no progress for
+/// `limit`: a client that stops reading (its receive window closed) would
+/// otherwise hold its connection, and so a slot, for as long as it likes,
+/// since hyper times out only the reading of headers.
+struct WriteStall {
+    stream: TcpStream,
+    limit: Duration,
+    /// Armed when a write waits, disarmed when one makes progress.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteStall {
+    /// A write's outcome `poll`, or a timeout once writes have waited
+    /// `limit` with no progress.
+    fn progress<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.stalled = None;
+            return poll;
+        }
+        let limit = self.limit;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client took none of its answer for {limit:?}"),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for WriteStall {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteStall {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.progress(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.progress(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    // A flush moves no bytes (a TCP stream's never waits), so it does not
+    // count as progress: only a write that took bytes disarms the timer.
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 

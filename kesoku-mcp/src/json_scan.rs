@@ -72,6 +72,8 @@ impl Token {
 pub(crate) struct Top {
     pub(crate) id: Option<Token>,
     pub(crate) method: Option<Token>,
+    /// `id` is given more than once (`serde_json` would keep the last).
+    pub(crate) repeated_id: bool,
 }
 
 /// What a scan of a JSON text found.
@@ -260,10 +262,11 @@ impl Scanner<'_> {
             kind,
             lone_surrogate,
         };
-        // The first of a repeated member is kept, as for the id serde_json
-        // would refuse anyway.
+        // The first of a repeated member is kept; a repeated id is noted,
+        // as it leaves the request's id unknown.
         match name.as_str() {
             "id" if top.id.is_none() => top.id = Some(token),
+            "id" => top.repeated_id = true,
             "method" if top.method.is_none() => top.method = Some(token),
             _ => {}
         }

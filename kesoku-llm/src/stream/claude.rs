@@ -3,6 +3,8 @@
 //! `message_delta` (stop reason, usage) and `message_stop`; `ping` and
 //! `error` may come at any point.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use super::{Progress, StreamDecoder, StreamError, StreamEvent, parse};
@@ -13,9 +15,14 @@ pub(crate) struct Decoder {
     /// `message_start`'s message (id, model, role, usage...).
     message: Map<String, Value>,
     blocks: Vec<Block>,
-    /// The stream's block index of each entry of `blocks`.
-    indexes: Vec<u64>,
+    /// The position in `blocks` of each of the stream's block indexes
+    /// (the first block given it), so a delta finds its block at once
+    /// however many there are.
+    indexes: HashMap<u64, usize>,
     calls: usize,
+    /// Blocks looked at to find one: what the linear-work test counts.
+    #[cfg(test)]
+    pub(crate) looked: usize,
 }
 
 #[derive(Debug)]
@@ -39,10 +46,13 @@ enum Block {
 
 impl Decoder {
     fn block(&mut self, index: u64) -> Result<&mut Block, StreamError> {
+        #[cfg(test)]
+        {
+            self.looked += 1;
+        }
         self.indexes
-            .iter()
-            .position(|&i| i == index)
-            .map(|p| &mut self.blocks[p])
+            .get(&index)
+            .map(|&p| &mut self.blocks[p])
             .ok_or_else(|| {
                 StreamError::Malformed(format!("a delta for content block {index}, never started"))
             })
@@ -104,7 +114,7 @@ impl Decoder {
             }
             _ => Block::Other(Value::Object(block)),
         };
-        self.indexes.push(index);
+        self.indexes.entry(index).or_insert(self.blocks.len());
         self.blocks.push(block);
 
         Ok(())

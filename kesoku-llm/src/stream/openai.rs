@@ -4,6 +4,8 @@
 //! choice chunk, with `stream_options.include_usage` a last chunk with the
 //! usage and no choices, and `data: [DONE]`.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use super::{Progress, StreamDecoder, StreamError, StreamEvent, parse};
@@ -16,8 +18,17 @@ pub(crate) struct Decoder {
     content: Option<String>,
     /// Calls in the order they began, with the provider's `index`.
     calls: Vec<Call>,
+    /// The position of the latest call with each `index`, so a piece
+    /// finds its call at once however many there are.
+    latest: HashMap<u64, usize>,
+    /// The calls before this position are ended.
+    ended: usize,
     finish_reason: Option<Value>,
     usage: Option<Value>,
+    /// Calls looked at to find or end one: what the linear-work test
+    /// counts.
+    #[cfg(test)]
+    pub(crate) looked: usize,
 }
 
 #[derive(Debug)]
@@ -26,17 +37,18 @@ struct Call {
     id: String,
     name: String,
     arguments: String,
-    ended: bool,
 }
 
 impl Decoder {
     fn end_calls(&mut self, out: &mut Vec<StreamEvent>) {
-        for (position, call) in self.calls.iter_mut().enumerate() {
-            if !call.ended {
-                call.ended = true;
-                out.push(StreamEvent::ToolCallEnd { index: position });
+        for position in self.ended..self.calls.len() {
+            #[cfg(test)]
+            {
+                self.looked += 1;
             }
+            out.push(StreamEvent::ToolCallEnd { index: position });
         }
+        self.ended = self.calls.len();
     }
 }
 
@@ -102,10 +114,14 @@ impl StreamDecoder for Decoder {
             let index = piece["index"]
                 .as_u64()
                 .unwrap_or_else(|| self.calls.last().map_or(0, |c| c.index));
+            #[cfg(test)]
+            {
+                self.looked += 1;
+            }
             let known = self
-                .calls
-                .iter()
-                .rposition(|c| c.index == index)
+                .latest
+                .get(&index)
+                .copied()
                 .filter(|&p| id.is_empty() || self.calls[p].id == id);
             let position = if let Some(p) = known {
                 p
@@ -124,8 +140,8 @@ impl StreamDecoder for Decoder {
                     id,
                     name,
                     arguments: String::new(),
-                    ended: false,
                 });
+                self.latest.insert(index, self.calls.len() - 1);
                 self.calls.len() - 1
             };
             if let Some(args) = function["arguments"].as_str()

@@ -21,6 +21,7 @@
 //! and its name) never exceed the limit: past it, [`Parser::feed`] fails.
 
 use std::mem;
+use std::sync::Arc;
 
 /// A leading UTF-8 byte-order mark, which the format allows.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -34,8 +35,9 @@ pub(crate) struct Event {
     /// The `data` lines, joined with LF.
     pub(crate) data: String,
     /// The last event id seen on the stream so far (kesoku does not
-    /// reconnect, so only its tests read it).
-    pub(crate) id: String,
+    /// reconnect, so only its tests read it). Shared, not copied: many
+    /// tiny events after one long id must not each hold the id.
+    pub(crate) id: Arc<str>,
 }
 
 /// An event held more bytes than the limit.
@@ -66,7 +68,7 @@ pub(crate) struct Parser {
     after_cr: bool,
     event: String,
     data: String,
-    last_id: String,
+    last_id: Arc<str>,
     /// The `retry` field's reconnection time, in milliseconds (kept as the
     /// standard says; kesoku does not reconnect).
     retry: Option<u64>,
@@ -88,7 +90,7 @@ impl Parser {
             after_cr: false,
             event: String::new(),
             data: String::new(),
-            last_id: String::new(),
+            last_id: Arc::from(""),
             retry: None,
             failed: false,
             #[cfg(test)]
@@ -203,8 +205,7 @@ impl Parser {
                 self.data.push('\n');
             }
             b"id" if !value.contains(&0) => {
-                self.last_id.clear();
-                push_utf8(&mut self.last_id, value);
+                self.last_id = Arc::from(String::from_utf8_lossy(value));
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
                 // Digits only, so it parses unless it overflows (ignored).
@@ -227,7 +228,7 @@ impl Parser {
         out.push(Event {
             name: mem::take(&mut self.event),
             data: mem::take(&mut self.data),
-            id: self.last_id.clone(),
+            id: Arc::clone(&self.last_id),
         });
     }
 }
@@ -331,13 +332,34 @@ mod tests {
                 &mut out,
             )
             .unwrap();
-        let ids: Vec<&str> = out.iter().map(|e| e.id.as_str()).collect();
+        let ids: Vec<&str> = out.iter().map(|e| &*e.id).collect();
         assert_eq!(
             ids,
             ["1", "1", ""],
             "an id with NUL is ignored; `id` alone clears it"
         );
         assert_eq!(parser.retry, Some(250));
+    }
+
+    #[test]
+    fn an_id_is_shared_by_the_events_after_it_not_copied_into_each() {
+        // An id near the limit, then many tiny events in one chunk: were
+        // each event to hold its own copy, 7 bytes of stream would cost a
+        // whole id (64 MiB by default), and one chunk could exhaust memory.
+        let id = "i".repeat(60_000);
+        let mut parser = Parser::new(1 << 16);
+        let mut out = Vec::new();
+        parser
+            .feed(format!("id: {id}\n").as_bytes(), &mut out)
+            .unwrap();
+        parser.feed(&b"data:\n\n".repeat(1000), &mut out).unwrap();
+        assert_eq!(out.len(), 1000);
+        assert!(out.iter().all(|e| *e.id == *id));
+        let first = out[0].id.as_ptr();
+        assert!(
+            out.iter().all(|e| e.id.as_ptr() == first),
+            "each event holds a copy of the id"
+        );
     }
 
     #[test]
