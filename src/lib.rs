@@ -38,7 +38,9 @@
 //! # });
 //! ```
 //!
-//! See the README for the supported types, doc styles and options.
+//! The guide is in [`docs`]: [`docs::tools`] for the supported types, doc
+//! styles and options, [`docs::agents`] and [`docs::llm`] for agents on
+//! Claude, Gemini or OpenAI, and the rest from there.
 
 pub use kesoku_core::*;
 pub use kesoku_llm as llm;
@@ -73,12 +75,14 @@ pub mod store {
 pub use kesoku_macros::ToolArg;
 /// Turns a function into an LLM tool.
 ///
-/// See the [crate docs](crate) and the README for the doc comment format,
+/// See the [crate docs](crate) and [`docs::tools`] for the doc comment format,
 /// the options (`name`, `description`, `coerce`, `timeout`, `sequential`,
 /// `allow_undocumented_args`, `register`, `title`, `read_only`, `destructive`,
 /// `idempotent`, `open_world`, `crate`) and the parameter attributes
 /// (`#[arg(default = ...)]`, `#[arg(default)]`, `#[inject]`).
 pub use kesoku_macros::tool;
+
+pub mod docs;
 
 // Every Rust block of the README is a doctest, so the README cannot drift
 // from the API.

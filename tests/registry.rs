@@ -1,7 +1,8 @@
 //! The global registry (tools from this crate, its modules and a library
 //! dependency) and explicit registries.
 
-// Naming the library keeps the linker from dropping it; see the README.
+// Naming the library keeps the linker from dropping it; see the linker
+// caveat in docs/registries.md.
 use kesoku_test_lib as _;
 
 use kesoku::{DynamicTool, RegistryError, ToolContext, ToolOutput, ToolRegistry, tool};

@@ -3,8 +3,8 @@
 //! retries with exponential backoff and jitter that honour `retry-after`;
 //! and typed errors that name the provider's error.
 //!
-//! A streaming call (the next issue) adds a `post_stream` beside
-//! [`Transport::post`], sharing the retry loop up to the first byte.
+//! A streamed call, [`Transport::post_stream`], shares the retry loop with
+//! [`Transport::post`] up to the first byte.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};

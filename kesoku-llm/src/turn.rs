@@ -1,7 +1,7 @@
 //! [`AssistantTurn`]: what one model call returns, and [`TurnBuilder`],
 //! the one place a turn is assembled from what a provider sent. A one-shot
-//! decoder feeds it a whole response; a streaming decoder (the next issue)
-//! will feed it deltas as they arrive, and finish it the same way.
+//! decoder feeds it a whole response; a streamed reply is first rebuilt as
+//! that response (`stream/mod.rs`), so it is read the same way.
 
 use kesoku_core::{Message, MessageType, Role, Status, ToolRequest};
 use serde_json::{Map, Value};

@@ -3,7 +3,7 @@
 //! returns), and a batch of 1,000 concurrent calls.
 //!
 //! Run with `cargo bench -p kesoku-bench --bench runner`; it prints the
-//! ratios the README quotes after criterion's own report.
+//! ratios `docs/performance.md` quotes after criterion's own report.
 
 // The tools are async only to exercise the async path.
 #![allow(clippy::unused_async, missing_docs)]
@@ -169,7 +169,7 @@ fn batch(c: &mut Criterion) {
     });
     group.finish();
 
-    // One plain wall-clock figure, for the README.
+    // One plain wall-clock figure, for docs/performance.md.
     let started = Instant::now();
     let results = rt.block_on(runner.execute_all(&calls, None));
     let wall = started.elapsed();

@@ -1,5 +1,5 @@
 //! Helpers shared by kesoku's run-time benchmarks: reading criterion's
-//! estimates back, to print the ratios the README quotes.
+//! estimates back, to print the ratios `docs/performance.md` quotes.
 
 use std::path::PathBuf;
 

@@ -69,5 +69,5 @@ pub mod nested {
 }
 
 /// Something from this crate that a binary can name, so the linker keeps
-/// the crate (see the README's note on `inventory`).
+/// the crate (see the linker caveat in `docs/registries.md`).
 pub const TOOL_NAMES: [&str; 3] = ["convert_length", "private_ping", "shout"];
