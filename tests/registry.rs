@@ -1,8 +1,7 @@
 //! The global registry (tools from this crate, its modules and a library
 //! dependency) and explicit registries.
 
-// Naming the library keeps the linker from dropping it; see the linker
-// caveat in docs/registries.md.
+// Naming the library keeps the linker from dropping it (docs/registries.md).
 use kesoku_test_lib as _;
 
 use kesoku::{DynamicTool, RegistryError, ToolContext, ToolOutput, ToolRegistry, tool};
