@@ -123,6 +123,10 @@ impl Llm for Model {
         self.inner.provider()
     }
 
+    fn default_model(&self) -> &str {
+        self.inner.default_model()
+    }
+
     fn complete<'a>(
         &'a self,
         session_id: &'a str,

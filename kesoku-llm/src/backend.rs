@@ -601,6 +601,10 @@ macro_rules! public_backend {
                 <$format as crate::wire::WireFormat>::NAME
             }
 
+            fn default_model(&self) -> &str {
+                <$format as crate::wire::WireFormat>::DEFAULT_MODEL
+            }
+
             fn complete<'a>(
                 &'a self,
                 session_id: &'a str,

@@ -42,6 +42,7 @@ pub(crate) struct Messages;
 impl WireFormat for Messages {
     const NAME: &'static str = PROVIDER;
     const DEFAULT_BASE_URL: &'static str = ClaudeLlm::DEFAULT_BASE_URL;
+    const DEFAULT_MODEL: &'static str = "claude-sonnet-4-5";
     const KEY_VARS: &'static [&'static str] = &["ANTHROPIC_API_KEY"];
     const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
     const NAMES: Dialect = Dialect::Anthropic;

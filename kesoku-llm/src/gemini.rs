@@ -59,6 +59,7 @@ pub(crate) struct GenerateContent {
 impl WireFormat for GenerateContent {
     const NAME: &'static str = PROVIDER;
     const DEFAULT_BASE_URL: &'static str = GeminiLlm::DEFAULT_BASE_URL;
+    const DEFAULT_MODEL: &'static str = "gemini-2.5-flash";
     const KEY_VARS: &'static [&'static str] = &["GEMINI_API_KEY", "GOOGLE_API_KEY"];
     const BASE_URL_VAR: &'static str = "GOOGLE_GEMINI_BASE_URL";
     const NAMES: Dialect = Dialect::GeminiJsonSchema;

@@ -45,6 +45,17 @@ pub trait Llm: Send + Sync {
     /// The provider's name, for logs and errors.
     fn provider(&self) -> &'static str;
 
+    /// The model to ask for when the caller names none (an agent built
+    /// without [`LlmOptions`]): the provider's general one, such as
+    /// `claude-sonnet-4-5`. The default is `"default"`, for models that
+    /// take any name.
+    // Borrowed from `self`, not `'static`: a model may hold its default
+    // in a field it was configured with.
+    #[allow(clippy::unnecessary_literal_bound)]
+    fn default_model(&self) -> &str {
+        "default"
+    }
+
     /// Sends the history and tools, and returns the model's turn.
     fn complete<'a>(
         &'a self,
@@ -92,6 +103,10 @@ macro_rules! forward_llm {
         impl<L: Llm + ?Sized> Llm for $pointer<L> {
             fn provider(&self) -> &'static str {
                 (**self).provider()
+            }
+
+            fn default_model(&self) -> &str {
+                (**self).default_model()
             }
 
             fn complete<'a>(

@@ -103,6 +103,7 @@ impl Default for ChatCompletions {
 impl WireFormat for ChatCompletions {
     const NAME: &'static str = PROVIDER;
     const DEFAULT_BASE_URL: &'static str = OpenAiLlm::DEFAULT_BASE_URL;
+    const DEFAULT_MODEL: &'static str = "gpt-4.1";
     const KEY_VARS: &'static [&'static str] = &["OPENAI_API_KEY"];
     const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
     const NAMES: Dialect = Dialect::OpenAi;

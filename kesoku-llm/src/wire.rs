@@ -77,6 +77,9 @@ pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
     const NAME: &'static str;
     /// The API's address.
     const DEFAULT_BASE_URL: &'static str;
+    /// The model an agent asks for when none is set: the provider's
+    /// general one.
+    const DEFAULT_MODEL: &'static str;
     /// The environment variables the official SDK reads the key from, in
     /// order.
     const KEY_VARS: &'static [&'static str];

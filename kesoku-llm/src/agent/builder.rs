@@ -221,9 +221,9 @@ impl AgentBuilder {
             .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())));
         let mut options = self
             .options
-            .unwrap_or_else(|| LlmOptions::new(default_model(self.llm.provider())));
+            .unwrap_or_else(|| LlmOptions::new(self.llm.default_model()));
         if options.model.is_empty() {
-            default_model(self.llm.provider()).clone_into(&mut options.model);
+            self.llm.default_model().clone_into(&mut options.model);
         }
         if self.system_prompt.is_some() {
             options.system = self.system_prompt;
@@ -264,15 +264,5 @@ impl AgentBuilder {
                 released: tokio::sync::Notify::new(),
             }),
         })
-    }
-}
-
-/// A model to use when none is set: each provider's general one.
-fn default_model(provider: &str) -> &'static str {
-    match provider {
-        "Claude" => "claude-sonnet-4-5",
-        "Gemini" => "gemini-2.5-flash",
-        "OpenAI" => "gpt-4.1",
-        _ => "default",
     }
 }
