@@ -190,7 +190,12 @@ pub(super) fn walk(roots: &Roots, path: &Path) -> Result<Reached, Miss> {
                         if links > MAX_LINKS {
                             return Err(Miss::Io(Errno::LOOP.into()));
                         }
-                        let target = rustix::fs::readlinkat(top, name.as_os_str(), Vec::new())?;
+                        // EINVAL: no longer a link (swapped since the stat).
+                        let target = rustix::fs::readlinkat(top, name.as_os_str(), Vec::new())
+                            .map_err(|e| match e {
+                                Errno::INVAL => changed(e),
+                                e => e.into(),
+                            })?;
                         let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
                         // The target's steps, then what followed the
                         // link; a relative target from the link's
