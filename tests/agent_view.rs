@@ -54,6 +54,11 @@ type Seen = Arc<Mutex<Vec<Vec<String>>>>;
 
 /// An agent on `store` whose model adds once, then answers, every turn.
 fn agent(store: &Arc<dyn Store>) -> (Agent, Seen) {
+    agent_keeping(store, 50_000)
+}
+
+/// The same, keeping views of at most `view_budget` messages.
+fn agent_keeping(store: &Arc<dyn Store>, view_budget: usize) -> (Agent, Seen) {
     let mut registry = ToolRegistry::new();
     registry.register(view_add::TOOL).unwrap();
     let turn = json!([
@@ -72,6 +77,7 @@ fn agent(store: &Arc<dyn Store>) -> (Agent, Seen) {
     let agent = Agent::builder(model)
         .registry(registry)
         .store(Arc::clone(store))
+        .view_budget(view_budget)
         .build()
         .unwrap();
     (agent, seen)
@@ -103,6 +109,27 @@ async fn a_turn_sees_the_turns_another_agent_ran_on_the_session() {
             assert_eq!(first, expected, "turn {i}");
         }
     }
+}
+
+/// An agent that keeps no view (a budget too small for any) reads each
+/// session's history from the store at every turn, and the model sees the
+/// same as with its views kept.
+#[tokio::test]
+async fn without_kept_views_each_turn_reads_the_whole_session() {
+    let mut seen_by = Vec::new();
+    for budget in [0, 50_000] {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let (agent, seen) = agent_keeping(&store, budget);
+        for i in 0..3 {
+            let outcome = agent.send("s", &format!("turn {i}")).await.unwrap();
+            assert_eq!(outcome.status, TurnStatus::Completed);
+        }
+        let lengths: Vec<usize> = seen.lock().unwrap().iter().map(Vec::len).collect();
+        seen_by.push(lengths);
+    }
+    // Each call saw everything before it: 1, 3, 5, 7, ...
+    assert_eq!(seen_by[0], [1, 3, 5, 7, 9, 11]);
+    assert_eq!(seen_by[0], seen_by[1]);
 }
 
 /// The id of the prompt of turn `i` (`"turn {i}"`).

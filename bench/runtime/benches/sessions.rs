@@ -2,8 +2,9 @@
 //! sessions of one prompt each on a `SqliteStore` (on disk, so the store
 //! holds nothing of them in memory), answered by a scripted model, with
 //! the process's resident memory printed as it goes. The agent keeps a
-//! slot per session only while a turn holds it, and the views of past
-//! turns within a budget of messages, so the figure levels off.
+//! slot per session only while a turn holds it, reaps each finished turn's
+//! task at once, and keeps the views of past turns within a budget of
+//! messages (`AgentBuilder::view_budget`), so the figure levels off.
 //!
 //! Run with `cargo bench -p kesoku-bench --bench sessions`
 //! (`KESOKU_BENCH_SESSIONS=N` for another count).
@@ -22,14 +23,19 @@ use kesoku::{Message, MessageType, Role, Status, ToolRegistry};
 /// Prompts posted at once, then waited for.
 const BATCH: usize = 1_000;
 
-/// This process's resident memory, in MiB (Linux; 0 elsewhere).
-fn rss_mib() -> f64 {
+/// This process's resident memory, in MiB: all of it and its anonymous
+/// part (the heap, without mapped files), from `/proc/self/status` (Linux;
+/// 0 elsewhere).
+fn rss_mib() -> (f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("RssAnon:"))
 }
 
 fn main() {
@@ -69,8 +75,8 @@ async fn run(sessions: usize) {
         .expect("a listener");
     println!("sessions: {sessions} sessions of one prompt each, SQLite on disk");
     println!(
-        "{:>9} {:>10} {:>18}",
-        "sessions", "RSS MiB", "turns/s (batch)"
+        "{:>9} {:>10} {:>10} {:>18}",
+        "sessions", "RSS MiB", "anon MiB", "turns/s (batch)"
     );
     let start = Instant::now();
     let mut last = Instant::now();
@@ -93,7 +99,8 @@ async fn run(sessions: usize) {
         if done % (sessions / 10).max(BATCH) == 0 || done == sessions {
             let rate =
                 f64::from(u32::try_from(batch).unwrap_or(u32::MAX)) / last.elapsed().as_secs_f64();
-            println!("{done:>9} {:>10.1} {rate:>18.0}", rss_mib());
+            let (rss, anon) = rss_mib();
+            println!("{done:>9} {rss:>10.1} {anon:>10.1} {rate:>18.0}");
         }
         last = Instant::now();
     }

@@ -10,7 +10,7 @@ use kesoku_core::store::{MemoryStore, Store};
 use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry};
 use tokio::sync::Semaphore;
 
-use super::sessions::Sessions;
+use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
 use super::toolset::Toolset;
 use super::{Agent, AgentError};
@@ -33,6 +33,7 @@ pub struct AgentBuilder {
     sandbox: Option<Sandbox>,
     states: Vec<AddState>,
     lease: Duration,
+    view_budget: usize,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -68,6 +69,7 @@ impl AgentBuilder {
             sandbox: None,
             states: Vec::new(),
             lease: Duration::from_secs(10),
+            view_budget: VIEW_BUDGET,
         }
     }
 
@@ -187,6 +189,17 @@ impl AgentBuilder {
         self
     }
 
+    /// How many messages the sessions' views kept between turns may hold in
+    /// all (default: 50,000). A session whose view is kept pays for only
+    /// the messages stored since its last turn; the least recently used
+    /// views are dropped past the budget, and their sessions read their
+    /// history from the store at their next turn. So a `serve()` that sees
+    /// sessions without end holds at most this many messages of theirs.
+    pub fn view_budget(mut self, messages: usize) -> Self {
+        self.view_budget = messages;
+        self
+    }
+
     /// How long a session's turn lease lasts unless renewed (default:
     /// 10 s). A turn renews it every third of that; when a worker dies,
     /// its sessions wait this long (a tenth more at most: 11 s by default)
@@ -248,7 +261,7 @@ impl AgentBuilder {
                 max_steps: self.max_steps,
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
-                sessions: Sessions::default(),
+                sessions: Sessions::new(self.view_budget),
                 // Made absolute once, as `Sandbox::new` does: a later
                 // `chdir` must not move every session's workspace.
                 sessions_dir: self

@@ -294,6 +294,16 @@ impl Agent {
                     }
                 }
             }
+            // Every finished turn is reaped now, not one per wake-up: an
+            // unjoined task keeps its whole allocation (sized for the turn's
+            // future), and wake-ups are fewer than turns under load.
+            while let Some(done) = turns.try_join_next() {
+                if let Err(e) = done
+                    && e.is_panic()
+                {
+                    tracing::error!(error = %e, "a turn panicked");
+                }
+            }
             // A store that fails now and then must not stop the turns
             // running: the next event or tick tries again.
             if let Err(e) = self.pull(&mut turns).await {

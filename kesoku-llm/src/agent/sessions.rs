@@ -26,8 +26,10 @@ use tokio::sync::watch;
 use super::view::View;
 use crate::lru::{Lru, Weigh};
 
-/// How many messages the kept views of one agent may hold in all.
-const VIEW_BUDGET: usize = 200_000;
+/// How many messages the kept views of one agent may hold in all, unless
+/// [`AgentBuilder::view_budget`](super::AgentBuilder::view_budget) says
+/// otherwise: about 50 MB of messages, and a few long sessions' worth.
+pub(crate) const VIEW_BUDGET: usize = 50_000;
 
 /// One session's state.
 #[derive(Debug)]
@@ -112,12 +114,19 @@ struct Slots {
 
 impl Default for Sessions {
     fn default() -> Self {
+        Sessions::new(VIEW_BUDGET)
+    }
+}
+
+impl Sessions {
+    /// No sessions yet; kept views may hold `view_budget` messages in all.
+    pub(crate) fn new(view_budget: usize) -> Self {
         Sessions {
             slots: Mutex::new(Slots {
                 by_session: HashMap::new(),
                 sweep_at: SWEEP_AT,
             }),
-            views: Lru::new(VIEW_BUDGET),
+            views: Lru::new(view_budget),
         }
     }
 }
