@@ -6,7 +6,7 @@
 
 #[path = "support/mcp_procs.rs"]
 mod mcp_procs;
-use mcp_procs::{example, fixture, http_server};
+use mcp_procs::{example, fixture, http_server, http_server_with};
 
 use std::fmt::Write as _;
 use std::process::Stdio;
@@ -515,30 +515,15 @@ async fn closed_with(stream: &mut tokio::net::TcpStream, within: Duration) -> Op
 async fn http_closes_stalled_bodies_and_stays_reachable_past_its_descriptors() {
     // 64 descriptors, so that 100 stalled connections would exhaust them;
     // 16 connections at most, and a second to send a body.
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
         .arg(r#"ulimit -n 64 && exec "$0" "$@""#)
-        .arg(example("mcp_server"))
-        .args([
-            "--http",
-            "127.0.0.1:0",
-            "--read-timeout-ms",
-            "1000",
-            "--max-connections",
-            "16",
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    reader.read_line(&mut line).await.unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("serving MCP on ")
-        .unwrap()
-        .to_owned();
+        .arg(example("mcp_server"));
+    let (mut child, url) = http_server_with(
+        sh,
+        &["--read-timeout-ms", "1000", "--max-connections", "16"],
+    )
+    .await;
     let authority = authority_of(&url);
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
 
@@ -583,27 +568,11 @@ async fn http_closes_stalled_bodies_and_stays_reachable_past_its_descriptors() {
 #[tokio::test]
 async fn http_drops_a_client_that_never_reads_its_answers() {
     // One connection at most, so a client holding it locks out every other.
-    let mut child = Command::new(example("mcp_server"))
-        .args([
-            "--http",
-            "127.0.0.1:0",
-            "--read-timeout-ms",
-            "1000",
-            "--max-connections",
-            "1",
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    reader.read_line(&mut line).await.unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("serving MCP on ")
-        .unwrap()
-        .to_owned();
+    let (mut child, url) = http_server_with(
+        Command::new(example("mcp_server")),
+        &["--read-timeout-ms", "1000", "--max-connections", "1"],
+    )
+    .await;
     let authority = authority_of(&url);
 
     // Pings whose ids are 1 MB long, so each answer is too, sent one after

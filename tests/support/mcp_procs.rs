@@ -16,8 +16,15 @@ pub(crate) fn fixture() -> Command {
 
 /// `examples/mcp_server --http 127.0.0.1:0`, and the URL it printed.
 pub(crate) async fn http_server() -> (Child, String) {
-    let mut child = Command::new(example("mcp_server"))
+    http_server_with(Command::new(example("mcp_server")), &[]).await
+}
+
+/// `command` (which runs `examples/mcp_server`) with `--http 127.0.0.1:0`
+/// and `options`, started; the URL it printed.
+pub(crate) async fn http_server_with(mut command: Command, options: &[&str]) -> (Child, String) {
+    let mut child = command
         .args(["--http", "127.0.0.1:0"])
+        .args(options)
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
