@@ -42,8 +42,22 @@
 //! styles and options, [`docs::agents`] and [`docs::llm`] for agents on
 //! Claude, Gemini or OpenAI, and the rest from there.
 
+/// The agent: [`Agent`](agent::Agent) runs turns over a model, a registry
+/// and a store; [`tools`](agent::tools) holds the built-in file and media
+/// tools and their sandbox.
+pub use kesoku_agent as agent;
 pub use kesoku_core::*;
-pub use kesoku_llm as llm;
+/// The models: the [`Llm`](llm::Llm) trait, Claude, Gemini and
+/// OpenAI-compatible backends, [`ScriptedLlm`](llm::ScriptedLlm).
+///
+/// The agent's types are here too, where users' code has long named them:
+/// `kesoku::llm::Agent` is [`kesoku::agent::Agent`](agent::Agent), and
+/// `kesoku::llm::tools` is [`kesoku::agent::tools`](agent::tools).
+pub mod llm {
+    pub use kesoku_agent::tools;
+    pub use kesoku_agent::{Agent, AgentBuilder, AgentError, TurnOutcome, TurnStatus};
+    pub use kesoku_llm::*;
+}
 /// MCP both ways: [`McpServer`](mcp::McpServer) serves a registry over stdio
 /// or streamable HTTP, [`McpClient`](mcp::McpClient) imports a server's tools
 /// (the `mcp` feature, on by default).

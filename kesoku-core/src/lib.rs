@@ -8,7 +8,8 @@
 // The modules form layers: each uses only modules on lines above its own
 // (`python3 tools/layers/check.py` checks there is no cycle, at any depth).
 //
-// 1. leaves:      hints, schema, content, request, future, delta, suggest
+// 1. leaves:      hints, schema, content, request, future, delta, suggest,
+//                 session_cache
 // 1b.            tool_schema (schema, hints)
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
 // 3. errors:      error (arg_error, schema), validate (arg_error, schema),
@@ -41,6 +42,7 @@ mod request;
 pub mod row;
 mod runner;
 mod schema;
+mod session_cache;
 pub mod store;
 mod suggest;
 mod tool;
@@ -68,6 +70,7 @@ pub use runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, NamedSchema, ObjectSchema, Schema, StringSchema,
 };
+pub use session_cache::{SessionCache, Weigh};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{DynamicTool, Tool, ToolDef};
 pub use tool_arg::ToolArg;

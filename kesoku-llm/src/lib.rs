@@ -1,5 +1,6 @@
 //! LLM backends of kesoku: Claude, Gemini and OpenAI-compatible servers
-//! behind one [`Llm`] trait, with multimodal [`ContentBlock`]s.
+//! behind one [`Llm`] trait, with multimodal [`ContentBlock`]s. The agent
+//! that runs turns over them is `kesoku-agent`'s.
 //!
 //! Every backend is the same mechanism over a different wire format: it
 //! reads the kesoku [`Message`](kesoku_core::Message) history once, pairing
@@ -15,8 +16,6 @@
 //!
 //! | module | holds |
 //! | --- | --- |
-//! | `agent` | [`Agent`]: the turn loop over an [`Llm`], a registry and a store |
-//! | `tools` | built-in tools ([`tools::analyze_media()`], [`tools::list_files()`], [`tools::read_file()`]) and their [`tools::Sandbox`] |
 //! | `scripted` | [`ScriptedLlm`], a model that plays a script |
 //! | `claude`, `openai`, `gemini` | each provider's wire format and public backend |
 //! | `backend` | the one [`Llm`] implementation over a wire format |
@@ -25,7 +24,6 @@
 //! | `schemas` | tool schemas lowered once per declaration set |
 //! | `history` | the history read once into provider-neutral items |
 //! | `blocks` | content blocks read where they are stored, without copies |
-//! | `lru` | what is kept per session between requests, within a budget |
 //! | `llm` | the [`Llm`] trait |
 //! | `stream` | [`StreamEvent`]s, the server-sent events parser, and each provider's stream decoder |
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
@@ -33,7 +31,6 @@
 //! | `transport` | HTTP: address, key, retries, [`HttpOptions`] |
 //! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`] |
 
-mod agent;
 mod backend;
 mod blocks;
 mod claude;
@@ -44,7 +41,6 @@ mod gemini;
 mod history;
 mod key;
 mod llm;
-mod lru;
 mod openai;
 mod options;
 mod prefix;
@@ -53,12 +49,10 @@ mod scripted;
 mod stream;
 #[cfg(test)]
 mod stream_tests;
-pub mod tools;
 mod transport;
 mod turn;
 mod wire;
 
-pub use agent::{Agent, AgentBuilder, AgentError, TurnOutcome, TurnStatus};
 pub use blocks::content_blocks;
 pub use claude::ClaudeLlm;
 pub use declaration::ToolDeclaration;

@@ -25,7 +25,8 @@ pub type LlmFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 /// use std::sync::Arc;
-/// use kesoku_llm::{Agent, Llm, ScriptedLlm};
+/// use kesoku_core::{Message, MessageType, Role};
+/// use kesoku_llm::{Llm, LlmOptions, ScriptedLlm};
 ///
 /// let offline = true;
 /// let model: Box<dyn Llm> = if offline {
@@ -34,11 +35,12 @@ pub type LlmFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 ///     Box::new(kesoku_llm::ClaudeLlm::from_env().unwrap())
 /// };
 /// let shared: Arc<dyn Llm> = Arc::from(model);
-/// let first = Agent::builder(Arc::clone(&shared)).build().unwrap();
-/// let second = Agent::builder(shared).build().unwrap();
-/// let outcome = first.send("s", "Hello").await.unwrap();
-/// assert_eq!(outcome.answer.as_deref(), Some("hi"));
-/// # let _ = second;
+/// let for_another_task = Arc::clone(&shared);
+/// let history = [Message::new("s", Role::User, MessageType::Text, "Hello")];
+/// let options = LlmOptions::new(shared.default_model());
+/// let turn = shared.complete("s", &history, &[], &options).await.unwrap();
+/// assert_eq!(turn.text, "hi");
+/// # let _ = for_another_task;
 /// # });
 /// ```
 pub trait Llm: Send + Sync {

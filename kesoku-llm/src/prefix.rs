@@ -23,8 +23,8 @@ use kesoku_core::{Message, MessageType};
 
 use crate::fallback::ContentFallback;
 use crate::history::Item;
-use crate::lru::{Lru, Weigh};
 use crate::schemas::LoweredTools;
+use kesoku_core::{SessionCache, Weigh};
 
 /// What one session's requests start with.
 #[derive(Debug)]
@@ -148,7 +148,7 @@ impl Prefix {
 /// The prefixes of the sessions a backend served lately.
 #[derive(Debug)]
 pub(crate) struct Prefixes {
-    kept: Lru<Prefix>,
+    kept: SessionCache<Prefix>,
 }
 
 /// How many bytes the prefixes of one backend may hold in all.
@@ -157,7 +157,7 @@ const BUDGET: usize = 64 << 20;
 impl Default for Prefixes {
     fn default() -> Self {
         Prefixes {
-            kept: Lru::new(BUDGET),
+            kept: SessionCache::new(BUDGET),
         }
     }
 }

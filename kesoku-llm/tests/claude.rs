@@ -496,22 +496,3 @@ async fn provider_params_are_merged_into_the_body() {
     );
     assert_eq!(server.received_requests().await.unwrap().len(), 1);
 }
-
-/// An agent built without options asks for the model its `Llm` names as
-/// its default, through a `Box<dyn Llm>` too.
-#[tokio::test]
-async fn an_agent_without_options_asks_for_the_backends_default_model() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(fixture("anthropic/text.json")))
-        .mount(&server)
-        .await;
-    let model: Box<dyn kesoku_llm::Llm> = Box::new(claude(&server));
-    assert_eq!(model.default_model(), "claude-sonnet-4-5");
-    let agent = kesoku_llm::Agent::builder(model)
-        .streaming(false)
-        .build()
-        .unwrap();
-    agent.send("s", "Hi").await.unwrap();
-    assert_eq!(body_of(&server, 0).await["model"], "claude-sonnet-4-5");
-}

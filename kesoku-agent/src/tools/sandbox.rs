@@ -55,7 +55,7 @@ use std::path::{Component, Path, PathBuf};
 /// run without one uses `Sandbox::new(current directory)`.
 ///
 /// ```
-/// use kesoku_llm::tools::Sandbox;
+/// use kesoku_agent::tools::Sandbox;
 ///
 /// let sandbox = Sandbox::new("/srv/agent")
 ///     .with_roots(["/srv/agent", "/srv/shared"])

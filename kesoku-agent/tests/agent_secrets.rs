@@ -1,7 +1,8 @@
 //! An API key never appears in any message the agent stores, even when the
 //! provider's error echoes it back.
 
-use kesoku_llm::{Agent, ClaudeLlm, TurnStatus};
+use kesoku_agent::{Agent, TurnStatus};
+use kesoku_llm::ClaudeLlm;
 use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use kesoku_core::{LiveRegistry, RegistryRef};
 
-use crate::ToolDeclaration;
+use kesoku_llm::ToolDeclaration;
 
 /// The tools, and their declarations as the model sees them.
 pub(crate) enum Toolset {

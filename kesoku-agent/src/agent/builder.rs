@@ -15,7 +15,7 @@ use super::shared::{AddState, MIN_LEASE, Shared};
 use super::toolset::Toolset;
 use super::{Agent, AgentError};
 use crate::tools::{Sandbox, TurnModel};
-use crate::{Llm, LlmOptions};
+use kesoku_llm::{Llm, LlmOptions};
 
 /// Builds an [`Agent`]; see [`Agent::builder`].
 #[must_use = "call `build()` to get the agent"]
@@ -174,7 +174,8 @@ impl AgentBuilder {
     /// value of a type replaces an earlier one).
     ///
     /// ```
-    /// use kesoku_llm::{Agent, ScriptedLlm};
+    /// use kesoku_agent::Agent;
+    /// use kesoku_llm::ScriptedLlm;
     ///
     /// struct Db(&'static str);
     /// let model = ScriptedLlm::from_json(serde_json::json!([])).unwrap();

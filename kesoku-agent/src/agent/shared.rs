@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 use super::sessions::Sessions;
 use super::toolset::Toolset;
 use crate::tools::{Sandbox, TurnModel};
-use crate::{Llm, LlmOptions};
+use kesoku_llm::{Llm, LlmOptions};
 
 /// The shortest lease [`AgentBuilder::lease`] takes.
 pub(crate) const MIN_LEASE: Duration = Duration::from_millis(300);

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use kesoku_core::ToolRegistry;
-//! use kesoku_llm::tools::{analyze_media, list_files, read_file};
+//! use kesoku_agent::tools::{analyze_media, list_files, read_file};
 //!
 //! let mut registry = ToolRegistry::new();
 //! for tool in [analyze_media::TOOL, list_files::TOOL, read_file::TOOL] {

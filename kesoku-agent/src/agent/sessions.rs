@@ -24,7 +24,7 @@ use kesoku_core::store::Seq;
 use tokio::sync::watch;
 
 use super::view::View;
-use crate::lru::{Lru, Weigh};
+use kesoku_core::{SessionCache, Weigh};
 
 /// How many messages the kept views of one agent may hold in all, unless
 /// [`AgentBuilder::view_budget`](super::AgentBuilder::view_budget) says
@@ -99,7 +99,7 @@ const SWEEP_AT: usize = 1_024;
 #[derive(Debug)]
 pub(crate) struct Sessions {
     slots: Mutex<Slots>,
-    views: Lru<View>,
+    views: SessionCache<View>,
 }
 
 /// Slots by session, weakly: a slot is dropped with the last turn holding
@@ -126,7 +126,7 @@ impl Sessions {
                 by_session: HashMap::new(),
                 sweep_at: SWEEP_AT,
             }),
-            views: Lru::new(view_budget),
+            views: SessionCache::new(view_budget),
         }
     }
 }

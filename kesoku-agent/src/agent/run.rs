@@ -28,8 +28,8 @@ use super::retry::{retried, retried_store};
 use super::sessions::Slot;
 use super::shared::Shared;
 use super::view::{View, healing_result, orphans};
-use crate::StreamEvent;
-use crate::ToolDeclaration;
+use kesoku_llm::StreamEvent;
+use kesoku_llm::ToolDeclaration;
 
 /// What the model is told when it answered with nothing.
 const NUDGE: &str = "Your last reply was empty. Answer the user's last message now.";
@@ -336,7 +336,7 @@ impl Turn<'_> {
         &self,
         view: &[Message],
         step: usize,
-    ) -> Option<Result<crate::AssistantTurn, crate::LlmError>> {
+    ) -> Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>> {
         let shared = self.shared;
         let span = tracing::info_span!(
             "model_call",
@@ -362,7 +362,10 @@ impl Turn<'_> {
     /// The model's reply: streamed when the model streams and the agent
     /// does (each piece published to the gateway's delta listeners as it
     /// comes), else completed. Either way, one turn.
-    async fn reply(&self, view: &[Message]) -> Result<crate::AssistantTurn, crate::LlmError> {
+    async fn reply(
+        &self,
+        view: &[Message],
+    ) -> Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError> {
         let shared = self.shared;
         let session = &self.user.session_id;
         if !(shared.streaming && shared.llm.streams()) {
@@ -391,7 +394,7 @@ impl Turn<'_> {
             gateway.publish(Delta::new(session.clone(), kind).replying_to(self.user.id.clone()));
         }
         // A stream ends with its turn or an error; this is neither.
-        Err(crate::LlmError::Stream {
+        Err(kesoku_llm::LlmError::Stream {
             provider: shared.llm.provider(),
             message: "the stream ended without a turn".into(),
         })
@@ -485,7 +488,10 @@ impl Turn<'_> {
         Ok(self.outcome(TurnStatus::StepLimit, None))
     }
 
-    async fn end_failed(&mut self, error: &crate::LlmError) -> Result<TurnOutcome, AgentError> {
+    async fn end_failed(
+        &mut self,
+        error: &kesoku_llm::LlmError,
+    ) -> Result<TurnOutcome, AgentError> {
         tracing::warn!(error = %error, "the model call failed; the turn ends");
         let mut m = Message::new(
             &self.user.session_id,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use kesoku_core::{ContentBlock, Message, MessageType, Role, Status, keys};
 
-use crate::{AssistantTurn, Llm, LlmError, LlmOptions};
+use kesoku_llm::{AssistantTurn, Llm, LlmError, LlmOptions};
 
 /// The model a turn runs on, as a tool can reach it: an
 /// [`Agent`](crate::Agent) puts one in the state of every turn's
@@ -14,7 +14,7 @@ use crate::{AssistantTurn, Llm, LlmError, LlmOptions};
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use std::sync::Arc;
 /// use kesoku_core::{ContentBlock, ToolContext};
-/// use kesoku_llm::tools::TurnModel;
+/// use kesoku_agent::tools::TurnModel;
 /// use kesoku_llm::{LlmOptions, ScriptedLlm};
 ///
 /// let llm = ScriptedLlm::from_json(serde_json::json!([{"text": "A red square."}])).unwrap();
@@ -65,7 +65,7 @@ impl TurnModel {
         }
         let mut options = self.options.clone();
         options.system = None;
-        options.tool_choice = crate::ToolChoice::Auto;
+        options.tool_choice = kesoku_llm::ToolChoice::Auto;
         // On the session's own id, so a scripted model plays its next
         // turn; a backend then encodes the conversation's next request
         // whole once, as this one is not its continuation.

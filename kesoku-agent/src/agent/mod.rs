@@ -35,7 +35,7 @@ pub use builder::AgentBuilder;
 pub use outcome::{AgentError, TurnOutcome, TurnStatus};
 use shared::Shared;
 
-use crate::Llm;
+use kesoku_llm::Llm;
 
 /// An agent: a model, tools, a store, and the turn loop between them.
 ///
@@ -44,7 +44,8 @@ use crate::Llm;
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// use kesoku_llm::{Agent, ScriptedLlm, TurnStatus};
+/// use kesoku_agent::{Agent, TurnStatus};
+/// use kesoku_llm::ScriptedLlm;
 /// use kesoku_core::{DynamicTool, ToolOutput, ToolRegistry};
 /// use serde_json::json;
 ///
@@ -132,7 +133,8 @@ impl Agent {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// use kesoku_llm::{Agent, ScriptedLlm};
+    /// use kesoku_agent::Agent;
+    /// use kesoku_llm::ScriptedLlm;
     ///
     /// let agent = Agent::builder(ScriptedLlm::from_json(serde_json::json!([])).unwrap())
     ///     .build()
@@ -155,7 +157,8 @@ impl Agent {
     /// attachment there makes it first.
     ///
     /// ```
-    /// use kesoku_llm::{Agent, ScriptedLlm};
+    /// use kesoku_agent::Agent;
+    /// use kesoku_llm::ScriptedLlm;
     ///
     /// let agent = Agent::builder(ScriptedLlm::from_json(serde_json::json!([])).unwrap())
     ///     .sessions_dir("/srv/sessions")

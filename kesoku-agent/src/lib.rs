@@ -1,0 +1,34 @@
+//! The kesoku agent: an [`Agent`] hands a prompt to a model, runs the
+//! tools it asks for, and keeps every message in a store, one turn at a
+//! time per session, across processes. With it, the built-in [`tools`]
+//! (files and media) and the [`Sandbox`](tools::Sandbox) they read in.
+//!
+//! The models are [`kesoku_llm`]'s: any [`Llm`](kesoku_llm::Llm), chosen
+//! at compile time or at run time (`Box<dyn Llm>`, `Arc<dyn Llm>`).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! use kesoku_agent::{Agent, TurnStatus};
+//! use kesoku_llm::ScriptedLlm;
+//!
+//! let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Hello!"}])).unwrap();
+//! let agent = Agent::builder(model).build().unwrap();
+//! let outcome = agent.send("s", "Hi").await.unwrap();
+//! assert_eq!(outcome.status, TurnStatus::Completed);
+//! assert_eq!(outcome.answer.as_deref(), Some("Hello!"));
+//! # });
+//! ```
+//!
+//! # Layers
+//!
+//! A module uses only modules listed below it:
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | `agent` | [`Agent`], [`AgentBuilder`], the turn loop, claims, leases, views and sessions |
+//! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
+
+mod agent;
+pub mod tools;
+
+pub use agent::{Agent, AgentBuilder, AgentError, TurnOutcome, TurnStatus};
