@@ -9,8 +9,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use std::sync::Arc;
+
+use kesoku::llm::testing::CaptureTransport;
 use kesoku::llm::{
-    ClaudeLlm, ContentBlock, GeminiLlm, LlmOptions, OpenAiLlm, ToolChoice, ToolDeclaration,
+    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, ToolChoice, ToolDeclaration,
 };
 use kesoku::{Message, MessageType, Role, ToolArg, ToolRequest, tool};
 use serde::Deserialize;
@@ -150,8 +153,42 @@ fn conversation() -> Vec<Message> {
     out
 }
 
-#[test]
-fn capture_request_bodies() {
+/// A minimal reply of each provider, for the captured requests' answers.
+fn reply(provider: &str) -> Value {
+    match provider {
+        "anthropic" => json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": "ok"}],
+            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}
+        }),
+        "openai" => json!({
+            "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+        }),
+        _ => json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]
+        }),
+    }
+}
+
+/// The body `llm` sends for `msgs`, encoded whole: each scenario is the
+/// first request of a session of its own.
+async fn body_of(
+    llm: &dyn Llm,
+    capture: &CaptureTransport,
+    scenario: &str,
+    msgs: &[Message],
+    tools: &[ToolDeclaration],
+    opts: &LlmOptions,
+) -> Value {
+    capture.clear();
+    llm.complete(scenario, msgs, tools, opts)
+        .await
+        .unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    capture.last_json().expect("a request was sent")
+}
+
+#[tokio::test]
+async fn capture_request_bodies() {
     // Start clean, so a scenario removed here is not checked from a stale file.
     let _ = std::fs::remove_dir_all(out_dir().join("requests"));
     let registry = kesoku::default_registry();
@@ -166,29 +203,31 @@ fn capture_request_bodies() {
     let mut any = LlmOptions::new("model-x");
     any.tool_choice = ToolChoice::Any;
 
-    let claude = ClaudeLlm::new("k");
+    let to_claude = Arc::new(CaptureTransport::json(&reply("anthropic")));
+    let claude = ClaudeLlm::new("k").with_transport(Arc::clone(&to_claude));
     for (name, msgs, tools, opts) in [
         ("text_only", &simple[..], &[][..], &options),
         ("conversation", &history[..], &tools[..], &options),
         ("forced_tool", &simple[..], &tools[..], &forced),
         ("any_tool", &simple[..], &tools[..], &any),
     ] {
-        let req = claude.__request_body(msgs, tools, opts).unwrap();
-        save("anthropic", name, &req.json());
+        let body = body_of(&claude, &to_claude, name, msgs, tools, opts).await;
+        save("anthropic", name, &body);
     }
-    let claude_conv = claude
-        .__request_body(&history, &tools, &options)
-        .unwrap()
-        .json();
+    let claude_conv = body_of(&claude, &to_claude, "again", &history, &tools, &options).await;
     // Every tool_use is answered in the next user message, results first.
     let msgs = claude_conv["messages"].as_array().unwrap();
     assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][1]["type"], "tool_result");
 
-    let openai = OpenAiLlm::new("k");
-    let strict = OpenAiLlm::new("k").with_strict(true);
-    let ollama = OpenAiLlm::compatible("http://localhost:11434/v1");
+    let to_openai = Arc::new(CaptureTransport::json(&reply("openai")));
+    let openai = OpenAiLlm::new("k").with_transport(Arc::clone(&to_openai));
+    let strict = OpenAiLlm::new("k")
+        .with_strict(true)
+        .with_transport(Arc::clone(&to_openai));
+    let ollama =
+        OpenAiLlm::compatible("http://localhost:11434/v1").with_transport(Arc::clone(&to_openai));
     for (name, llm, msgs, tools, opts) in [
         ("text_only", &openai, &simple[..], &[][..], &options),
         ("conversation", &openai, &history[..], &tools[..], &options),
@@ -197,15 +236,15 @@ fn capture_request_bodies() {
         ("strict", &strict, &history[..], &tools[..], &options),
         ("compatible", &ollama, &history[..], &tools[..], &options),
     ] {
-        save(
-            "openai",
-            name,
-            &llm.__request_body(msgs, tools, opts).unwrap().json(),
-        );
+        let body = body_of(llm, &to_openai, name, msgs, tools, opts).await;
+        save("openai", name, &body);
     }
 
-    let gemini = GeminiLlm::new("k");
-    let legacy = GeminiLlm::new("k").with_legacy_parameters(true);
+    let to_gemini = Arc::new(CaptureTransport::json(&reply("gemini")));
+    let gemini = GeminiLlm::new("k").with_transport(Arc::clone(&to_gemini));
+    let legacy = GeminiLlm::new("k")
+        .with_legacy_parameters(true)
+        .with_transport(Arc::clone(&to_gemini));
     for (name, llm, msgs, tools, opts) in [
         ("text_only", &gemini, &simple[..], &[][..], &options),
         ("conversation", &gemini, &history[..], &tools[..], &options),
@@ -218,7 +257,7 @@ fn capture_request_bodies() {
             &options,
         ),
     ] {
-        let body = llm.__request_body(msgs, tools, opts).unwrap().json();
+        let body = body_of(llm, &to_gemini, name, msgs, tools, opts).await;
         // Gemini wants user and model turns to alternate.
         let roles: Vec<&str> = body["contents"]
             .as_array()

@@ -7,8 +7,12 @@
 //! sometimes change under the cache (a rewind, an edit, other
 //! instructions), which must be noticed.
 
+use std::cell::Cell;
+use std::sync::Arc;
+
+use kesoku::llm::testing::CaptureTransport;
 use kesoku::llm::{
-    ClaudeLlm, ContentBlock, GeminiLlm, LlmOptions, OpenAiLlm, PROVIDER_KEY, ToolDeclaration,
+    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, PROVIDER_KEY, ToolDeclaration,
 };
 use kesoku::{Message, MessageType, Role, ToolRequest, keys};
 use proptest::prelude::*;
@@ -172,37 +176,74 @@ fn tools() -> Vec<ToolDeclaration> {
 /// What a request is: its body as JSON, and its fallbacks.
 type Sent = (Value, Vec<(String, String)>);
 
-/// The requests of one backend, encoded whole and through the session.
-trait Encode {
-    fn whole(&self, h: &[Message], o: &LlmOptions) -> Sent;
-    fn session(&self, s: &str, h: &[Message], o: &LlmOptions) -> Sent;
+/// One backend, and what it sends: every request goes through a transport
+/// that keeps it and answers with a plain reply of the provider's.
+struct Probe {
+    llm: Box<dyn Llm>,
+    sent: Arc<CaptureTransport>,
+    runtime: tokio::runtime::Runtime,
+    /// Numbers the sessions of whole encodings.
+    fresh: Cell<u64>,
 }
 
-macro_rules! encode {
-    ($t:ty) => {
-        impl Encode for $t {
-            fn whole(&self, h: &[Message], o: &LlmOptions) -> Sent {
-                let b = self.__request_body(h, &tools(), o).unwrap();
-                let f = b
-                    .fallbacks
-                    .iter()
-                    .map(|f| (f.message_id.clone(), f.mime_type.clone()));
-                (b.json(), f.collect())
-            }
-            fn session(&self, s: &str, h: &[Message], o: &LlmOptions) -> Sent {
-                let b = self.__session_request_body(s, h, &tools(), o).unwrap();
-                let f = b
-                    .fallbacks
-                    .iter()
-                    .map(|f| (f.message_id.clone(), f.mime_type.clone()));
-                (b.json(), f.collect())
-            }
+impl Probe {
+    fn new(build: impl FnOnce(Arc<CaptureTransport>) -> Box<dyn Llm>, reply: &Value) -> Probe {
+        let sent = Arc::new(CaptureTransport::json(reply));
+        Probe {
+            llm: build(Arc::clone(&sent)),
+            sent,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap(),
+            fresh: Cell::new(0),
         }
-    };
+    }
+
+    fn claude() -> Probe {
+        Probe::new(
+            |t| Box::new(ClaudeLlm::new("k").with_transport(t)),
+            &json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}
+            }),
+        )
+    }
+
+    fn openai() -> Probe {
+        Probe::new(
+            |t| Box::new(OpenAiLlm::new("k").with_transport(t)),
+            &json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}),
+        )
+    }
+
+    fn gemini() -> Probe {
+        Probe::new(
+            |t| Box::new(GeminiLlm::new("k").with_transport(t)),
+            &json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}),
+        )
+    }
+
+    /// The request for `h` in session `s`: its body and its fallbacks.
+    fn session(&self, s: &str, h: &[Message], o: &LlmOptions) -> Sent {
+        let turn = self
+            .runtime
+            .block_on(self.llm.complete(s, h, &tools(), o))
+            .unwrap();
+        let f = turn
+            .fallbacks
+            .iter()
+            .map(|f| (f.message_id.clone(), f.mime_type.clone()));
+        (self.sent.last_json().unwrap(), f.collect())
+    }
+
+    /// The request for `h` encoded whole: the first of a new session.
+    fn whole(&self, h: &[Message], o: &LlmOptions) -> Sent {
+        self.fresh.set(self.fresh.get() + 1);
+        self.session(&format!("whole-{}", self.fresh.get()), h, o)
+    }
 }
-encode!(ClaudeLlm);
-encode!(OpenAiLlm);
-encode!(GeminiLlm);
 
 /// How the history given to the next request changes.
 #[derive(Debug, Clone)]
@@ -226,7 +267,7 @@ fn next() -> impl Strategy<Value = Next> {
     ]
 }
 
-fn check(llm: &dyn Encode, full: &[Message], plan: &[Next]) -> Result<(), TestCaseError> {
+fn check(llm: &Probe, full: &[Message], plan: &[Next]) -> Result<(), TestCaseError> {
     let mut history: Vec<Message> = Vec::new();
     let mut options = LlmOptions::new("m");
     for (k, step) in plan.iter().enumerate() {
@@ -264,9 +305,9 @@ proptest! {
         plan in proptest::collection::vec(next(), 1..16),
     ) {
         let full = history(&steps);
-        check(&ClaudeLlm::new("k"), &full, &plan)?;
-        check(&OpenAiLlm::new("k"), &full, &plan)?;
-        check(&GeminiLlm::new("k"), &full, &plan)?;
+        check(&Probe::claude(), &full, &plan)?;
+        check(&Probe::openai(), &full, &plan)?;
+        check(&Probe::gemini(), &full, &plan)?;
     }
 }
 
@@ -285,7 +326,7 @@ fn a_long_session_reuses_what_it_encoded() {
         .collect();
     let full = history(&steps);
     let options = LlmOptions::new("m");
-    let claude = ClaudeLlm::new("k");
+    let claude = Probe::claude();
     for upto in (1..full.len()).step_by(97) {
         assert_eq!(
             claude.session("long", &full[..upto], &options),

@@ -1,7 +1,7 @@
 //! [`Backend`]: the one implementation of a model call, over a
 //! [`WireFormat`]. It lowers the tools (cached per set), reads the history
 //! once (or only what is new since the session's last request, see
-//! `prefix.rs`), lets the format encode it, sends it through the [`Transport`] and
+//! `prefix.rs`), lets the format encode it, sends it through the [`Endpoint`] and
 //! lets the format decode the answer.
 //!
 //! The public backends (`ClaudeLlm`, `OpenAiLlm`, `GeminiLlm`) are thin
@@ -17,39 +17,19 @@ use kesoku_core::Message;
 use serde_json::Value;
 
 use crate::declaration::ToolDeclaration;
+use crate::endpoint::{Endpoint, Streamed};
 use crate::error::LlmError;
 use crate::fallback::ContentFallback;
 use crate::history;
+use crate::http::HttpBody;
 use crate::key::ApiKey;
 use crate::llm::LlmFuture;
 use crate::options::LlmOptions;
 use crate::prefix::{Prefix, Prefixes, keep_until, pairs_forward, unpaired_parent};
 use crate::schemas::{LoweredTools, SchemaCache};
 use crate::stream::{EventStream, Reader, StreamEvent, events_of, stream_error, within};
-use crate::transport::{Streamed, Transport};
 use crate::turn::AssistantTurn;
 use crate::wire::{Request, WireFormat};
-
-/// A request body as a backend would send it. Not a public API: tests and
-/// benchmarks read it through the backends' hidden `__request_body`.
-#[doc(hidden)]
-#[derive(Debug, Clone)]
-pub struct RequestBody {
-    /// The JSON body, as sent.
-    pub bytes: Vec<u8>,
-    /// Blocks the provider cannot take where they were, sent as text notes.
-    pub fallbacks: Vec<ContentFallback>,
-}
-
-impl RequestBody {
-    /// The body, parsed.
-    ///
-    /// # Panics
-    /// If the body is not JSON, which would be a bug.
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.bytes).expect("a request body is JSON")
-    }
-}
 
 /// A request ready to send, with the lowered tools its answer is read with.
 struct Encoded {
@@ -76,12 +56,9 @@ enum Step<'a, F: WireFormat> {
     Ended,
 }
 
-/// A streamed reply's body, as it comes.
-type Body = futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>;
-
 /// A streamed reply being read.
 struct Reading<F: WireFormat> {
-    body: Body,
+    body: HttpBody,
     reader: Reader<F::Decoder>,
     /// Events read but not given yet.
     pending: VecDeque<StreamEvent>,
@@ -96,7 +73,7 @@ struct Reading<F: WireFormat> {
 #[derive(Debug)]
 pub(crate) struct Backend<F> {
     pub(crate) format: F,
-    pub(crate) transport: Transport,
+    pub(crate) endpoint: Endpoint,
     schemas: SchemaCache,
     /// Each session's history as already encoded.
     prefixes: Prefixes,
@@ -106,24 +83,40 @@ pub(crate) struct Backend<F> {
 
 impl<F: WireFormat> Backend<F> {
     pub(crate) fn new(api_key: Option<ApiKey>, base_url: &str, format: F) -> Self {
-        Backend::over(Transport::new(F::NAME, api_key, base_url), format)
+        Backend::over(Endpoint::new(F::NAME, api_key, base_url), format)
     }
 
     /// Configured from the environment, as the provider's official SDK is.
     pub(crate) fn from_env() -> Result<Self, LlmError> {
-        let transport =
-            Transport::from_env(F::NAME, F::KEY_VARS, F::BASE_URL_VAR, F::DEFAULT_BASE_URL)?;
-        Ok(Backend::over(transport, F::default()))
+        let endpoint =
+            Endpoint::from_env(F::NAME, F::KEY_VARS, F::BASE_URL_VAR, F::DEFAULT_BASE_URL)?;
+        Ok(Backend::over(endpoint, F::default()))
     }
 
-    fn over(transport: Transport, format: F) -> Self {
+    fn over(endpoint: Endpoint, format: F) -> Self {
         Backend {
             format,
-            transport,
+            endpoint,
             schemas: SchemaCache::default(),
             prefixes: Prefixes::default(),
             deny_unsupported: false,
         }
+    }
+
+    /// What lowering `tools` for this provider changes: the set's cached
+    /// lowering's report (lowered now if the set is new).
+    pub(crate) fn lowering_report(
+        &self,
+        tools: &[ToolDeclaration],
+    ) -> Arc<kesoku_core::lowering::LoweringReport> {
+        let lowered = self.schemas.get(
+            F::NAME,
+            F::NAMES,
+            self.format.schema_dialect(),
+            tools,
+            |t| self.format.sends_schema(t),
+        );
+        Arc::clone(&lowered.report)
     }
 
     /// The tools lowered for this provider, and the error to return
@@ -310,16 +303,16 @@ impl<F: WireFormat> Backend<F> {
     ) -> Result<AssistantTurn, LlmError> {
         let call = async {
             let request = self.encode(Some(session_id), messages, tools, options, false)?;
-            let headers = self.format.auth_headers(self.transport.key());
+            let headers = self.format.auth_headers(self.endpoint.key());
             let path = self.format.path(options);
-            let body = self.transport.post(&path, &headers, request.body).await?;
+            let body = self.endpoint.post(&path, &headers, request.body).await?;
             let mut turn = self
                 .format
                 .decode(session_id, &body, &request.lowered.names)?;
             turn.fallbacks = request.fallbacks;
             Ok(turn)
         };
-        match self.transport.options().call_timeout {
+        match self.endpoint.options().call_timeout {
             Some(limit) => {
                 tokio::time::timeout(limit, call)
                     .await
@@ -344,14 +337,14 @@ impl<F: WireFormat> Backend<F> {
     ) -> EventStream<'a> {
         let start = async move {
             let request = self.encode(Some(session_id), messages, tools, options, true)?;
-            let headers = self.format.auth_headers(self.transport.key());
+            let headers = self.format.auth_headers(self.endpoint.key());
             let path = self.format.stream_path(options);
-            let response = match self
-                .transport
+            let body = match self
+                .endpoint
                 .post_stream(&path, &headers, request.body)
                 .await?
             {
-                Streamed::Events(response) => response,
+                Streamed::Events(body) => body,
                 // A compatible server that ignored the request for a
                 // stream: its answer is read as `complete` reads it.
                 Streamed::Whole(body) => {
@@ -363,8 +356,8 @@ impl<F: WireFormat> Backend<F> {
                 }
             };
             Ok(Opened::Stream(Box::new(Reading::<F> {
-                body: response.bytes_stream().boxed(),
-                reader: Reader::new(self.transport.options().max_event_bytes),
+                body,
+                reader: Reader::new(self.endpoint.options().max_event_bytes),
                 pending: VecDeque::new(),
                 failed: None,
                 lowered: request.lowered,
@@ -375,7 +368,7 @@ impl<F: WireFormat> Backend<F> {
         let events = Box::pin(futures_util::stream::unfold(state, move |state| {
             self.next_event(state, session_id)
         }));
-        match self.transport.options().call_timeout {
+        match self.endpoint.options().call_timeout {
             Some(limit) => within(events, limit, F::NAME),
             None => events,
         }
@@ -465,41 +458,6 @@ impl<F: WireFormat> Backend<F> {
             }
         }
     }
-
-    /// The body [`complete`](Self::complete) would send for `session`
-    /// (reusing and keeping its encoded prefix), or for a history of no
-    /// session (encoded whole).
-    pub(crate) fn request_body(
-        &self,
-        session: Option<&str>,
-        messages: &[Message],
-        tools: &[ToolDeclaration],
-        options: &LlmOptions,
-    ) -> Result<RequestBody, LlmError> {
-        let Encoded {
-            body, fallbacks, ..
-        } = self.encode(session, messages, tools, options, false)?;
-        Ok(RequestBody {
-            bytes: body,
-            fallbacks,
-        })
-    }
-
-    /// Reads `body` as [`complete`](Self::complete) would, for `tools`.
-    pub(crate) fn decode_response(
-        &self,
-        session_id: &str,
-        tools: &[ToolDeclaration],
-        body: &Value,
-    ) -> Result<AssistantTurn, LlmError> {
-        let lowered = self.lowered(tools)?;
-        self.format.decode(session_id, body, &lowered.names)
-    }
-
-    /// How many declaration sets were lowered.
-    pub(crate) fn schema_lowerings(&self) -> usize {
-        self.schemas.lowerings()
-    }
 }
 
 /// Declares a public backend: a wrapper around [`Backend`] over a wire
@@ -531,14 +489,48 @@ macro_rules! public_backend {
             /// Sets the base address (for proxies and compatible servers).
             #[must_use]
             pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-                self.0.transport.set_base_url(&url.into());
+                self.0.endpoint.set_base_url(&url.into());
                 self
             }
 
-            /// Sets timeouts and the retry policy.
+            /// Sets timeouts, the retry policy (from its retry fields) and
+            /// the limits of one call.
             #[must_use]
-            pub fn with_http_options(mut self, options: crate::transport::HttpOptions) -> Self {
-                self.0.transport.set_http_options(options);
+            pub fn with_http_options(mut self, options: crate::http_options::HttpOptions) -> Self {
+                self.0.endpoint.set_http_options(options);
+                self
+            }
+
+            /// What lowering `tools` to this provider's schema dialect
+            /// changes, tool by tool, with JSON paths: what a call with
+            /// them would log (once per set) or, with
+            /// [`deny_unsupported_schemas`](Self::deny_unsupported_schemas),
+            /// refuse. A set is lowered once and kept (the last 16 sets),
+            /// so asking again, or calling with the same tools, reuses it:
+            /// the same `Arc`.
+            pub fn lowering_report(
+                &self,
+                tools: &[crate::declaration::ToolDeclaration],
+            ) -> std::sync::Arc<kesoku_core::lowering::LoweringReport> {
+                self.0.lowering_report(tools)
+            }
+
+            /// Sets when a request is tried again (the last of this and
+            /// [`with_http_options`](Self::with_http_options) wins).
+            #[must_use]
+            pub fn with_retry_policy(mut self, policy: crate::retry::RetryPolicy) -> Self {
+                self.0.endpoint.set_retry_policy(policy);
+                self
+            }
+
+            /// Sends every request through `transport` instead of the
+            /// default [`ReqwestTransport`](crate::ReqwestTransport): another
+            /// client, a proxy, a recorder, a replay. The retry policy is
+            /// still applied over it; `with_http_options` then changes
+            /// the retries and limits, not the transport.
+            #[must_use]
+            pub fn with_transport(mut self, transport: impl crate::http::HttpTransport + 'static) -> Self {
+                self.0.endpoint.set_transport(std::sync::Arc::new(transport));
                 self
             }
 
@@ -552,47 +544,6 @@ macro_rules! public_backend {
             pub fn deny_unsupported_schemas(mut self, deny: bool) -> Self {
                 self.0.deny_unsupported = deny;
                 self
-            }
-
-            /// The body `complete` would send, encoded whole. Not a public API.
-            #[doc(hidden)]
-            pub fn __request_body(
-                &self,
-                messages: &[kesoku_core::Message],
-                tools: &[crate::declaration::ToolDeclaration],
-                options: &crate::options::LlmOptions,
-            ) -> Result<crate::backend::RequestBody, crate::error::LlmError> {
-                self.0.request_body(None, messages, tools, options)
-            }
-
-            /// The body `complete` would send for this session, reusing
-            /// what its last request encoded. Not a public API.
-            #[doc(hidden)]
-            pub fn __session_request_body(
-                &self,
-                session_id: &str,
-                messages: &[kesoku_core::Message],
-                tools: &[crate::declaration::ToolDeclaration],
-                options: &crate::options::LlmOptions,
-            ) -> Result<crate::backend::RequestBody, crate::error::LlmError> {
-                self.0.request_body(Some(session_id), messages, tools, options)
-            }
-
-            /// Reads a response body as `complete` would. Not a public API.
-            #[doc(hidden)]
-            pub fn __decode_response(
-                &self,
-                session_id: &str,
-                tools: &[crate::declaration::ToolDeclaration],
-                body: &serde_json::Value,
-            ) -> Result<crate::turn::AssistantTurn, crate::error::LlmError> {
-                self.0.decode_response(session_id, tools, body)
-            }
-
-            /// How many tool declaration sets were lowered. Not a public API.
-            #[doc(hidden)]
-            pub fn __schema_lowerings(&self) -> usize {
-                self.0.schema_lowerings()
             }
         }
 

@@ -19,14 +19,19 @@ pub enum LlmError {
         attempts: u32,
     },
     /// The provider could not be reached, or did not answer in time.
-    #[error("could not reach {provider} at {url}: {message}{}", attempts_note(*.attempts))]
+    ///
+    /// The message quotes the transport's error too (it is also the
+    /// [`source`](std::error::Error::source)): this error is stored as an
+    /// agent's message, where no chain is printed.
+    #[error("could not reach {provider} at {url}: {source}{}", attempts_note(*.attempts))]
     Transport {
         /// The provider.
         provider: &'static str,
         /// The URL called (never with a key in it).
         url: String,
         /// What went wrong.
-        message: String,
+        #[source]
+        source: crate::http::TransportError,
         /// How many attempts were made.
         attempts: u32,
     },

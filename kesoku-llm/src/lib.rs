@@ -7,8 +7,10 @@
 //! each tool result with its call through `parent_id`; lowers the tool
 //! schemas to the provider's dialect (see `kesoku_core::lowering`) once per
 //! set of tools, logging what that cost; encodes the request (for a session
-//! it served, only the messages added since its last request); retries
-//! what is worth retrying; and reads the answer into an [`AssistantTurn`].
+//! it served, only the messages added since its last request); sends it
+//! through an [`HttpTransport`] (reqwest by default, or any of yours, with
+//! `with_transport`) under a [`Retry`] layer; and reads the answer into an
+//! [`AssistantTurn`].
 //!
 //! # Layers
 //!
@@ -16,6 +18,7 @@
 //!
 //! | module | holds |
 //! | --- | --- |
+//! | `testing` | record a session to a cassette, replay it, capture requests (feature `testing`) |
 //! | `scripted` | [`ScriptedLlm`], a model that plays a script |
 //! | `claude`, `openai`, `gemini` | each provider's wire format and public backend |
 //! | `backend` | the one [`Llm`] implementation over a wire format |
@@ -28,28 +31,40 @@
 //! | `stream` | [`StreamEvent`]s, the server-sent events parser, and each provider's stream decoder |
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
 //! | `options`, `declaration` | [`LlmOptions`], [`ToolChoice`], [`ToolDeclaration`] |
-//! | `transport` | HTTP: address, key, retries, [`HttpOptions`] |
+//! | `endpoint` | a provider's address and key over the transport and its retries; errors that name the provider's |
 //! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`] |
+//! | `reqwest_transport` | [`ReqwestTransport`], the default transport |
+//! | `http_options` | [`HttpOptions`] |
+//! | `retry` | [`Retry`], the layer that tries again by a [`RetryPolicy`] |
+//! | `http` | the seam: [`HttpTransport`], [`HttpRequest`], [`HttpResponse`], [`TransportError`] |
+//! | `future` | [`LlmFuture`] |
 
 mod backend;
 mod blocks;
 mod claude;
 mod declaration;
+mod endpoint;
 mod error;
 mod fallback;
+mod future;
 mod gemini;
 mod history;
+mod http;
+mod http_options;
 mod key;
 mod llm;
 mod openai;
 mod options;
 mod prefix;
+mod reqwest_transport;
+mod retry;
 mod schemas;
 mod scripted;
 mod stream;
 #[cfg(test)]
 mod stream_tests;
-mod transport;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod turn;
 mod wire;
 
@@ -59,19 +74,15 @@ pub use declaration::ToolDeclaration;
 pub use error::LlmError;
 pub use fallback::ContentFallback;
 pub use gemini::GeminiLlm;
+pub use http::{BoxError, HttpBody, HttpRequest, HttpResponse, HttpTransport, TransportError};
+pub use http_options::HttpOptions;
 pub use kesoku_core::ContentBlock;
 pub use key::ApiKey;
 pub use llm::{Llm, LlmFuture};
 pub use openai::OpenAiLlm;
 pub use options::{LlmOptions, ToolChoice};
+pub use reqwest_transport::ReqwestTransport;
+pub use retry::{Retry, RetryPolicy};
 pub use scripted::{ScriptError, ScriptedLlm};
 pub use stream::{EventStream, StreamEvent};
-pub use transport::HttpOptions;
 pub use turn::{AssistantTurn, PROVIDER_KEY, StopReason, Usage};
-
-/// What kesoku's own tests and benchmarks reach. Not a public API: it may
-/// change in any release.
-#[doc(hidden)]
-pub mod __private {
-    pub use crate::backend::RequestBody;
-}

@@ -1,7 +1,5 @@
 //! The [`Llm`] trait every backend implements: one call, one assistant turn.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use kesoku_core::Message;
@@ -13,9 +11,7 @@ use crate::stream::{EventStream, StreamEvent, events_of};
 use crate::turn::AssistantTurn;
 use futures_util::StreamExt as _;
 
-/// A boxed future borrowing its inputs, so [`Llm`] stays object-safe. It is
-/// `Send`: a call can run on a spawned task.
-pub type LlmFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::LlmFuture;
 
 /// An LLM backend: one call, one assistant turn.
 ///

@@ -54,7 +54,7 @@ impl OpenAiLlm {
     /// Sends no `Authorization` header (local servers).
     #[must_use]
     pub fn without_key(mut self) -> Self {
-        self.0.transport.clear_key();
+        self.0.endpoint.clear_key();
         self
     }
 

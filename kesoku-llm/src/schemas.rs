@@ -28,7 +28,7 @@ pub(crate) struct LoweredTools {
     /// wire format sends no schema for that tool.
     pub(crate) schemas: Vec<Option<Value>>,
     /// What the lowering changed, tool by tool.
-    pub(crate) report: LoweringReport,
+    pub(crate) report: Arc<LoweringReport>,
 }
 
 /// What a set of declarations is recognised by: its dialect, and each
@@ -55,8 +55,6 @@ impl Entry {
 #[derive(Debug, Default)]
 struct Inner {
     entries: VecDeque<Entry>,
-    /// How many sets were lowered: a test hook's counter.
-    lowerings: usize,
 }
 
 /// The declaration sets a backend has lowered.
@@ -106,7 +104,7 @@ impl SchemaCache {
         let lowered = Arc::new(LoweredTools {
             names: ToolNames::new(names, tools.iter().map(|t| t.name.as_str())),
             schemas,
-            report,
+            report: Arc::new(report),
         });
         if inner.entries.len() == CAPACITY {
             inner.entries.pop_front();
@@ -119,15 +117,6 @@ impl SchemaCache {
                 .collect(),
             lowered: Arc::clone(&lowered),
         });
-        inner.lowerings += 1;
         lowered
-    }
-
-    /// How many declaration sets were lowered so far.
-    pub(crate) fn lowerings(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .lowerings
     }
 }

@@ -14,7 +14,7 @@ use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 mod common;
-use common::{fixture, fixture_text};
+use common::{fixture, fixture_text, sent};
 
 fn fast_retries(max_retries: u32) -> HttpOptions {
     HttpOptions {
@@ -202,7 +202,6 @@ async fn parallel_calls_run_and_their_results_go_back_paired_in_one_user_message
 
 #[tokio::test]
 async fn errors_are_flagged_and_media_falls_back_to_a_reported_note() {
-    let llm = ClaudeLlm::new("k");
     let request = kesoku_core::ToolRequest::new("toolu_9", "get_weather", json!({}));
     let call = Message::tool_call("s", &request);
     let mut result = Message::new(
@@ -225,10 +224,14 @@ async fn errors_are_flagged_and_media_falls_back_to_a_reported_note() {
         ])
         .unwrap(),
     );
-    let req = llm
-        .__request_body(&[photo.clone(), call, result], &[], &LlmOptions::new("m"))
-        .unwrap();
-    let body = req.json();
+    let (body, turn) = sent(
+        |t| ClaudeLlm::new("k").with_transport(t),
+        "anthropic/text.json",
+        &[photo.clone(), call, result],
+        &[],
+        &LlmOptions::new("m"),
+    )
+    .await;
     let messages = body["messages"].as_array().unwrap();
     let content = &messages[0]["content"];
     assert_eq!(
@@ -240,8 +243,8 @@ async fn errors_are_flagged_and_media_falls_back_to_a_reported_note() {
         content[3]["text"],
         "[media attachment (audio/wav, 10 bytes) omitted: Claude does not accept this kind of content]"
     );
-    assert_eq!(req.fallbacks.len(), 1);
-    assert_eq!(req.fallbacks[0].message_id, photo.id);
+    assert_eq!(turn.fallbacks.len(), 1);
+    assert_eq!(turn.fallbacks[0].message_id, photo.id);
     assert_eq!(messages[2]["content"][0]["is_error"], true);
     assert_eq!(messages[2]["content"][0]["tool_use_id"], "toolu_9");
 }

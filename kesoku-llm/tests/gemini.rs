@@ -15,7 +15,9 @@ use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 mod common;
-use common::{fixture, fixture_text};
+use common::{fixture, fixture_text, sent};
+use kesoku_llm::testing::CaptureTransport;
+use std::sync::Arc;
 
 fn llm(server: &MockServer) -> GeminiLlm {
     GeminiLlm::new("gemini-test-key")
@@ -173,11 +175,19 @@ async fn parallel_calls_keep_ids_and_signatures_per_part_and_results_pair_up() {
 #[tokio::test]
 async fn legacy_parameters_are_sanitized() {
     let tools = ToolDeclaration::all(&registry());
-    let req = GeminiLlm::new("k")
-        .with_legacy_parameters(true)
-        .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
-        .unwrap();
-    let decl = &req.json()["tools"][0]["functionDeclarations"][0];
+    let (body, _) = sent(
+        |t| {
+            GeminiLlm::new("k")
+                .with_legacy_parameters(true)
+                .with_transport(t)
+        },
+        "gemini/text.json",
+        &[user("x")],
+        &tools,
+        &LlmOptions::new("m"),
+    )
+    .await;
+    let decl = &body["tools"][0]["functionDeclarations"][0];
     assert!(decl.get("parametersJsonSchema").is_none());
     let params = &decl["parameters"];
     assert!(params.get("additionalProperties").is_none(), "{params}");
@@ -278,25 +288,28 @@ async fn one_tool_call() {
     assert_eq!(args, json!({"city": "Oslo"}));
 }
 
-#[test]
-fn the_model_parts_are_replayed_unchanged() {
+#[tokio::test]
+async fn the_model_parts_are_replayed_unchanged() {
     let parts = json!([
         {"text": "Let me look.", "thoughtSignature": "c2lnMQ=="},
         {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}, "thoughtSignature": "c2lnMg=="},
         {"text": " One moment.", "thoughtSignature": "c2lnMw=="}
     ]);
     let body = json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]});
-    let llm = GeminiLlm::new("k");
+    let capture = Arc::new(CaptureTransport::json(&body));
+    let llm = GeminiLlm::new("k").with_transport(Arc::clone(&capture));
     let tools = ToolDeclaration::all(&registry());
-    let turn = llm.__decode_response("s", &tools, &body).unwrap();
+    let options = LlmOptions::new("m");
+    let turn = llm
+        .complete("s", &[user("Weather?")], &tools, &options)
+        .await
+        .unwrap();
     assert_eq!(turn.text, "Let me look. One moment.");
     assert_eq!(turn.tool_calls.len(), 1);
     let mut history = vec![user("Weather?")];
     history.extend(turn.messages.iter().cloned());
-    let replay = llm
-        .__request_body(&history, &tools, &LlmOptions::new("m"))
-        .unwrap()
-        .json();
+    llm.complete("s", &history, &tools, &options).await.unwrap();
+    let replay = capture.last_json().unwrap();
     assert_eq!(replay["contents"][1]["role"], "model");
     assert_eq!(replay["contents"][1]["parts"], parts);
     assert_eq!(replay["contents"].as_array().unwrap().len(), 2);

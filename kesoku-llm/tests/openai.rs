@@ -15,7 +15,7 @@ use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 mod common;
-use common::{fixture, fixture_text};
+use common::{fixture, fixture_text, sent};
 
 fn llm(server: &MockServer) -> OpenAiLlm {
     OpenAiLlm::new("sk-openai-test")
@@ -153,18 +153,27 @@ async fn parallel_calls_round_trip_with_string_arguments() {
 #[tokio::test]
 async fn strict_mode_and_compatible_servers() {
     let tools = ToolDeclaration::all(&registry());
-    let strict = OpenAiLlm::new("k")
-        .with_strict(true)
-        .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
-        .unwrap();
-    let f = &strict.json()["tools"][0]["function"];
+    let (strict, _) = sent(
+        |t| OpenAiLlm::new("k").with_strict(true).with_transport(t),
+        "openai/text.json",
+        &[user("x")],
+        &tools,
+        &LlmOptions::new("m"),
+    )
+    .await;
+    let f = &strict["tools"][0]["function"];
     assert_eq!(f["strict"], true);
     assert_eq!(f["parameters"]["required"], json!(["city", "unit"]));
-    let ollama = OpenAiLlm::compatible("http://localhost:11434/v1")
-        .__request_body(&[user("x")], &tools, &LlmOptions::new("m"))
-        .unwrap();
-    assert!(ollama.json().get("tool_choice").is_none());
-    assert_eq!(ollama.json()["max_tokens"], 4096);
+    let (ollama, _) = sent(
+        |t| OpenAiLlm::compatible("http://localhost:11434/v1").with_transport(t),
+        "openai/text.json",
+        &[user("x")],
+        &tools,
+        &LlmOptions::new("m"),
+    )
+    .await;
+    assert!(ollama.get("tool_choice").is_none());
+    assert_eq!(ollama["max_tokens"], 4096);
 }
 
 #[tokio::test]

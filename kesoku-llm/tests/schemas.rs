@@ -5,15 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use kesoku_core::lowering::{Dialect, ReportEntry, Severity, lower};
+use kesoku_core::lowering::{Dialect, LoweringReport, ReportEntry, Severity, lower};
 use kesoku_core::{Message, MessageType, Role};
-use kesoku_llm::__private::RequestBody;
 use kesoku_llm::{ClaudeLlm, GeminiLlm, Llm, LlmError, LlmOptions, OpenAiLlm, ToolDeclaration};
 use serde_json::{Value, json};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 mod common;
-use common::server_answering;
+use common::{sent, server_answering};
 
 /// The fields of every warning logged about a tool, by field name.
 #[derive(Clone, Default)]
@@ -32,11 +31,11 @@ impl Visit for Fields<'_> {
 
 impl<S: tracing::Subscriber> Layer<S> for Warnings {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
         if *event.metadata().level() != tracing::Level::WARN {
             return;
         }
-        let mut fields = BTreeMap::new();
-        event.record(&mut Fields(&mut fields));
         if fields.contains_key("tool") {
             self.0.lock().unwrap().push(fields);
         }
@@ -55,12 +54,11 @@ impl Warnings {
     }
 }
 
-/// The hidden hooks, the same for every backend.
+/// The builder methods every backend has, for one test over all three.
 trait Hooks: Llm + Sized {
     fn at(self, url: String) -> Self;
     fn deny(self) -> Self;
-    fn body(&self, tools: &[ToolDeclaration]) -> Result<RequestBody, LlmError>;
-    fn lowerings(&self) -> usize;
+    fn report(&self, tools: &[ToolDeclaration]) -> Arc<LoweringReport>;
 }
 
 macro_rules! hooks {
@@ -72,11 +70,8 @@ macro_rules! hooks {
             fn deny(self) -> Self {
                 self.deny_unsupported_schemas(true)
             }
-            fn body(&self, tools: &[ToolDeclaration]) -> Result<RequestBody, LlmError> {
-                self.__request_body(&[user()], tools, &LlmOptions::new("m"))
-            }
-            fn lowerings(&self) -> usize {
-                self.__schema_lowerings()
+            fn report(&self, tools: &[ToolDeclaration]) -> Arc<LoweringReport> {
+                self.lowering_report(tools)
             }
         }
     )*};
@@ -128,8 +123,9 @@ async fn check<L: Hooks>(make: impl Fn() -> L, dialect: Dialect, costly: ToolDec
     let warnings = Warnings::default();
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(warnings.clone()));
-    let server = server_answering(fixture_name, 2).await;
+    let server = server_answering(fixture_name, 4).await;
     let llm = make().at(server.uri());
+    let first = llm.report(&[plain.clone(), costly.clone()]);
     for _ in 0..2 {
         // A fresh copy each time: the cache knows a set by its content.
         let tools = vec![plain.clone(), costly.clone()];
@@ -137,7 +133,13 @@ async fn check<L: Hooks>(make: impl Fn() -> L, dialect: Dialect, costly: ToolDec
             .await
             .unwrap();
     }
-    assert_eq!(llm.lowerings(), 1, "one set, lowered once");
+    let again = llm.report(&[plain.clone(), costly.clone()]);
+    assert!(Arc::ptr_eq(&first, &again), "one set, lowered once");
+    let found: Vec<(String, String)> = again
+        .iter()
+        .filter(|e| e.severity >= Severity::Lossy)
+        .map(|e| (e.tool.clone(), e.path.clone()))
+        .collect();
     let logged = warnings.logged();
     let want: Vec<(String, String)> = expected
         .iter()
@@ -147,14 +149,27 @@ async fn check<L: Hooks>(make: impl Fn() -> L, dialect: Dialect, costly: ToolDec
         logged, want,
         "each finding logged once, naming tool and path"
     );
+    assert_eq!(found, want, "the report is what was logged");
 
-    llm.body(std::slice::from_ref(&plain)).unwrap();
-    assert_eq!(llm.lowerings(), 2, "another set is lowered on its own");
-    llm.body(&[plain.clone(), costly.clone()]).unwrap();
-    assert_eq!(llm.lowerings(), 2, "the first set is still cached");
+    let options = LlmOptions::new("m");
+    llm.complete("s", &[user()], std::slice::from_ref(&plain), &options)
+        .await
+        .unwrap();
+    let other = llm.report(std::slice::from_ref(&plain));
+    assert!(
+        !Arc::ptr_eq(&other, &first),
+        "another set is lowered on its own"
+    );
+    llm.complete("s", &[user()], &[plain.clone(), costly.clone()], &options)
+        .await
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(&llm.report(&[plain.clone(), costly.clone()]), &first),
+        "the first set is still cached"
+    );
     assert_eq!(warnings.logged().len(), want.len(), "and not logged again");
 
-    let silent = server_answering(fixture_name, 0).await;
+    let silent = server_answering(fixture_name, 1).await;
     let strict = make().at(silent.uri()).deny();
     let tools = [plain, costly];
     let err = strict
@@ -177,7 +192,10 @@ async fn check<L: Hooks>(make: impl Fn() -> L, dialect: Dialect, costly: ToolDec
     assert!(err.to_string().contains(&first.tool), "{err}");
     assert!(silent.received_requests().await.unwrap().is_empty());
     // A set without findings still goes through a denying backend.
-    assert!(strict.body(&tools[..1]).is_ok());
+    strict
+        .complete("s", &[user()], &tools[..1], &LlmOptions::new("m"))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -236,15 +254,24 @@ async fn gemini_lowers_once_warns_once_and_can_deny() {
     .await;
 }
 
-#[test]
-fn a_tool_declared_without_a_schema_is_not_lowered_or_judged() {
+#[tokio::test]
+async fn a_tool_declared_without_a_schema_is_not_lowered_or_judged() {
     // Gemini declares a tool without arguments with no schema at all, so
     // nothing about its (empty) schema can fail the call.
     let none = declaration("ping", json!({"type": "object", "properties": {}}));
-    let llm = GeminiLlm::new("k")
-        .with_legacy_parameters(true)
-        .deny_unsupported_schemas(true);
-    let body = llm.body(&[none]).unwrap().json();
+    let (body, _) = sent(
+        |t| {
+            GeminiLlm::new("k")
+                .with_legacy_parameters(true)
+                .deny_unsupported_schemas(true)
+                .with_transport(t)
+        },
+        "gemini/text.json",
+        &[user()],
+        &[none],
+        &LlmOptions::new("m"),
+    )
+    .await;
     assert_eq!(
         body["tools"][0]["functionDeclarations"][0],
         json!({"name": "ping", "description": "A tool."})

@@ -1,6 +1,8 @@
 //! The agent's own cost, with the model mocked at the depth of the
-//! transport: every model call builds the real request body of one of the
-//! three backends, then answers from a script without waiting.
+//! transport: every model call is a real call of one of the three
+//! backends, through a transport ([`Sink`]) that drops the request body it
+//! built and answers at once; the turn then comes from a script, without
+//! waiting.
 //!
 //! - `agent_turn/{backend}_{store}_k{K}/{N}`: one turn of K model calls
 //!   (K − 1 tool-call steps, then the answer) on a session that already
@@ -22,7 +24,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use kesoku::llm::__private::RequestBody;
 use kesoku::llm::{
     Agent, AssistantTurn, ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmError, LlmFuture, LlmOptions,
     OpenAiLlm, ScriptedLlm, ToolDeclaration, TurnStatus,
@@ -31,6 +32,7 @@ use kesoku::store::{MemoryStore, SqliteStore, Store};
 use kesoku::{
     DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
 };
+use kesoku_bench::Sink;
 use serde_json::json;
 
 /// History lengths, as in the `request` and `store` benches.
@@ -88,9 +90,9 @@ struct Backends {
 impl Backends {
     fn new() -> Self {
         Backends {
-            claude: Arc::new(ClaudeLlm::new("k")),
-            openai: Arc::new(OpenAiLlm::new("k")),
-            gemini: Arc::new(GeminiLlm::new("k")),
+            claude: Arc::new(ClaudeLlm::new("k").with_transport(Sink::new("claude"))),
+            openai: Arc::new(OpenAiLlm::new("k").with_transport(Sink::new("openai"))),
+            gemini: Arc::new(GeminiLlm::new("k").with_transport(Sink::new("gemini"))),
         }
     }
 }
@@ -104,24 +106,12 @@ struct Transport {
 }
 
 impl Transport {
-    fn body(
-        &self,
-        session_id: &str,
-        messages: &[Message],
-        tools: &[ToolDeclaration],
-        options: &LlmOptions,
-    ) -> Result<RequestBody, LlmError> {
+    fn backend(&self) -> &dyn Llm {
         let b = &self.backends;
         match self.wire {
-            Wire::Claude => b
-                .claude
-                .__session_request_body(session_id, messages, tools, options),
-            Wire::OpenAi => b
-                .openai
-                .__session_request_body(session_id, messages, tools, options),
-            Wire::Gemini => b
-                .gemini
-                .__session_request_body(session_id, messages, tools, options),
+            Wire::Claude => &*b.claude,
+            Wire::OpenAi => &*b.openai,
+            Wire::Gemini => &*b.gemini,
         }
     }
 }
@@ -139,9 +129,12 @@ impl Llm for Transport {
         options: &'a LlmOptions,
     ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
         Box::pin(async move {
-            let body = self.body(session_id, messages, tools, options)?;
-            // What a transport would send.
-            std::hint::black_box(body);
+            // The real call, its request built and dropped by the sink.
+            let sent = self
+                .backend()
+                .complete(session_id, messages, tools, options)
+                .await?;
+            std::hint::black_box(sent);
             self.script
                 .complete(session_id, messages, tools, options)
                 .await

@@ -1,21 +1,29 @@
 //! Building one request body per backend from a history of 10, 1,000 and
 //! 10,000 messages: user questions, tool calls, their results (one in
-//! eight with an image) and assistant answers. Nothing is sent.
+//! eight with an image) and assistant answers. Each is a whole model call
+//! through the backend's public seam, with a transport ([`Sink`]) that
+//! drops the body and answers at once with the provider's shortest reply:
+//! building the request is nearly all of it.
 //!
 //! `request/*` encodes the whole history, as the first request of a
-//! session does; `request_next/*` encodes the next request of a session
-//! the backend served, four messages longer, reusing the encoded prefix
-//! it kept.
+//! session does (and keeps the session's encoded prefix, as that request
+//! does); `request_next/*` encodes the next request of a session the
+//! backend served, four messages longer, reusing the encoded prefix it
+//! kept.
 //!
 //! Run with `cargo bench -p kesoku-bench --bench request`.
 
 #![allow(missing_docs)]
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BatchSize, BenchmarkId, Criterion};
-use kesoku::llm::{ClaudeLlm, ContentBlock, GeminiLlm, LlmOptions, OpenAiLlm, ToolDeclaration};
+use kesoku::llm::{
+    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, ToolDeclaration,
+};
 use kesoku::{Message, MessageType, Role, ToolRequest, keys};
+use kesoku_bench::Sink;
 use serde_json::json;
 
 /// A history of `n` messages, four per round: question, call, result, answer.
@@ -85,68 +93,68 @@ fn tools() -> Vec<ToolDeclaration> {
     }]
 }
 
-/// The request body a backend builds (through the test hook, since
-/// building a request is not public API).
-macro_rules! body {
-    ($llm:expr, $history:expr, $tools:expr, $options:expr) => {
-        $llm.__request_body($history, $tools, $options)
-            .unwrap()
-            .bytes
-    };
-}
-
 fn bench(c: &mut Criterion) {
     let tools = tools();
     let options = LlmOptions::new("model-x");
-    let claude = ClaudeLlm::new("k");
-    let openai = OpenAiLlm::new("k");
-    let gemini = GeminiLlm::new("k");
+    let backends: [(&str, Box<dyn Llm>); 3] = [
+        (
+            "claude",
+            Box::new(ClaudeLlm::new("k").with_transport(Sink::new("claude"))),
+        ),
+        (
+            "openai",
+            Box::new(OpenAiLlm::new("k").with_transport(Sink::new("openai"))),
+        ),
+        (
+            "gemini",
+            Box::new(GeminiLlm::new("k").with_transport(Sink::new("gemini"))),
+        ),
+    ];
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let next = AtomicU64::new(0);
+    let fresh = || format!("s{}", next.fetch_add(1, Ordering::Relaxed));
+    let call = |llm: &dyn Llm, session: &str, h: &[Message]| {
+        runtime
+            .block_on(llm.complete(session, h, &tools, &options))
+            .expect("a turn")
+    };
+
     let mut group = c.benchmark_group("request");
     for n in [10, 1_000, 10_000] {
         let h = history(n);
-        group.bench_with_input(BenchmarkId::new("claude", n), &h, |b, h| {
-            b.iter(|| -> Vec<u8> { body!(claude, black_box(h), &tools, &options) });
-        });
-        group.bench_with_input(BenchmarkId::new("openai", n), &h, |b, h| {
-            b.iter(|| -> Vec<u8> { body!(openai, black_box(h), &tools, &options) });
-        });
-        group.bench_with_input(BenchmarkId::new("gemini", n), &h, |b, h| {
-            b.iter(|| -> Vec<u8> { body!(gemini, black_box(h), &tools, &options) });
-        });
+        for (name, llm) in &backends {
+            group.bench_with_input(BenchmarkId::new(*name, n), &h, |b, h| {
+                b.iter_batched(
+                    &fresh,
+                    |session| call(&**llm, &session, black_box(h)),
+                    BatchSize::PerIteration,
+                );
+            });
+        }
     }
     group.finish();
 
     // The next request of a session whose last one the backend encoded:
     // four more messages (a round) on top of the kept prefix.
     let mut group = c.benchmark_group("request_next");
-    let next = std::sync::atomic::AtomicU64::new(0);
     for n in [10, 1_000, 10_000] {
         let h = history(n);
         let before = &h[..n - 4];
-        macro_rules! next {
-            ($name:literal, $llm:expr) => {
-                group.bench_with_input(BenchmarkId::new($name, n), &h, |b, h| {
-                    b.iter_batched(
-                        || {
-                            let session = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let session = format!("s{session}");
-                            $llm.__session_request_body(&session, before, &tools, &options)
-                                .unwrap();
-                            session
-                        },
-                        |session| {
-                            $llm.__session_request_body(&session, black_box(h), &tools, &options)
-                                .unwrap()
-                                .bytes
-                        },
-                        BatchSize::PerIteration,
-                    );
-                });
-            };
+        for (name, llm) in &backends {
+            group.bench_with_input(BenchmarkId::new(*name, n), &h, |b, h| {
+                b.iter_batched(
+                    || {
+                        let session = fresh();
+                        call(&**llm, &session, before);
+                        session
+                    },
+                    |session| call(&**llm, &session, black_box(h)),
+                    BatchSize::PerIteration,
+                );
+            });
         }
-        next!("claude", claude);
-        next!("openai", openai);
-        next!("gemini", gemini);
     }
     group.finish();
 }

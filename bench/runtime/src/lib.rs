@@ -22,3 +22,47 @@ pub fn median_ns(group: &str, id: &str) -> Option<f64> {
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["median"]["point_estimate"].as_f64()
 }
+
+/// Where the network would be: a transport that drops each request body
+/// it is given (after `black_box`, so building it is not optimized away)
+/// and answers at once with the provider's shortest reply, one text.
+#[derive(Debug, Clone, Copy)]
+pub struct Sink {
+    provider: &'static str,
+}
+
+impl Sink {
+    /// A sink answering as `provider` does: `"claude"`, `"openai"` or
+    /// `"gemini"`.
+    pub fn new(provider: &'static str) -> Sink {
+        Sink { provider }
+    }
+
+    fn reply(self) -> serde_json::Value {
+        match self.provider {
+            "claude" => serde_json::json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}
+            }),
+            "openai" => serde_json::json!({
+                "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+            }),
+            _ => serde_json::json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]
+            }),
+        }
+    }
+}
+
+impl kesoku::llm::HttpTransport for Sink {
+    fn send(
+        &self,
+        request: kesoku::llm::HttpRequest,
+    ) -> kesoku::llm::LlmFuture<'_, Result<kesoku::llm::HttpResponse, kesoku::llm::TransportError>>
+    {
+        std::hint::black_box(request.body);
+        let reply = kesoku::llm::HttpResponse::json(200, &self.reply());
+        Box::pin(async move { Ok(reply) })
+    }
+}

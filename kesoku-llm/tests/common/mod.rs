@@ -27,3 +27,22 @@ pub(crate) async fn server_answering(path: &str, calls: u64) -> wiremock::MockSe
         .await;
     server
 }
+
+/// What a backend sends for `messages`, encoded whole (the first request
+/// of a session), through a transport answering every request with the
+/// fixture at `reply`; and the turn it read from that answer.
+pub(crate) async fn sent<L: kesoku_llm::Llm>(
+    build: impl FnOnce(std::sync::Arc<kesoku_llm::testing::CaptureTransport>) -> L,
+    reply: &str,
+    messages: &[kesoku_core::Message],
+    tools: &[kesoku_llm::ToolDeclaration],
+    options: &kesoku_llm::LlmOptions,
+) -> (Value, kesoku_llm::AssistantTurn) {
+    let capture = std::sync::Arc::new(kesoku_llm::testing::CaptureTransport::json(&fixture(reply)));
+    let llm = build(std::sync::Arc::clone(&capture));
+    let turn = llm
+        .complete("whole", messages, tools, options)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    (capture.last_json().expect("a request was sent"), turn)
+}

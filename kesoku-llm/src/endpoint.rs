@@ -1,0 +1,345 @@
+//! [`Endpoint`]: where a backend's provider is, its key, and the
+//! [`HttpTransport`] under a [`Retry`] layer that reaches it; typed errors
+//! that name the provider's error and never quote its key.
+//!
+//! A streamed call, [`Endpoint::post_stream`], shares the retries with
+//! [`Endpoint::post`] up to the first byte.
+
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::error::LlmError;
+use crate::http::{HttpBody, HttpRequest, HttpResponse, HttpTransport, TransportError};
+use crate::http_options::HttpOptions;
+use crate::key::ApiKey;
+use crate::reqwest_transport::ReqwestTransport;
+use crate::retry::{Retry, RetryPolicy};
+
+/// What a request for a stream got.
+pub(crate) enum Streamed {
+    /// A stream, its body unread.
+    Events(HttpBody),
+    /// A whole answer, from a server that does not stream.
+    Whole(Value),
+}
+
+/// A provider's address, key and transport.
+pub(crate) struct Endpoint {
+    provider: &'static str,
+    api_key: Option<ApiKey>,
+    base_url: String,
+    options: HttpOptions,
+    http: Retry<Arc<dyn HttpTransport>>,
+    /// Whether the transport is the caller's (new options then change
+    /// only the retries and limits, not it).
+    own_transport: bool,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("options", &self.options)
+            .field("retry", self.http.policy())
+            .field("own_transport", &self.own_transport)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    pub(crate) fn new(provider: &'static str, api_key: Option<ApiKey>, base_url: &str) -> Self {
+        let options = HttpOptions::default();
+        let mut e = Endpoint {
+            provider,
+            api_key,
+            base_url: String::new(),
+            http: Retry::new(
+                Arc::new(ReqwestTransport::new(&options)),
+                options.retry_policy(),
+            ),
+            options,
+            own_transport: false,
+        };
+        e.set_base_url(base_url);
+        e
+    }
+
+    /// The key from the first set variable of `key_vars`, and the base URL
+    /// from `url_var` when it is set, as the official SDKs read them.
+    pub(crate) fn from_env(
+        provider: &'static str,
+        key_vars: &[&str],
+        url_var: &str,
+        default_url: &str,
+    ) -> Result<Self, LlmError> {
+        let key = ApiKey::from_env(key_vars).ok_or_else(|| LlmError::Config {
+            provider,
+            message: format!(
+                "set {} (or pass the key to the builder)",
+                key_vars.join(" or ")
+            ),
+        })?;
+        let mut e = Endpoint::new(provider, Some(key), default_url);
+        if let Ok(url) = std::env::var(url_var)
+            && !url.trim().is_empty()
+        {
+            e.set_base_url(&url);
+        }
+        Ok(e)
+    }
+
+    pub(crate) fn set_base_url(&mut self, url: &str) {
+        url.trim()
+            .trim_end_matches('/')
+            .clone_into(&mut self.base_url);
+    }
+
+    /// New timeouts (for the default transport), retries and limits.
+    pub(crate) fn set_http_options(&mut self, options: HttpOptions) {
+        self.options = options;
+        let inner: Arc<dyn HttpTransport> = if self.own_transport {
+            Arc::clone(self.http.inner())
+        } else {
+            Arc::new(ReqwestTransport::new(&options))
+        };
+        self.http = Retry::new(inner, options.retry_policy());
+    }
+
+    pub(crate) fn set_retry_policy(&mut self, policy: RetryPolicy) {
+        self.http = Retry::new(Arc::clone(self.http.inner()), policy);
+    }
+
+    pub(crate) fn set_transport(&mut self, transport: Arc<dyn HttpTransport>) {
+        self.own_transport = true;
+        self.http = Retry::new(transport, self.http.policy().clone());
+    }
+
+    pub(crate) fn options(&self) -> &HttpOptions {
+        &self.options
+    }
+
+    pub(crate) fn clear_key(&mut self) {
+        self.api_key = None;
+    }
+
+    /// The key, for the request header and nothing else.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.api_key
+            .as_ref()
+            .map(ApiKey::expose)
+            .filter(|k| !k.is_empty())
+    }
+
+    /// POSTs `body` as JSON to `base_url + path` and returns the JSON
+    /// answer, retrying what is worth retrying.
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<Value, LlmError> {
+        let (response, attempt) = self.send(path, headers, body, false).await?;
+        self.read_json(response, attempt).await
+    }
+
+    /// POSTs `body` for a streamed answer. A success is returned with its
+    /// body unread, to be read as events; or, from a compatible server that
+    /// ignored the request for a stream and answered JSON, read whole.
+    /// Retries happen only before that: once the first byte of a stream is
+    /// read, a failure is the caller's to report.
+    pub(crate) async fn post_stream(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<Streamed, LlmError> {
+        let (response, attempt) = self.send(path, headers, body, true).await?;
+        if response.status.is_success() && !response.is_json() {
+            return Ok(Streamed::Events(response.body));
+        }
+        self.read_json(response, attempt).await.map(Streamed::Whole)
+    }
+
+    /// Reads an answer's JSON body: a provider error for a failed status,
+    /// else the JSON, or an error quoting what came instead.
+    async fn read_json(&self, response: HttpResponse, attempt: u32) -> Result<Value, LlmError> {
+        let status = response.status.as_u16();
+        let bytes = response.bytes().await.map_err(|e| LlmError::Malformed {
+            provider: self.provider,
+            status,
+            message: format!("the body was cut off or unreadable: {e}"),
+        })?;
+        if !(200..300).contains(&status) {
+            return Err(api_error(
+                self.provider,
+                status,
+                &bytes,
+                attempt,
+                self.key(),
+            ));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed {
+            provider: self.provider,
+            status,
+            message: format!(
+                "{} JSON: {e}; the body starts with {}",
+                if e.is_eof() { "truncated" } else { "malformed" },
+                preview(&bytes, self.key())
+            ),
+        })
+    }
+
+    /// Sends through the retry layer; returns the answer, unread, with the
+    /// number of attempts.
+    async fn send(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+        stream: bool,
+    ) -> Result<(HttpResponse, u32), LlmError> {
+        let url = format!("{}{path}", self.base_url);
+        let mut header_map = HeaderMap::with_capacity(headers.len() + 1);
+        header_map.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        let key = self.key();
+        for (name, value) in headers {
+            let mut value = HeaderValue::from_str(value).map_err(|_| LlmError::Config {
+                provider: self.provider,
+                // Never echo the value: it may be a key.
+                message: format!("the `{name}` header value has characters HTTP does not allow"),
+            })?;
+            // Shown as `Sensitive` wherever a request is printed.
+            if key.is_some_and(|k| value.as_bytes().windows(k.len()).any(|w| w == k.as_bytes())) {
+                value.set_sensitive(true);
+            }
+            header_map.insert(HeaderName::from_static(name), value);
+        }
+        let request = HttpRequest::post(url.clone(), header_map, body).streaming(stream);
+        let (sent, attempts) = self.http.send_counting(request).await;
+        match sent {
+            Ok(response) => Ok((response, attempts)),
+            Err(TransportError::CrossOriginRedirect { location }) => {
+                Err(LlmError::CrossOriginRedirect {
+                    provider: self.provider,
+                    url,
+                    location,
+                })
+            }
+            Err(source) => Err(LlmError::Transport {
+                provider: self.provider,
+                url,
+                source,
+                attempts,
+            }),
+        }
+    }
+}
+
+/// Reads the provider's error body: Anthropic `{"error": {"type",
+/// "message"}}`, OpenAI `{"error": {"type", "code", "message"}}`, Gemini
+/// `{"error": {"status", "message"}}`. Any copy of `key` in it is
+/// redacted: providers quote the key they reject, and the error ends up in
+/// stored messages and logs.
+fn api_error(
+    provider: &'static str,
+    status: u16,
+    body: &[u8],
+    attempts: u32,
+    key: Option<&str>,
+) -> LlmError {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let error = parsed.as_ref().map(|v| v.get("error").unwrap_or(v));
+    let field = |k: &str| {
+        error
+            .and_then(|e| e.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let error_type = field("type")
+        .or_else(|| field("status"))
+        .or_else(|| field("code"));
+    let message = field("message").unwrap_or_else(|| {
+        if body.is_empty() {
+            "(empty body)".to_owned()
+        } else {
+            preview(body, key)
+        }
+    });
+    LlmError::Api {
+        provider,
+        status,
+        error_type: error_type.map(|t| redact(t, key)),
+        message: redact(message, key),
+        attempts,
+    }
+}
+
+/// `text` with every occurrence of `key` replaced by `[redacted]`.
+fn redact(text: String, key: Option<&str>) -> String {
+    match key {
+        Some(key) if !key.is_empty() && text.contains(key) => text.replace(key, "[redacted]"),
+        _ => text,
+    }
+}
+
+/// The first 200 characters of a body, quoted, `key` redacted (before
+/// the cut, so no part of it is left).
+fn preview(body: &[u8], key: Option<&str>) -> String {
+    let text = redact(String::from_utf8_lossy(body).into_owned(), key);
+    let head: String = text.chars().take(200).collect();
+    if head.len() < text.len() {
+        format!("{head:?}...")
+    } else {
+        format!("{head:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_of_every_provider_are_read() {
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            api_error("Claude", 529, anthropic, 5, None).to_string(),
+            "Claude returned HTTP 529 (overloaded_error): Overloaded (after 5 attempts)"
+        );
+        let gemini = br#"{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}"#;
+        assert_eq!(
+            api_error("Gemini", 400, gemini, 1, None).to_string(),
+            "Gemini returned HTTP 400 (INVALID_ARGUMENT): Invalid JSON payload"
+        );
+        assert_eq!(
+            api_error("OpenAI", 502, b"<html>bad gateway</html>", 1, None).to_string(),
+            "OpenAI returned HTTP 502: \"<html>bad gateway</html>\""
+        );
+    }
+
+    #[test]
+    fn a_key_echoed_in_an_error_body_is_redacted() {
+        let key = Some("sk-ant-SECRET-123");
+        let json = br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-ant-SECRET-123 (sk-ant-SECRET-123)"}}"#;
+        assert_eq!(
+            api_error("Claude", 401, json, 1, key).to_string(),
+            "Claude returned HTTP 401 (authentication_error): invalid x-api-key [redacted] ([redacted])"
+        );
+        // A body that is not JSON is quoted as it came: redacted too.
+        let text = api_error("OpenAI", 401, b"bad key sk-ant-SECRET-123", 1, key).to_string();
+        assert_eq!(text, "OpenAI returned HTTP 401: \"bad key [redacted]\"");
+        // Redacted before the preview is cut: no prefix of it is left.
+        let long = format!("{}sk-ant-SECRET-123", "x".repeat(190));
+        let cut = preview(long.as_bytes(), key);
+        assert!(!cut.contains("sk-ant"), "{cut}");
+        // No key (a local server), or an empty one, changes nothing.
+        assert_eq!(redact("a b".to_owned(), None), "a b");
+        assert_eq!(redact("a b".to_owned(), Some("")), "a b");
+    }
+}
