@@ -14,7 +14,7 @@ use crate::http::{HttpRequest, HttpResponse, HttpTransport, TransportError};
 ///
 /// The wait is the server's `retry-after` when it gave one, else an
 /// exponential backoff with full jitter; both capped at
-/// [`max_backoff`](Self::max_backoff). A server that asks for longer than
+/// the longest wait ([`with_backoff`](Self::with_backoff)). A server that asks for longer than
 /// that gets its error back at once.
 ///
 /// ```
