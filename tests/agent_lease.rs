@@ -252,6 +252,7 @@ impl Watched {
             store: "Watched".into(),
             action: action.into(),
             message: "connection reset (injected)".into(),
+            source: None,
         }
     }
 

@@ -409,7 +409,7 @@ async fn tools_post_progress_through_the_gateway() {
         kesoku::default_registry(),
         ToolContext::new("s-5")
             .with_original_msg_id("u-1")
-            .with_gateway(gateway.clone()),
+            .with_progress(gateway.clone()),
     );
     let m = run_one(&runner, "progress", json!({"steps": 2})).await;
     assert_eq!(m.content, "done");

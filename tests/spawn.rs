@@ -98,7 +98,7 @@ async fn a_tool_call_can_be_spawned() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_progress_post_can_be_spawned() {
     let gateway = Gateway::in_memory();
-    let ctx = ToolContext::new("s").with_gateway(gateway.clone());
+    let ctx = ToolContext::new("s").with_progress(gateway.clone());
     tokio::spawn(async move { ctx.post("halfway").await })
         .await
         .unwrap()

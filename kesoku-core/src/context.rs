@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::{Gateway, GatewayError};
 use crate::message::{Message, MessageType, Role, Status};
+use crate::progress::{Progress, ProgressError};
 
 /// The call's surroundings: which session, which user message started it,
-/// the session's workspace, a [`Gateway`] to the user, a cancellation
+/// the session's workspace, where progress notes go ([`Progress`]), a cancellation
 /// token, and typed state inserted at setup.
 ///
 /// Cloning is cheap (one `Arc`). A `#[tool]` parameter of type `ToolContext`
@@ -40,7 +40,7 @@ struct Inner {
     session_id: String,
     original_msg_id: Option<String>,
     workspace: Option<PathBuf>,
-    gateway: Option<Gateway>,
+    progress: Option<Arc<dyn Progress>>,
     cancel: CancellationToken,
     state: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
@@ -70,10 +70,11 @@ impl ToolContext {
         self
     }
 
-    /// Sets the gateway tools post progress through.
+    /// Sets where tools' progress notes go: in an agent, the session's
+    /// [`Gateway`](crate::Gateway).
     #[must_use]
-    pub fn with_gateway(mut self, gateway: Gateway) -> Self {
-        Arc::make_mut(&mut self.inner).gateway = Some(gateway);
+    pub fn with_progress(mut self, progress: impl Progress + 'static) -> Self {
+        Arc::make_mut(&mut self.inner).progress = Some(Arc::new(progress));
         self
     }
 
@@ -116,16 +117,15 @@ impl ToolContext {
         self.inner.workspace.as_deref()
     }
 
-    /// The gateway to the user, if one is set.
-    pub fn gateway(&self) -> Option<&Gateway> {
-        self.inner.gateway.as_ref()
-    }
-
-    /// Posts a progress note to the user through the gateway, as a text
-    /// message of this session answering the original message. Without a
-    /// gateway this is a no-op, so tools need not care whether one is set.
-    pub async fn post(&self, text: impl Into<String>) -> Result<(), GatewayError> {
-        let Some(gateway) = &self.inner.gateway else {
+    /// Posts a progress note to the user (see [`with_progress`](Self::with_progress)),
+    /// as a text message of this session answering the original message.
+    /// With nowhere set this is a no-op, so tools need not care whether
+    /// one is.
+    ///
+    /// # Errors
+    /// When the note could not be posted (the store failed, say).
+    pub async fn post(&self, text: impl Into<String>) -> Result<(), ProgressError> {
+        let Some(progress) = &self.inner.progress else {
             return Ok(());
         };
         let mut message = Message::new(
@@ -137,7 +137,7 @@ impl ToolContext {
         .with_status(Status::Pending);
         message.parent_id.clone_from(&self.inner.original_msg_id);
         message.metadata.insert("progress".into(), true.into());
-        gateway.post(message).await.map(drop)
+        progress.post(message).await
     }
 
     /// The token whose cancellation stops this context's waiting tools.
@@ -163,7 +163,7 @@ impl fmt::Debug for ToolContext {
             .field("session_id", &self.inner.session_id)
             .field("original_msg_id", &self.inner.original_msg_id)
             .field("workspace", &self.inner.workspace)
-            .field("gateway", &self.inner.gateway.is_some())
+            .field("progress", &self.inner.progress.is_some())
             .field("cancelled", &self.inner.cancel.is_cancelled())
             .field("state_types", &self.inner.state.len())
             .finish()

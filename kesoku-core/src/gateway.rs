@@ -22,6 +22,7 @@ use tokio::sync::broadcast;
 
 use crate::delta::Delta;
 use crate::message::{Message, Role, Status};
+use crate::progress::{Progress, ProgressError, ProgressFuture};
 use crate::store::{Announced, Header, MemoryStore, Seq, Store, StoreError};
 
 /// Why the gateway could not save or deliver a message.
@@ -613,4 +614,16 @@ async fn read_after(
         out.extend(page.into_iter().filter(|(seq, _)| *seq <= upto));
     }
     Ok(out)
+}
+
+/// A tool's progress notes, posted as any message: stored, then relayed.
+impl Progress for Gateway {
+    fn post(&self, message: Message) -> ProgressFuture<'_> {
+        Box::pin(async move {
+            Gateway::post(self, message)
+                .await
+                .map(drop)
+                .map_err(ProgressError::new)
+        })
+    }
 }

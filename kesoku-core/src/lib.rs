@@ -9,6 +9,7 @@
 // (`python3 tools/layers/check.py` checks there is no cycle, at any depth).
 //
 // 1. leaves:      hints, schema, content, request, future, delta, suggest,
+//                 error_source,
 //                 session_cache
 // 1b.            tool_schema (schema, hints)
 // 2. data:        arg_error (schema), message (request), tool_arg (schema)
@@ -16,7 +17,7 @@
 //                 dynamic_schema (arg_error, validate)
 // 4. results:     output (content, error), store (message, delta), row (store, message)
 // 4b. hub:        gateway (store, message, delta)
-// 5. context:     context (gateway, message)
+// 5. context:     progress (message, error_source), context (progress, message)
 // 6. a ready call: invocation (output, error, future)
 // 7. decoding:    decode (context, error, schema, invocation),
 //                 valid_args (decode, validate, arg_error, schema)
@@ -30,6 +31,7 @@ mod decode;
 mod delta;
 mod dynamic_schema;
 mod error;
+mod error_source;
 mod future;
 pub mod gateway;
 mod hints;
@@ -37,9 +39,10 @@ mod invocation;
 pub mod lowering;
 mod message;
 mod output;
+mod progress;
 mod registry;
 mod request;
-pub mod row;
+mod row;
 mod runner;
 mod schema;
 mod session_cache;
@@ -56,12 +59,14 @@ pub use content::ContentBlock;
 pub use context::{FromToolContext, InjectError, State, ToolContext};
 pub use delta::{Delta, DeltaKind};
 pub use error::{RegistryError, ToolError};
+pub use error_source::ErrorSource;
 pub use future::BoxFuture;
 pub use gateway::{Deltas, Gateway, GatewayError};
 pub use hints::ToolHints;
 pub use invocation::Invocation;
 pub use message::{Message, MessageType, Role, Status, keys};
 pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};
+pub use progress::{Progress, ProgressError, ProgressFuture};
 pub use registry::{
     LiveRegistry, ToolRegistry, WeakLiveRegistry, default_registry, try_default_registry,
 };
@@ -76,9 +81,15 @@ pub use tool::{DynamicTool, Tool, ToolDef};
 pub use tool_arg::ToolArg;
 pub use tool_schema::{Location, ToolSchema};
 
-/// What the macros' expansions use. Not a public API.
+/// What the macros' expansions and kesoku's own stores use. Not a public
+/// API.
 #[doc(hidden)]
 pub mod __private {
+    /// A message as a SQL row: the one encoding the `SQLite` and
+    /// PostgreSQL stores share.
+    pub mod row {
+        pub use crate::row::*;
+    }
     pub use crate::decode::{
         Arg, Locate, Parsed, PrepareError, PrepareFn, RawArgs, field, field_or_default, gate,
     };

@@ -8,7 +8,7 @@
 //! text, in its original key order.
 //!
 //! ```
-//! use kesoku_core::row::{self, Row};
+//! use kesoku_core::__private::row::{self, Row};
 //! use kesoku_core::{Message, MessageType, Role, Status};
 //!
 //! let m = Message::new("s", Role::User, MessageType::Text, "hi").with_status(Status::PendingAgent);

@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 
 use crate::delta::Delta;
+use crate::error_source::ErrorSource;
 use crate::message::{Message, MessageType, Role, Status};
 
 mod memory;
@@ -40,15 +41,20 @@ pub enum StoreError {
         id: String,
     },
     /// The database failed or is unreachable; the message names the call
-    /// and the database's own error.
+    /// and the database's own error, which is also the
+    /// [`source`](std::error::Error::source) when the store kept it.
+    /// [`StoreError::backend`] makes one.
     #[error("the {store} store failed to {action}: {message}")]
     Backend {
         /// Which store, such as `SQLite` at a path.
         store: String,
         /// What it was doing, such as "save message `m1`".
         action: String,
-        /// The database's error.
+        /// The database's error, as text.
         message: String,
+        /// The database's error itself.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// [`Store::insert_leased`] or [`Store::transition_leased`]: the
     /// message's session is not leased to the holder that wrote it (the
@@ -74,6 +80,23 @@ pub enum StoreError {
         /// What is wrong with it.
         message: String,
     },
+}
+
+impl StoreError {
+    /// The `store` failed to do `action` (such as "save message `m1`")
+    /// with `error`, kept as the source.
+    pub fn backend(
+        store: impl Into<String>,
+        action: impl Into<String>,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Backend {
+            store: store.into(),
+            action: action.into(),
+            message: error.to_string(),
+            source: Some(ErrorSource::new(error)),
+        }
+    }
 }
 
 /// What a store announces ([`Store::changes`]): every message up to `seq`

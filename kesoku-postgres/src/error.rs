@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use kesoku_core::ErrorSource;
 use kesoku_core::store::StoreError;
 use tokio_postgres::error::SqlState;
 
@@ -34,6 +35,7 @@ impl Place {
             store: self.0.to_string(),
             action,
             message: error.to_string(),
+            source: None,
         }
     }
 
@@ -51,7 +53,12 @@ impl Place {
     pub(crate) fn fail(&self, failure: Failure, action: impl FnOnce() -> String) -> StoreError {
         match failure {
             Failure::Pool(e) => self.backend(action(), format!("no connection: {e}")),
-            Failure::Sql(e) => self.backend(action(), describe(&e)),
+            Failure::Sql(e) => StoreError::Backend {
+                store: self.0.to_string(),
+                action: action(),
+                message: describe(&e),
+                source: Some(ErrorSource::new(e)),
+            },
             Failure::Corrupt { id, message } => self.corrupt(id, message),
         }
     }

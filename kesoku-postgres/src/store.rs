@@ -9,7 +9,7 @@ use std::time::Duration;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use crate::connect::Spawned;
-use kesoku_core::row::{Row, name};
+use kesoku_core::__private::row::{Row, name};
 use kesoku_core::store::{Announced, Seq, SessionInfo, Store, StoreError, StoreFuture};
 use kesoku_core::{Delta, Message, Status};
 use tokio::sync::{broadcast, oneshot};
@@ -91,6 +91,7 @@ impl PostgresStore {
                 store: "PostgreSQL".into(),
                 action: "read the connection URL".into(),
                 message,
+                source: None,
             })?;
         // A connect that no one answers (a server restarting accepts, then
         // waits) fails in time, for the pool and the listener alike.

@@ -21,7 +21,18 @@ impl Place {
             store: self.0.to_string(),
             action,
             message: error.to_string(),
+            source: None,
         }
+    }
+
+    /// The database failed while doing `action`, with `error` kept as the
+    /// source.
+    pub(crate) fn backend_from(
+        &self,
+        action: String,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::backend(self.0.to_string(), action, error)
     }
 
     /// What a call that failed with `failure` reports; `action` is built
@@ -43,7 +54,7 @@ impl Place {
                 id: u.id,
                 message: u.message,
             },
-            Failure::Sql(e) => self.backend(action(), e),
+            Failure::Sql(e) => self.backend_from(action(), e),
         }
     }
 }

@@ -14,6 +14,7 @@ fn a_missing_directory_is_named() {
         store,
         action,
         message,
+        ..
     } = &err
     else {
         panic!("{err:?}");
@@ -49,6 +50,7 @@ async fn an_undecodable_row_is_corrupt() {
         store: name,
         id,
         message,
+        ..
     } = &err
     else {
         panic!("{err:?}");

@@ -310,7 +310,7 @@ impl Turn<'_> {
         let session = &self.user.session_id;
         let mut ctx = ToolContext::new(session.clone())
             .with_original_msg_id(self.user.id.clone())
-            .with_gateway(self.shared.gateway.clone())
+            .with_progress(self.shared.gateway.clone())
             .with_cancellation(self.cancel.clone())
             .with_state_arc(Arc::clone(&self.shared.sandbox))
             .with_state_arc(Arc::clone(&self.shared.turn_model));
