@@ -5,81 +5,58 @@
 //! Most users depend on the `kesoku` facade crate, which re-exports all of
 //! this next to the `#[tool]` macro.
 
-// The modules form layers: each uses only modules on lines above its own
-// (`python3 tools/layers/check.py` checks there is no cycle, at any depth).
+// The modules form layers, by folder: each uses only folders on lines
+// above its own (`python3 tools/layers/check.py` checks there is no
+// cycle, at any depth, file by file).
 //
-// 1. leaves:      hints, schema, content, request, future, delta, suggest,
-//                 error_source,
-//                 session_cache
-// 1b.            tool_schema (schema, hints)
-// 2. data:        arg_error (schema), message (request), tool_arg (schema)
-// 3. errors:      error (arg_error, schema), validate (arg_error, schema),
-//                 dynamic_schema (arg_error, validate)
-// 4. results:     output (content, error), store (message, delta), row (store, message)
-// 4b. hub:        gateway (store, message, delta)
-// 5. context:     progress (message, error_source), context (progress, message)
-// 6. a ready call: invocation (output, error, future)
-// 7. decoding:    decode (context, error, schema, invocation),
-//                 valid_args (decode, validate, arg_error, schema)
-// 8. tools:       tool (decode, valid_args, invocation, context, ...)
-// 9. registry:    registry (tool, error)
-// 10. top:        runner (registry, tool, decode, message, ...), lowering (registry)
-mod arg_error;
+// | folder     | holds |
+// | ---------- | ----- |
+// | leaves     | `content`, `future`, `suggest`, `error_source` |
+// | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `MemoryStore`), `row`, `gateway`, `session_cache` |
+// | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema` |
+// | `args/`    | arguments checked: `arg_error`, `validate`, `dynamic_schema`, `tool_arg` |
+// | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |
+// | `run/`     | `runner`: the call lifecycle |
+// | `lowering/`| schemas lowered per provider, over a registry |
+mod args;
 mod content;
-mod context;
-mod decode;
-mod delta;
-mod dynamic_schema;
-mod error;
 mod error_source;
 mod future;
-pub mod gateway;
-mod hints;
-mod invocation;
 pub mod lowering;
-mod message;
-mod output;
-mod progress;
-mod registry;
-mod request;
-mod row;
-mod runner;
+mod run;
 mod schema;
-mod session_cache;
-pub mod store;
+mod session;
 mod suggest;
 mod tool;
-mod tool_arg;
-mod tool_schema;
-mod valid_args;
-mod validate;
 
-pub use arg_error::{ArgError, ArgErrorKind, ArgsError};
+pub use session::{gateway, store};
+
+pub use args::arg_error::{ArgError, ArgErrorKind, ArgsError};
+pub use args::tool_arg::ToolArg;
 pub use content::ContentBlock;
-pub use context::{FromToolContext, InjectError, State, ToolContext};
-pub use delta::{Delta, DeltaKind};
-pub use error::{RegistryError, ToolError};
 pub use error_source::ErrorSource;
 pub use future::BoxFuture;
-pub use gateway::{Deltas, Gateway, GatewayError};
-pub use hints::ToolHints;
-pub use invocation::Invocation;
-pub use message::{Message, MessageType, Role, Status, keys};
-pub use output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};
-pub use progress::{Progress, ProgressError, ProgressFuture};
-pub use registry::{
-    LiveRegistry, ToolRegistry, WeakLiveRegistry, default_registry, try_default_registry,
-};
-pub use request::{ArgumentsParseError, ToolRequest};
-pub use runner::{ErrorKind, RegistryRef, ToolRunner};
-pub use schema::{
+pub use run::runner::{ErrorKind, RegistryRef, ToolRunner};
+pub use schema::hints::ToolHints;
+pub use schema::tool_schema::{Location, ToolSchema};
+pub use schema::tree::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, NamedSchema, ObjectSchema, Schema, StringSchema,
 };
-pub use session_cache::{SessionCache, Weigh};
+pub use session::delta::{Delta, DeltaKind};
+pub use session::gateway::{Deltas, Gateway, GatewayError};
+pub use session::message::{Message, MessageType, Role, Status, keys};
+pub use session::progress::{Progress, ProgressError, ProgressFuture};
+pub use session::request::{ArgumentsParseError, ToolRequest};
+pub use session::session_cache::{SessionCache, Weigh};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{DynamicTool, Tool, ToolDef};
-pub use tool_arg::ToolArg;
-pub use tool_schema::{Location, ToolSchema};
+pub use tool::context::{FromToolContext, InjectError, State, ToolContext};
+pub use tool::def::{DynamicTool, Tool, ToolDef};
+pub use tool::error::{RegistryError, ToolError};
+pub use tool::invocation::Invocation;
+pub use tool::output::{IntoToolOutput, IntoToolResult, ToolOutput, ToolResult};
+pub use tool::registry::{
+    LiveRegistry, ToolRegistry, WeakLiveRegistry, default_registry, try_default_registry,
+};
 
 /// What the macros' expansions and kesoku's own stores use. Not a public
 /// API.
@@ -88,13 +65,13 @@ pub mod __private {
     /// A message as a SQL row: the one encoding the `SQLite` and
     /// PostgreSQL stores share.
     pub mod row {
-        pub use crate::row::*;
+        pub use crate::session::row::*;
     }
-    pub use crate::decode::{
+    pub use crate::args::tool_arg::all_exact;
+    pub use crate::tool::decode::{
         Arg, Locate, Parsed, PrepareError, PrepareFn, RawArgs, field, field_or_default, gate,
     };
-    pub use crate::registry::ToolEntry;
-    pub use crate::tool_arg::all_exact;
+    pub use crate::tool::registry::ToolEntry;
     pub use inventory;
     pub use serde;
 
@@ -185,7 +162,7 @@ pub mod __private {
     }
     impl<T: serde::Serialize> ReturnsValue for &&Returned<T> {
         fn kesoku_output(self, tool: &str) -> crate::ToolResult {
-            crate::output::encode(tool, &self.take())
+            crate::tool::output::encode(tool, &self.take())
         }
     }
 

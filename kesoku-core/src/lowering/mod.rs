@@ -35,7 +35,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::registry::ToolRegistry;
+use crate::tool::registry::ToolRegistry;
 
 mod anthropic;
 mod common;

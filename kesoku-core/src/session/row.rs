@@ -23,8 +23,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde::de::{DeserializeOwned, IntoDeserializer, value::StrDeserializer};
 
-use crate::message::Message;
-use crate::store::title_of;
+use crate::session::message::Message;
+use crate::session::store::title_of;
 
 /// A message's columns, encoded on the caller's task so a database
 /// thread or connection only runs SQL.

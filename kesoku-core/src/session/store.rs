@@ -15,9 +15,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 
-use crate::delta::Delta;
 use crate::error_source::ErrorSource;
-use crate::message::{Message, MessageType, Role, Status};
+use crate::session::delta::Delta;
+use crate::session::message::{Message, MessageType, Role, Status};
 
 mod memory;
 pub use memory::MemoryStore;

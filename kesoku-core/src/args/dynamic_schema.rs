@@ -9,8 +9,8 @@ use jsonschema::paths::LocationSegment;
 use jsonschema::{JsonType, ValidationError, Validator};
 use serde_json::Value;
 
-use crate::arg_error::{ArgError, ArgErrorKind};
-use crate::validate::describe;
+use crate::args::arg_error::{ArgError, ArgErrorKind};
+use crate::args::validate::describe;
 
 /// A compiled arguments schema.
 pub(crate) struct DynamicSchema {

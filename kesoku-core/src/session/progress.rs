@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::error_source::ErrorSource;
-use crate::message::Message;
+use crate::session::message::Message;
 
 /// The future of [`Progress::post`].
 pub type ProgressFuture<'a> = Pin<Box<dyn Future<Output = Result<(), ProgressError>> + Send + 'a>>;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::content::ContentBlock;
-use crate::error::ToolError;
+use crate::tool::error::ToolError;
 
 /// The successful output of a tool call: structured JSON, content blocks
 /// (images, documents, media) for the model to look at, and the text the

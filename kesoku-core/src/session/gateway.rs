@@ -20,10 +20,10 @@ use std::time::Duration;
 use futures_util::Stream;
 use tokio::sync::broadcast;
 
-use crate::delta::Delta;
-use crate::message::{Message, Role, Status};
-use crate::progress::{Progress, ProgressError, ProgressFuture};
-use crate::store::{Announced, Header, MemoryStore, Seq, Store, StoreError};
+use crate::session::delta::Delta;
+use crate::session::message::{Message, Role, Status};
+use crate::session::progress::{Progress, ProgressError, ProgressFuture};
+use crate::session::store::{Announced, Header, MemoryStore, Seq, Store, StoreError};
 
 /// Why the gateway could not save or deliver a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

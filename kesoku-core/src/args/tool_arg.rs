@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
-use crate::schema::{ArraySchema, Schema, StringSchema};
+use crate::schema::tree::{ArraySchema, Schema, StringSchema};
 
 /// A type that can be a tool argument: it has a JSON Schema known at
 /// compile time.

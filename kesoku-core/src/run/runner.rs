@@ -16,16 +16,16 @@ use serde_json::Map;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 use tracing::Instrument;
 
-use crate::context::ToolContext;
-use crate::decode::{PrepareError, RawArgs};
-use crate::error::ToolError;
-use crate::invocation::Invocation;
-use crate::message::{Message, MessageType, Role, Status, keys};
-use crate::output::ToolOutput;
-use crate::registry::ToolRegistry;
-use crate::request::{ArgumentsParseError, ToolRequest};
-use crate::schema::quote_list;
-use crate::tool::Tool;
+use crate::schema::tree::quote_list;
+use crate::session::message::{Message, MessageType, Role, Status, keys};
+use crate::session::request::{ArgumentsParseError, ToolRequest};
+use crate::tool::context::ToolContext;
+use crate::tool::decode::{PrepareError, RawArgs};
+use crate::tool::def::Tool;
+use crate::tool::error::ToolError;
+use crate::tool::invocation::Invocation;
+use crate::tool::output::ToolOutput;
+use crate::tool::registry::ToolRegistry;
 
 /// The interruption check: `true` once a newer user message arrived.
 type IsInterrupted<'a> = Option<&'a (dyn Fn() -> bool + Send + Sync)>;
@@ -555,7 +555,7 @@ fn package(
         (elapsed.as_micros() as u64 / 1000).into(),
     );
     Message {
-        id: crate::message::new_id(),
+        id: crate::session::message::new_id(),
         session_id: tool_call.session_id.clone(),
         sender: request.name.clone(),
         role: Role::Tool,

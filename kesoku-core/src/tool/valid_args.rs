@@ -5,10 +5,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::arg_error::{ArgError, ArgErrorKind, ArgsError};
-use crate::decode::PrepareError;
-use crate::tool_schema::ToolSchema;
-use crate::validate::{Seg, Validator, describe, format_path};
+use crate::args::arg_error::{ArgError, ArgErrorKind, ArgsError};
+use crate::args::validate::{Seg, Validator, describe, format_path};
+use crate::schema::tool_schema::ToolSchema;
+use crate::tool::decode::PrepareError;
 
 /// A tool's arguments, validated: always a JSON object.
 #[derive(Debug)]

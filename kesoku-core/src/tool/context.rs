@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::message::{Message, MessageType, Role, Status};
-use crate::progress::{Progress, ProgressError};
+use crate::session::message::{Message, MessageType, Role, Status};
+use crate::session::progress::{Progress, ProgressError};
 
 /// The call's surroundings: which session, which user message started it,
 /// the session's workspace, where progress notes go ([`Progress`]), a cancellation

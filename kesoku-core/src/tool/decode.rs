@@ -28,10 +28,10 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::context::ToolContext;
-use crate::error::ToolError;
-use crate::invocation::Invocation;
-use crate::schema::Field;
+use crate::schema::tree::Field;
+use crate::tool::context::ToolContext;
+use crate::tool::error::ToolError;
+use crate::tool::invocation::Invocation;
 
 /// A call's arguments as they came: text still to parse, or parsed JSON.
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::schema::quote_list;
+use crate::schema::tree::quote_list;
 
 /// What is wrong with one argument.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,19 +8,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::arg_error::{ArgError, ArgErrorKind, ArgsError};
-use crate::context::ToolContext;
-use crate::decode::{PrepareError, PrepareFn, RawArgs};
-use crate::dynamic_schema::DynamicSchema;
-use crate::error::{RegistryError, ToolError};
+use crate::args::arg_error::{ArgError, ArgErrorKind, ArgsError};
+use crate::args::dynamic_schema::DynamicSchema;
+use crate::args::validate::describe;
 use crate::future::BoxFuture;
-use crate::hints::ToolHints;
-use crate::invocation::Invocation;
-use crate::output::{ToolOutput, ToolResult};
-use crate::schema::{JSON_SCHEMA_DIALECT, Schema};
-use crate::tool_schema::{Location, ToolSchema};
-use crate::valid_args::ValidArgs;
-use crate::validate::describe;
+use crate::schema::hints::ToolHints;
+use crate::schema::tool_schema::{Location, ToolSchema};
+use crate::schema::tree::{JSON_SCHEMA_DIALECT, Schema};
+use crate::tool::context::ToolContext;
+use crate::tool::decode::{PrepareError, PrepareFn, RawArgs};
+use crate::tool::error::{RegistryError, ToolError};
+use crate::tool::invocation::Invocation;
+use crate::tool::output::{ToolOutput, ToolResult};
+use crate::tool::valid_args::ValidArgs;
 
 /// Returns the `static` that caches a tool's rendered parameters.
 pub(crate) type CacheFn = fn() -> &'static OnceLock<Value>;

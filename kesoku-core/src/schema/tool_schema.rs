@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::hints::ToolHints;
-use crate::schema::{JSON_SCHEMA_DIALECT, ObjectSchema, Renderer, Schema};
+use crate::schema::hints::ToolHints;
+use crate::schema::tree::{JSON_SCHEMA_DIALECT, ObjectSchema, Renderer, Schema};
 
 /// The whole schema of a tool, emitted by `#[tool]` as a constant.
 ///

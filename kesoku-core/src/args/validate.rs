@@ -9,8 +9,8 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
-use crate::arg_error::{ArgError, ArgErrorKind};
-use crate::schema::{ArraySchema, Field, ObjectSchema, Schema, quote_list};
+use crate::args::arg_error::{ArgError, ArgErrorKind};
+use crate::schema::tree::{ArraySchema, Field, ObjectSchema, Schema, quote_list};
 
 /// One step of a path into the arguments.
 #[derive(Debug, Clone)]

@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use tokio::sync::watch;
 
-use crate::error::RegistryError;
-use crate::tool::{Tool, ToolDef, check_name};
+use crate::tool::def::{Tool, ToolDef, check_name};
+use crate::tool::error::RegistryError;
 
 /// How `#[tool]` submits its definition to the global registry.
 #[doc(hidden)]

@@ -5,9 +5,9 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt;
 
-use crate::error::ToolError;
 use crate::future::BoxFuture;
-use crate::output::ToolResult;
+use crate::tool::error::ToolError;
+use crate::tool::output::ToolResult;
 
 /// A sync tool's body, ready to run on a thread pool.
 type BlockingCall = Box<dyn FnOnce() -> ToolResult + Send + 'static>;

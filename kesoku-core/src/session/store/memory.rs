@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{Seq, SessionInfo, Store, StoreError, StoreFuture, title_of};
-use crate::message::{Message, Role, Status};
+use crate::session::message::{Message, Role, Status};
 
 /// A [`Store`] in memory: the default of an agent without one, and for
 /// tests. Lost when the process ends.

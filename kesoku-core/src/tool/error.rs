@@ -1,8 +1,8 @@
 //! [`ToolError`]: why a tool call produced no result, and
 //! [`RegistryError`]: why a tool could not be registered.
 
-use crate::arg_error::ArgsError;
-use crate::tool_schema::Location;
+use crate::args::arg_error::ArgsError;
+use crate::schema::tool_schema::Location;
 
 /// Why a tool call failed. Its `Display` is what the model reads.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -1,0 +1,7 @@
+//! Arguments checked: typed errors with JSON paths, validation against
+//! a schema tree or a JSON Schema, and the `ToolArg` trait.
+
+pub(crate) mod arg_error;
+pub(crate) mod dynamic_schema;
+pub(crate) mod tool_arg;
+pub(crate) mod validate;
