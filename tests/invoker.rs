@@ -350,7 +350,7 @@ async fn missing_state_is_an_error_naming_the_type() {
         .to_string();
     assert!(
         e.starts_with(
-            "cannot inject `kesoku_core::context::State<invoker::Counter>` into tool `whoami`"
+            "cannot inject `kesoku_core::tool::context::State<invoker::Counter>` into tool `whoami`"
         ),
         "{e}"
     );
