@@ -2,6 +2,7 @@
 //! failing model, the empty-answer nudge, orphan healing, interruption with
 //! real concurrency, `serve`, and two agents sharing one store.
 
+use kesoku::store::MessageLog;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

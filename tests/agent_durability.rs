@@ -11,6 +11,7 @@
 //! call was printed, then tells the parent, which kills the child and
 //! checks the file in-process.
 
+use kesoku::store::MessageLog;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use kesoku::gateway::Filter;
 use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
-use kesoku::store::{SqliteStore, Store};
+use kesoku::store::SqliteStore;
 use kesoku::{Message, MessageType, Role, Status, ToolRegistry, keys, tool};
 use serde_json::json;
 use tokio::sync::Notify;

@@ -11,7 +11,9 @@ use kesoku::llm::{
     Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
     TurnStatus,
 };
-use kesoku::store::{MemoryStore, Seq, SessionInfo, Store, StoreError, StoreFuture};
+use kesoku::store::{
+    DeltaRelay, Leases, MemoryStore, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
+};
 use kesoku::{Message, MessageType, Role, Status, ToolRegistry};
 use serde_json::json;
 
@@ -263,28 +265,19 @@ impl Watched {
     }
 }
 
-impl Store for Watched {
+impl MessageLog for Watched {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         self.inner.insert(message)
     }
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
-        Box::pin(async move {
-            if self.fails() {
-                // Every other failure comes after the write was stored.
-                if self.failed.load(Ordering::SeqCst) % 2 == 1 {
-                    self.inner.insert_leased(message, holder).await?;
-                }
-                return Err(self.outage("save a message"));
-            }
-            self.inner.insert_leased(message, holder).await
-        })
-    }
+
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
         self.inner.get(id)
     }
+
     fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
         self.inner.history(session_id)
     }
+
     fn history_after<'a>(
         &'a self,
         session_id: &'a str,
@@ -297,12 +290,15 @@ impl Store for Watched {
             self.inner.history_after(session_id, seq).await
         })
     }
+
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         self.inner.after(seq, limit)
     }
+
     fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         self.inner.with_status(status)
     }
+
     fn transition<'a>(
         &'a self,
         id: &'a str,
@@ -311,6 +307,30 @@ impl Store for Watched {
     ) -> StoreFuture<'a, bool> {
         self.inner.transition(id, from, to)
     }
+
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        self.inner.sessions()
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        self.inner.last_seq()
+    }
+}
+
+impl Leases for Watched {
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        Box::pin(async move {
+            if self.fails() {
+                // Every other failure comes after the write was stored.
+                if self.failed.load(Ordering::SeqCst) % 2 == 1 {
+                    self.inner.insert_leased(message, holder).await?;
+                }
+                return Err(self.outage("save a message"));
+            }
+            self.inner.insert_leased(message, holder).await
+        })
+    }
+
     fn transition_leased<'a>(
         &'a self,
         id: &'a str,
@@ -325,12 +345,7 @@ impl Store for Watched {
             self.inner.transition_leased(id, from, to, holder).await
         })
     }
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        self.inner.sessions()
-    }
-    fn last_seq(&self) -> StoreFuture<'_, Seq> {
-        self.inner.last_seq()
-    }
+
     fn lease<'a>(
         &'a self,
         session_id: &'a str,
@@ -339,6 +354,7 @@ impl Store for Watched {
     ) -> StoreFuture<'a, bool> {
         self.inner.lease(session_id, holder, ttl)
     }
+
     fn renew<'a>(
         &'a self,
         session_id: &'a str,
@@ -353,9 +369,11 @@ impl Store for Watched {
             Ok(renewed)
         })
     }
+
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         self.inner.release(session_id, holder)
     }
+
     fn claim_next<'a>(
         &'a self,
         holder: &'a str,
@@ -372,13 +390,17 @@ impl Store for Watched {
             Ok(claimed)
         })
     }
+
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
         self.inner.break_lease(session_id)
     }
+
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         self.inner.requeue_expired()
     }
 }
+
+impl DeltaRelay for Watched {}
 
 /// Waits until `ready` says so, or fails after `limit` naming `what`.
 async fn until(limit: Duration, what: &str, ready: impl Fn() -> bool) {

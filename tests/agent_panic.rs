@@ -10,7 +10,7 @@ use kesoku::llm::{
     Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
     TurnStatus,
 };
-use kesoku::store::{MemoryStore, Store as _};
+use kesoku::store::{MemoryStore, MessageLog as _};
 use kesoku::{DynamicTool, Message, MessageType, Role, Status, ToolRegistry};
 use serde_json::json;
 

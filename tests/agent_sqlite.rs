@@ -2,10 +2,11 @@
 //! file get a multi-step answer from `agent.send`; the file, reopened,
 //! holds the whole turn, and a later agent on it resumes the session.
 
+use kesoku::store::MessageLog;
 use std::error::Error;
 
 use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
-use kesoku::store::{SqliteStore, Store};
+use kesoku::store::SqliteStore;
 use kesoku::{Message, MessageType, Role, Status, ToolRegistry, keys, tool};
 use serde_json::json;
 

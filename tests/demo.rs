@@ -1,13 +1,14 @@
 //! The demo agent (`examples/demo`), run as a user runs it: the binary,
 //! offline and against in-process fake servers of each provider.
 
+use kesoku::store::MessageLog;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kesoku::store::{SqliteStore, Store};
+use kesoku::store::SqliteStore;
 use kesoku::{MessageType, Role, Status};
 use serde_json::{Value, json};
 use wiremock::matchers::method;

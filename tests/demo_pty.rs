@@ -4,9 +4,10 @@
 //! quitting.
 #![cfg(unix)]
 
+use kesoku::store::MessageLog;
 use std::path::{Path, PathBuf};
 
-use kesoku::store::{SqliteStore, Store};
+use kesoku::store::SqliteStore;
 use kesoku::{Role, Status};
 
 fn demo() -> PathBuf {

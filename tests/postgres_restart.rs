@@ -5,6 +5,7 @@
 //! skipped without them.
 #![cfg(feature = "postgres")]
 
+use kesoku::store::MessageLog;
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

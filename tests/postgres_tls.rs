@@ -13,7 +13,7 @@ mod pg;
 
 use std::path::PathBuf;
 
-use kesoku::store::{PostgresOptions, PostgresStore, Store as _};
+use kesoku::store::{MessageLog as _, PostgresOptions, PostgresStore};
 use kesoku::{Message, MessageType, Role};
 
 /// A fresh database's URL and the server's TLS directory, or `None` when

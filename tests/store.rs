@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kesoku::store::{Store, StoreError};
+use kesoku::store::StoreError;
 use kesoku::{Message, MessageType, Role, Status};
 use serde_json::json;
 

@@ -10,7 +10,7 @@ use kesoku::llm::{
     AssistantTurn, ClaudeLlm, EventStream, GeminiLlm, Llm, LlmError, LlmFuture, LlmOptions,
     OpenAiLlm, ScriptedLlm, ToolDeclaration,
 };
-use kesoku::store::{SqliteStore, Store as _};
+use kesoku::store::{MessageLog as _, SqliteStore};
 
 use crate::Provider;
 

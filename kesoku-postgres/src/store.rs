@@ -10,7 +10,9 @@ use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, R
 
 use crate::connect::Spawned;
 use kesoku_core::__private::row::{Row, name};
-use kesoku_core::store::{Announced, Seq, SessionInfo, Store, StoreError, StoreFuture};
+use kesoku_core::store::{
+    Announced, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
+};
 use kesoku_core::{Delta, Message, Status};
 use tokio::sync::{broadcast, oneshot};
 
@@ -19,18 +21,18 @@ use crate::options::PostgresOptions;
 use crate::schema::{self, MigrateError};
 use crate::{notify, relay, sql, tls};
 
-/// A [`Store`] in a PostgreSQL database, shared by any number of agent
+/// A [`Store`](kesoku_core::store::Store) in a PostgreSQL database, shared by any number of agent
 /// processes on any number of machines.
 ///
 /// - Each message gets the next [`Seq`] of one counter, and inserts commit
 ///   in that order: every process sees one total order, without gaps.
-/// - Claims ([`Store::transition`]) are conditional updates, and a
-///   session's turn lease ([`Store::lease`]) is a conditional upsert on
+/// - Claims ([`MessageLog::transition`](kesoku_core::store::MessageLog::transition)) are conditional updates, and a
+///   session's turn lease ([`Leases::lease`](kesoku_core::store::Leases::lease)) is a conditional upsert on
 ///   the database's clock: of several workers exactly one wins, and a
 ///   dead worker's lease expires for another to resume its turn.
 /// - Every insert sends a `NOTIFY` when it commits; the store listens on
 ///   a connection of its own and announces new messages through
-///   [`Store::changes`], so a gateway's listeners in every process get
+///   [`DeltaRelay::changes`](kesoku_core::store::DeltaRelay::changes), so a gateway's listeners in every process get
 ///   them at once. After a reconnect, what was missed is read from the
 ///   table.
 ///
@@ -199,7 +201,7 @@ impl PostgresStore {
         }
     }
 
-    /// [`Store::insert`], or with a `holder` [`Store::insert_leased`].
+    /// [`MessageLog::insert`](kesoku_core::store::MessageLog::insert), or with a `holder` [`Leases::insert_leased`](kesoku_core::store::Leases::insert_leased).
     fn insert_as<'a>(
         &'a self,
         message: &'a Message,
@@ -264,13 +266,9 @@ impl fmt::Debug for PostgresStore {
     }
 }
 
-impl Store for PostgresStore {
+impl MessageLog for PostgresStore {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         self.insert_as(message, None)
-    }
-
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
-        self.insert_as(message, Some(holder))
     }
 
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
@@ -330,6 +328,26 @@ impl Store for PostgresStore {
         )
     }
 
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        self.call(
+            || "list the sessions".into(),
+            |c| async move { sql::sessions(&c).await },
+        )
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        self.call(
+            || "read the last seq".into(),
+            |c| async move { sql::last_seq(&c).await },
+        )
+    }
+}
+
+impl Leases for PostgresStore {
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        self.insert_as(message, Some(holder))
+    }
+
     fn transition_leased<'a>(
         &'a self,
         id: &'a str,
@@ -357,20 +375,6 @@ impl Store for PostgresStore {
                 }),
             }
         })
-    }
-
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        self.call(
-            || "list the sessions".into(),
-            |c| async move { sql::sessions(&c).await },
-        )
-    }
-
-    fn last_seq(&self) -> StoreFuture<'_, Seq> {
-        self.call(
-            || "read the last seq".into(),
-            |c| async move { sql::last_seq(&c).await },
-        )
     }
 
     fn lease<'a>(
@@ -431,7 +435,9 @@ impl Store for PostgresStore {
             |c| async move { sql::requeue_expired(&c).await },
         )
     }
+}
 
+impl DeltaRelay for PostgresStore {
     fn publish_delta(&self, delta: &Delta) -> bool {
         match &self.inner.relay {
             Some((publisher, _)) => publisher.publish(delta),

@@ -1,11 +1,13 @@
-//! [`SqliteStore`]: the [`Store`] on a `SQLite` file.
+//! [`SqliteStore`]: the [`Store`](kesoku_core::store::Store) on a `SQLite` file.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kesoku_core::store::{Seq, SessionInfo, Store, StoreError, StoreFuture};
+use kesoku_core::store::{
+    DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
+};
 use kesoku_core::{Message, Status};
 use rusqlite::Connection;
 
@@ -16,7 +18,7 @@ use crate::options::SqliteOptions;
 use crate::sql;
 use crate::worker::{Lane, Workers};
 
-/// A [`Store`] in a `SQLite` file: sessions and messages survive the
+/// A [`Store`](kesoku_core::store::Store) in a `SQLite` file: sessions and messages survive the
 /// process, and several processes can share the file (each claim is one
 /// conditional update, so two agents never take the same message).
 ///
@@ -199,23 +201,13 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
+impl MessageLog for SqliteStore {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         let row = codec::encode(message);
         self.call(
             Lane::Write,
             || format!("save message `{}`", message.id),
             move |conn| sql::insert(conn, &row, None),
-        )
-    }
-
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
-        let row = codec::encode(message);
-        let who = holder.to_owned();
-        self.call(
-            Lane::Write,
-            || format!("save message `{}`", message.id),
-            move |conn| sql::insert(conn, &row, Some(&who)),
         )
     }
 
@@ -283,6 +275,26 @@ impl Store for SqliteStore {
         )
     }
 
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        self.call(Lane::Read, || "list the sessions".into(), sql::sessions)
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        self.call(Lane::Read, || "read the last seq".into(), sql::last_seq)
+    }
+}
+
+impl Leases for SqliteStore {
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        let row = codec::encode(message);
+        let who = holder.to_owned();
+        self.call(
+            Lane::Write,
+            || format!("save message `{}`", message.id),
+            move |conn| sql::insert(conn, &row, Some(&who)),
+        )
+    }
+
     fn transition_leased<'a>(
         &'a self,
         id: &'a str,
@@ -298,14 +310,6 @@ impl Store for SqliteStore {
             move || format!("set the status of message `{id}` to `{}`", codec::name(to)),
             move |conn| sql::transition_leased(conn, &owned, &from_names, &to_name, &who),
         )
-    }
-
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        self.call(Lane::Read, || "list the sessions".into(), sql::sessions)
-    }
-
-    fn last_seq(&self) -> StoreFuture<'_, Seq> {
-        self.call(Lane::Read, || "read the last seq".into(), sql::last_seq)
     }
 
     fn lease<'a>(
@@ -378,3 +382,5 @@ impl Store for SqliteStore {
         )
     }
 }
+
+impl DeltaRelay for SqliteStore {}

@@ -6,12 +6,12 @@
 //! the parent kills it after a few hundred acknowledgements and reopens
 //! the file.
 
+use kesoku_core::store::MessageLog;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use kesoku_core::store::Store;
 use kesoku_core::{Message, MessageType, Role, Status};
 use kesoku_sqlite::SqliteStore;
 

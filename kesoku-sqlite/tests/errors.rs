@@ -1,7 +1,8 @@
 //! Errors name the database and the call; a row that is not a message is
 //! `Corrupt`, naming the row.
 
-use kesoku_core::store::{Store, StoreError};
+use kesoku_core::store::MessageLog;
+use kesoku_core::store::StoreError;
 use kesoku_core::{Message, MessageType, Role};
 use kesoku_sqlite::SqliteStore;
 

@@ -81,7 +81,7 @@ pub(crate) async fn take(
 
 /// Runs the turn of `message` (at `seq`), which `holder` claimed with its
 /// session's lease (valid until `valid_until`) through
-/// [`Store::claim_next`], holding `permit` for it; then releases the
+/// [`Leases::claim_next`](kesoku_core::store::Leases::claim_next), holding `permit` for it; then releases the
 /// lease. `None` when the lease was lost.
 pub(crate) async fn run_claimed(
     shared: &Shared,
@@ -197,7 +197,7 @@ async fn still_pending(shared: &Shared, id: &str) -> Result<bool, AgentError> {
 /// to a third of the lease.
 const RENEW_RETRY: Duration = Duration::from_millis(20);
 
-/// Renews `session`'s lease every third of its length ([`Store::renew`]:
+/// Renews `session`'s lease every third of its length ([`Leases::renew`](kesoku_core::store::Leases::renew):
 /// only while `holder` still holds it, so a lease that was broken or
 /// expired is never taken back); returns once it is lost (expired, broken,
 /// or another holder's) or is about to expire unrenewed (at `valid_until`,

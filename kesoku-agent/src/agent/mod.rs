@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kesoku_core::gateway::{Filter, Gateway};
-use kesoku_core::store::{Seq, Store};
+use kesoku_core::store::Seq;
 use kesoku_core::{Message, MessageType, Role, Status};
 use tokio::task::JoinSet;
 
@@ -189,7 +189,7 @@ impl Agent {
     /// and a tenth after its last renewal. Called anyway, it costs work,
     /// not correctness: each live turn it puts back loses its lease, so
     /// its worker stops it at its next renewal or post (a renewal never
-    /// takes back a broken lease, [`Store::renew`]), and the turn runs
+    /// takes back a broken lease, [`Leases::renew`](kesoku_core::store::Leases::renew)), and the turn runs
     /// again; no prompt is answered twice.
     pub async fn recover(&self) -> Result<usize, AgentError> {
         let store = self.shared.gateway.store();
@@ -219,13 +219,13 @@ impl Agent {
     /// to start listening is returned. A chat front end then only posts.
     ///
     /// Several processes may serve one store. Each asks the store for the
-    /// next prompt ([`Store::claim_next`]) only when it has room for a turn
+    /// next prompt ([`Leases::claim_next`](kesoku_core::store::Leases::claim_next)) only when it has room for a turn
     /// (see [`max_concurrent_turns`](AgentBuilder::max_concurrent_turns)):
     /// the claim leases the prompt's session to it, so each prompt is
     /// answered once, a session's turns never overlap, and work goes to
     /// the workers that are free. It asks again as prompts are posted and
     /// as its turns end. Every tenth of a lease it also puts back the
-    /// turns of workers that died ([`Store::requeue_expired`]), for
+    /// turns of workers that died ([`Leases::requeue_expired`](kesoku_core::store::Leases::requeue_expired)), for
     /// whoever has room: a dead worker's turn resumes at most a lease and
     /// a tenth after its last renewal.
     ///

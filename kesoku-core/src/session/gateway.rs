@@ -7,7 +7,7 @@
 //! it replays, and a message's [`Seq`] says which side it belongs to. A
 //! listener that falls behind catches up from the store rather than losing
 //! messages. Messages that another process posted to the same store
-//! arrive when the store announces them ([`Store::changes`], such as
+//! arrive when the store announces them ([`DeltaRelay::changes`](crate::store::DeltaRelay::changes), such as
 //! PostgreSQL's `NOTIFY`), else through a periodic read of the store.
 
 use std::collections::{BTreeSet, VecDeque};
@@ -229,7 +229,7 @@ impl Gateway {
     }
 
     /// [`post`](Self::post), only while `holder` holds the lease of the
-    /// message's session ([`Store::insert_leased`]): otherwise
+    /// message's session ([`Leases::insert_leased`](crate::store::Leases::insert_leased)): otherwise
     /// [`StoreError::LeaseLost`] and nothing is stored or delivered. How
     /// an agent's turn posts.
     ///
@@ -254,7 +254,7 @@ impl Gateway {
 
     /// Delivers `delta` to the listeners of its session, now, without
     /// storing it, and through a store that relays deltas
-    /// ([`Store::publish_delta`]) to other processes' listeners. Nobody
+    /// ([`DeltaRelay::publish_delta`](crate::store::DeltaRelay::publish_delta)) to other processes' listeners. Nobody
     /// listening is fine: the finished message is stored when it is done.
     pub fn publish(&self, delta: Delta) {
         if self.inner.relays {
@@ -274,7 +274,7 @@ impl Gateway {
 
     /// The deltas published from now on, of `session` (every session when
     /// `None`), in the order each was published: through this gateway,
-    /// or, when the store relays them ([`Store::delta_feed`]), through any
+    /// or, when the store relays them ([`DeltaRelay::delta_feed`](crate::store::DeltaRelay::delta_feed)), through any
     /// gateway in any process sharing the database. A listener that falls
     /// far behind loses the oldest (the finished message is stored
     /// whatever happens to its deltas).
@@ -314,7 +314,7 @@ impl Gateway {
     }
 
     /// [`transition`](Self::transition), only while `holder` holds the
-    /// lease of the message's session ([`Store::transition_leased`]).
+    /// lease of the message's session ([`Leases::transition_leased`](crate::store::Leases::transition_leased)).
     pub async fn transition_leased(
         &self,
         id: &str,

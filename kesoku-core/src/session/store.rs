@@ -56,7 +56,7 @@ pub enum StoreError {
         #[source]
         source: Option<ErrorSource>,
     },
-    /// [`Store::insert_leased`] or [`Store::transition_leased`]: the
+    /// [`Leases::insert_leased`] or [`Leases::transition_leased`]: the
     /// message's session is not leased to the holder that wrote it (the
     /// lease expired, or another worker took it); nothing was written.
     #[error(
@@ -99,7 +99,7 @@ impl StoreError {
     }
 }
 
-/// What a store announces ([`Store::changes`]): every message up to `seq`
+/// What a store announces ([`DeltaRelay::changes`]): every message up to `seq`
 /// is stored and visible, and, when the store can say, the fields of the
 /// message at `seq` that a listener's filter reads, so a listener that
 /// does not want it need not read it.
@@ -194,28 +194,45 @@ pub fn title_of(message: &Message) -> Option<String> {
     )
 }
 
-/// Where sessions and their messages are kept.
+/// Where sessions and their messages are kept: the three parts of a
+/// store, [`MessageLog`], [`Leases`] and [`DeltaRelay`], together. It is
+/// implemented for every type that implements them; agents and gateways
+/// take an `Arc<dyn Store>`.
+///
+/// A store of one's own implements the three (the relay has defaults
+/// for a store that does not relay deltas between processes), and passes
+/// the conformance suite in `tests/store.rs` and `tests/store_leases.rs`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use kesoku_core::store::{MemoryStore, Store};
+/// use kesoku_core::{Message, MessageType, Role};
+///
+/// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+/// let seq = store.insert(&Message::new("s", Role::User, MessageType::Text, "hi")).await.unwrap();
+/// assert_eq!(store.last_seq().await.unwrap(), seq);
+/// # });
+/// ```
+pub trait Store: MessageLog + Leases + DeltaRelay {}
+
+impl<T: MessageLog + Leases + DeltaRelay> Store for T {}
+
+/// The message log: messages appended and read back in order, by
+/// session, by status, or after a [`Seq`].
 ///
 /// Every call is one transaction. Messages are immutable once stored but
 /// for their status, which changes only through
-/// [`transition`](Store::transition), a conditional update: of several
+/// [`transition`](MessageLog::transition), a conditional update: of several
 /// processes that try the same transition, exactly one succeeds.
-pub trait Store: Send + Sync + 'static {
+pub trait MessageLog: Send + Sync + 'static {
     /// Saves a new message, creating its session on first use (titled after
     /// its first user message), and returns the message's [`Seq`]. An id
     /// that is stored already is [`StoreError::Duplicate`], and nothing is
-    /// written. Messages become visible to [`after`](Store::after) and
-    /// [`last_seq`](Store::last_seq) in `Seq` order: once one is, every
+    /// written. Messages become visible to [`after`](MessageLog::after) and
+    /// [`last_seq`](MessageLog::last_seq) in `Seq` order: once one is, every
     /// smaller `Seq` is too (listeners rely on it to catch up).
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq>;
-
-    /// [`insert`](Store::insert), only while `holder` holds the turn lease
-    /// of the message's session ([`lease`](Store::lease)) and it has not
-    /// expired, checked in the same transaction: otherwise
-    /// [`StoreError::LeaseLost`], and nothing is written. How a turn posts,
-    /// so a worker that lost its session (stalled past its lease, say)
-    /// cannot answer a turn another worker has resumed.
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq>;
 
     /// The message with this id.
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>>;
@@ -248,7 +265,26 @@ pub trait Store: Send + Sync + 'static {
         to: Status,
     ) -> StoreFuture<'a, bool>;
 
-    /// [`transition`](Store::transition), only while `holder` holds the
+    /// Every session, the most recently updated first.
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>>;
+
+    /// The largest `Seq` stored, 0 when empty.
+    fn last_seq(&self) -> StoreFuture<'_, Seq>;
+}
+
+/// Leases and claims: which worker runs a session's turn, and the posts
+/// it makes only while it does. Each call is one conditional write, so of
+/// several processes sharing a store exactly one holds a session.
+pub trait Leases: MessageLog {
+    /// [`insert`](MessageLog::insert), only while `holder` holds the turn lease
+    /// of the message's session ([`lease`](Leases::lease)) and it has not
+    /// expired, checked in the same transaction: otherwise
+    /// [`StoreError::LeaseLost`], and nothing is written. How a turn posts,
+    /// so a worker that lost its session (stalled past its lease, say)
+    /// cannot answer a turn another worker has resumed.
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq>;
+
+    /// [`transition`](MessageLog::transition), only while `holder` holds the
     /// turn lease of the message's session and it has not expired, checked
     /// in the same transaction: otherwise [`StoreError::LeaseLost`], and
     /// nothing is changed. `false` for an unknown id or a status not in
@@ -262,12 +298,6 @@ pub trait Store: Send + Sync + 'static {
         holder: &'a str,
     ) -> StoreFuture<'a, bool>;
 
-    /// Every session, the most recently updated first.
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>>;
-
-    /// The largest `Seq` stored, 0 when empty.
-    fn last_seq(&self) -> StoreFuture<'_, Seq>;
-
     /// Takes the turn lease of `session_id` for `holder`, until `ttl` from
     /// now: `true` if `holder` holds it now (it was free, expired, or
     /// `holder`'s already), `false` if another holder's lease has not
@@ -276,7 +306,7 @@ pub trait Store: Send + Sync + 'static {
     /// across every agent sharing the store.
     ///
     /// This acquires: it takes a lease no one holds. A running turn keeps
-    /// its lease with [`renew`](Store::renew) instead, which never takes
+    /// its lease with [`renew`](Leases::renew) instead, which never takes
     /// back a lease that was lost.
     fn lease<'a>(
         &'a self,
@@ -288,8 +318,8 @@ pub trait Store: Send + Sync + 'static {
     /// Extends `holder`'s lease of `session_id` to `ttl` from now, only
     /// while `holder` still holds it and it has not expired, in one
     /// conditional write: `true` if it was extended, `false` if it is gone
-    /// (expired, released, broken with [`break_lease`](Store::break_lease),
-    /// or another holder's). Unlike [`lease`](Store::lease) it never
+    /// (expired, released, broken with [`break_lease`](Leases::break_lease),
+    /// or another holder's). Unlike [`lease`](Leases::lease) it never
     /// creates a lease, so a holder that lost its lease cannot take it
     /// back while its turn runs on: the turn must stop, since another
     /// worker may have resumed it.
@@ -328,10 +358,16 @@ pub trait Store: Send + Sync + 'static {
     /// conditional update, and returns them with their `Seq`s: the turns
     /// of a worker that died, for another to take.
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>>;
+}
 
+/// The delta relay: pieces of replies being written, passed between the
+/// processes sharing a store, and the store's announcements of what it
+/// stored. Optional: the defaults relay nothing (a gateway then relays in
+/// its own process, and listeners poll for other processes' messages).
+pub trait DeltaRelay: Send + Sync + 'static {
     /// Relays `delta` to the gateways on this store (at once) and on
     /// every other store sharing its database, through
-    /// [`delta_feed`](Store::delta_feed); `false` when it was dropped, or
+    /// [`delta_feed`](DeltaRelay::delta_feed); `false` when it was dropped, or
     /// (the default) when the store does not relay deltas. Never blocks
     /// and never stores: the finished message is stored as always.
     fn publish_delta(&self, delta: &Delta) -> bool {
@@ -358,19 +394,19 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+impl<S: MessageLog + ?Sized> MessageLog for std::sync::Arc<S> {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         (**self).insert(message)
     }
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
-        (**self).insert_leased(message, holder)
-    }
+
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
         (**self).get(id)
     }
+
     fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
         (**self).history(session_id)
     }
+
     fn history_after<'a>(
         &'a self,
         session_id: &'a str,
@@ -378,12 +414,15 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
         (**self).history_after(session_id, seq)
     }
+
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         (**self).after(seq, limit)
     }
+
     fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         (**self).with_status(status)
     }
+
     fn transition<'a>(
         &'a self,
         id: &'a str,
@@ -392,6 +431,21 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     ) -> StoreFuture<'a, bool> {
         (**self).transition(id, from, to)
     }
+
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        (**self).sessions()
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        (**self).last_seq()
+    }
+}
+
+impl<S: Leases + ?Sized> Leases for std::sync::Arc<S> {
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        (**self).insert_leased(message, holder)
+    }
+
     fn transition_leased<'a>(
         &'a self,
         id: &'a str,
@@ -401,12 +455,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     ) -> StoreFuture<'a, bool> {
         (**self).transition_leased(id, from, to, holder)
     }
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        (**self).sessions()
-    }
-    fn last_seq(&self) -> StoreFuture<'_, Seq> {
-        (**self).last_seq()
-    }
+
     fn lease<'a>(
         &'a self,
         session_id: &'a str,
@@ -415,6 +464,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     ) -> StoreFuture<'a, bool> {
         (**self).lease(session_id, holder, ttl)
     }
+
     fn renew<'a>(
         &'a self,
         session_id: &'a str,
@@ -423,9 +473,11 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     ) -> StoreFuture<'a, bool> {
         (**self).renew(session_id, holder, ttl)
     }
+
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         (**self).release(session_id, holder)
     }
+
     fn claim_next<'a>(
         &'a self,
         holder: &'a str,
@@ -433,18 +485,25 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     ) -> StoreFuture<'a, Option<(Seq, Message)>> {
         (**self).claim_next(holder, ttl)
     }
+
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
         (**self).break_lease(session_id)
     }
+
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         (**self).requeue_expired()
     }
+}
+
+impl<S: DeltaRelay + ?Sized> DeltaRelay for std::sync::Arc<S> {
     fn publish_delta(&self, delta: &Delta) -> bool {
         (**self).publish_delta(delta)
     }
+
     fn delta_feed(&self) -> Option<broadcast::Receiver<Arc<Delta>>> {
         (**self).delta_feed()
     }
+
     fn changes(&self) -> Option<broadcast::Receiver<Announced>> {
         (**self).changes()
     }

@@ -5,10 +5,10 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{Seq, SessionInfo, Store, StoreError, StoreFuture, title_of};
+use super::{DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture, title_of};
 use crate::session::message::{Message, Role, Status};
 
-/// A [`Store`] in memory: the default of an agent without one, and for
+/// A [`Store`](super::Store) in memory: the default of an agent without one, and for
 /// tests. Lost when the process ends.
 ///
 /// ```
@@ -107,27 +107,9 @@ impl MemoryStore {
     }
 }
 
-impl Store for MemoryStore {
+impl MessageLog for MemoryStore {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         let result = Self::insert_locked(&mut self.lock(), message);
-        Box::pin(std::future::ready(result))
-    }
-
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
-        let mut m = self.lock();
-        let held = m
-            .leases
-            .get(&message.session_id)
-            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
-        let result = if held {
-            Self::insert_locked(&mut m, message)
-        } else {
-            Err(StoreError::LeaseLost {
-                id: message.id.clone(),
-                session: message.session_id.clone(),
-                holder: holder.to_owned(),
-            })
-        };
         Box::pin(std::future::ready(result))
     }
 
@@ -211,6 +193,38 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(changed)))
     }
 
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        let m = self.lock();
+        let mut sessions: Vec<SessionInfo> = m.sessions.values().cloned().collect();
+        sessions.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
+        Box::pin(std::future::ready(Ok(sessions)))
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        let len = self.lock().log.len();
+        Box::pin(std::future::ready(Ok(seq_of(len) - 1)))
+    }
+}
+
+impl Leases for MemoryStore {
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        let mut m = self.lock();
+        let held = m
+            .leases
+            .get(&message.session_id)
+            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
+        let result = if held {
+            Self::insert_locked(&mut m, message)
+        } else {
+            Err(StoreError::LeaseLost {
+                id: message.id.clone(),
+                session: message.session_id.clone(),
+                holder: holder.to_owned(),
+            })
+        };
+        Box::pin(std::future::ready(result))
+    }
+
     fn transition_leased<'a>(
         &'a self,
         id: &'a str,
@@ -240,18 +254,6 @@ impl Store for MemoryStore {
             Ok(false)
         };
         Box::pin(std::future::ready(result))
-    }
-
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        let m = self.lock();
-        let mut sessions: Vec<SessionInfo> = m.sessions.values().cloned().collect();
-        sessions.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
-        Box::pin(std::future::ready(Ok(sessions)))
-    }
-
-    fn last_seq(&self) -> StoreFuture<'_, Seq> {
-        let len = self.lock().log.len();
-        Box::pin(std::future::ready(Ok(seq_of(len) - 1)))
     }
 
     fn lease<'a>(
@@ -361,3 +363,5 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(found)))
     }
 }
+
+impl DeltaRelay for MemoryStore {}
