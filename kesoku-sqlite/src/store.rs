@@ -33,7 +33,7 @@ use crate::worker::{Lane, Workers};
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use kesoku_core::{Message, MessageType, Role, Status};
-/// use kesoku_core::store::Store;
+/// use kesoku_core::store::MessageLog;
 /// use kesoku_sqlite::SqliteStore;
 ///
 /// let dir = tempfile::tempdir().unwrap();
@@ -123,7 +123,7 @@ impl SqliteStore {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// use kesoku_core::store::Store;
+    /// use kesoku_core::store::MessageLog;
     ///
     /// let store = kesoku_sqlite::SqliteStore::in_memory().unwrap();
     /// assert_eq!(store.last_seq().await.unwrap(), 0);

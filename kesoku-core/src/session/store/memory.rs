@@ -14,7 +14,7 @@ use crate::session::message::{Message, Role, Status};
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use kesoku_core::{Message, MessageType, Role, Status};
-/// use kesoku_core::store::{MemoryStore, Store};
+/// use kesoku_core::store::{MemoryStore, MessageLog};
 ///
 /// let store = MemoryStore::new();
 /// let prompt = Message::new("s1", Role::User, MessageType::Text, "Add 2 and 3")
