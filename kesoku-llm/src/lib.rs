@@ -67,7 +67,7 @@ pub use options::{LlmOptions, ToolChoice};
 pub use scripted::{ScriptError, ScriptedLlm};
 pub use stream::{EventStream, StreamEvent};
 pub use transport::HttpOptions;
-pub use turn::{AssistantTurn, PROVIDER_KEY, StopReason, Usage};
+pub use turn::{AssistantTurn, PROVIDER_KEY, StopReason, ToolCall, Usage};
 
 /// What kesoku's own tests and benchmarks reach. Not a public API: it may
 /// change in any release.
