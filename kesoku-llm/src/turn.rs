@@ -96,8 +96,9 @@ pub struct AssistantTurn {
     /// The text as a history message: there is one when the model wrote
     /// text, or when it wrote nothing at all (an empty answer is still an
     /// answer). Provider fields to replay sit in its metadata under
-    /// [`PROVIDER_KEY`].
-    pub text_message: Option<Message>,
+    /// [`PROVIDER_KEY`]. Boxed, so that a turn stays small to move (in
+    /// every [`StreamEvent`](crate::StreamEvent) it rides in).
+    pub text_message: Option<Box<Message>>,
     /// The calls it asked for, in order, each with its message.
     pub calls: Vec<ToolCall>,
     /// Why it stopped.
@@ -138,9 +139,11 @@ impl AssistantTurn {
     /// The turn of `text` and `calls`, as [`new`](Self::new) makes it.
     fn of_calls(session_id: &str, sender: &str, text: String, calls: Vec<ToolCall>) -> Self {
         let text_message = (!text.is_empty() || calls.is_empty()).then(|| {
-            Message::new(session_id, Role::Assistant, MessageType::Text, &*text)
-                .with_sender(sender)
-                .with_status(Status::Processed)
+            Box::new(
+                Message::new(session_id, Role::Assistant, MessageType::Text, &*text)
+                    .with_sender(sender)
+                    .with_status(Status::Processed),
+            )
         });
         let stop_reason = if calls.is_empty() {
             StopReason::EndTurn
@@ -182,13 +185,15 @@ impl AssistantTurn {
     /// message (if any), then each call's message.
     pub fn messages(&self) -> impl Iterator<Item = &Message> {
         self.text_message
-            .iter()
+            .as_deref()
+            .into_iter()
             .chain(self.calls.iter().map(|c| &c.message))
     }
 
     /// [`messages`](Self::messages), owned.
     pub fn into_messages(self) -> impl Iterator<Item = Message> {
         self.text_message
+            .map(|m| *m)
             .into_iter()
             .chain(self.calls.into_iter().map(|c| c.message))
     }
@@ -218,7 +223,8 @@ impl AssistantTurn {
     /// Every message of the turn, mutably (a decoder marks them all).
     pub(crate) fn messages_mut(&mut self) -> impl Iterator<Item = &mut Message> {
         self.text_message
-            .iter_mut()
+            .as_deref_mut()
+            .into_iter()
             .chain(self.calls.iter_mut().map(|c| &mut c.message))
     }
 }

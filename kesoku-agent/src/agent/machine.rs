@@ -222,7 +222,7 @@ impl Ask {
             let answer = turn
                 .text_message
                 .filter(|m| !m.content.trim().is_empty())
-                .map(|m| machine.answering(m, Status::Pending));
+                .map(|m| machine.answering(*m, Status::Pending));
             let text = answer.as_ref().map(|m| m.content.clone());
             return Decision::finish(
                 answer.into_iter().collect(),
@@ -231,7 +231,7 @@ impl Ask {
         }
         let mut post = Vec::with_capacity(turn.calls.len() + 1);
         if let Some(m) = turn.text_message.filter(|m| !m.content.is_empty()) {
-            post.push(machine.answering(m, Status::Responded));
+            post.push(machine.answering(*m, Status::Responded));
         }
         let calls: Vec<Call> = turn
             .calls
@@ -264,6 +264,10 @@ impl Ask {
 
     /// A newer user message of the session came first: the turn stops,
     /// posting nothing more.
+    #[expect(
+        clippy::unused_self,
+        reason = "taken to end the state: no reply can be fed after"
+    )]
     pub(crate) fn interrupted(self) -> Decision {
         Decision::finish(
             Vec::new(),

@@ -51,7 +51,7 @@ fn finished(d: Decision) -> (Vec<Message>, Finish) {
 
 fn start(max_steps: usize) -> super::Ask {
     let p = prompt();
-    let (post, ask) = asked(Machine::start(&p, max_steps, &[p.clone()]));
+    let (post, ask) = asked(Machine::start(&p, max_steps, std::slice::from_ref(&p)));
     assert!(post.is_empty());
     ask
 }
@@ -59,7 +59,7 @@ fn start(max_steps: usize) -> super::Ask {
 #[test]
 fn a_new_prompt_asks_the_model_first() {
     let p = prompt();
-    let (post, ask) = asked(Machine::start(&p, 5, &[p.clone()]));
+    let (post, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p)));
     assert!(post.is_empty());
     assert_eq!(ask.step(), 1);
     assert_eq!(ask.0.prompt, p.id);
@@ -72,7 +72,7 @@ fn prompt_id_of(ask: &super::Ask) -> String {
 #[test]
 fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
     let p = prompt();
-    let (_, ask) = asked(Machine::start(&p, 5, &[p.clone()]));
+    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p)));
     let mut turn = reply("5", &[]);
     let text = turn.text_message.as_mut().unwrap();
     text.metadata
@@ -148,8 +148,9 @@ fn a_reply_with_text_and_calls_posts_the_text_then_each_call_and_runs_them() {
 fn empty_text_beside_calls_is_not_posted() {
     let mut turn = reply("", &["c1"]);
     // A provider that sent an empty text block along with its call.
-    turn.text_message =
-        Some(Message::new("s", Role::Assistant, MessageType::Text, "").with_sender("mock"));
+    turn.text_message = Some(Box::new(
+        Message::new("s", Role::Assistant, MessageType::Text, "").with_sender("mock"),
+    ));
     let (post, run) = ran(start(5).replied(turn));
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].kind, MessageType::ToolCall);
@@ -338,7 +339,7 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
 #[test]
 fn no_steps_at_all_is_the_step_limit_at_once() {
     let p = prompt();
-    let (post, finish) = finished(Machine::start(&p, 0, &[p.clone()]));
+    let (post, finish) = finished(Machine::start(&p, 0, std::slice::from_ref(&p)));
     assert_eq!(finish.status, TurnStatus::StepLimit);
     assert_eq!(post.len(), 1);
 }
