@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use image::{ImageFormat, RgbImage};
 use kesoku::llm::tools::{Sandbox, TurnModel, analyze_media};
 use kesoku::llm::{
-    AssistantTurn, ContentBlock, ContentFallback, Llm, LlmError, LlmFuture, LlmOptions, StopReason,
-    ToolDeclaration, Usage, content_blocks,
+    AssistantTurn, ContentBlock, ContentFallback, Llm, LlmError, LlmFuture, LlmOptions,
+    ToolDeclaration, content_blocks,
 };
 use kesoku::{Message, Role, ToolContext, ToolRegistry};
 use serde_json::{Value, json};
@@ -60,7 +60,7 @@ impl Llm for Recorder {
 
     fn complete<'a>(
         &'a self,
-        _session_id: &'a str,
+        session_id: &'a str,
         messages: &'a [Message],
         tools: &'a [ToolDeclaration],
         options: &'a LlmOptions,
@@ -70,14 +70,8 @@ impl Llm for Recorder {
             tools: tools.len(),
             options: options.clone(),
         });
-        let turn = AssistantTurn {
-            text: self.answer.clone(),
-            tool_calls: Vec::new(),
-            stop_reason: StopReason::EndTurn,
-            usage: Usage::default(),
-            messages: Vec::new(),
-            fallbacks: self.fallbacks.clone(),
-        };
+        let turn = AssistantTurn::new(session_id, "recorder", self.answer.clone(), [])
+            .with_fallbacks(self.fallbacks.clone());
         Box::pin(async move { Ok(turn) })
     }
 }

@@ -25,7 +25,17 @@
 //!
 //! | module | holds |
 //! | --- | --- |
-//! | `agent` | [`Agent`], [`AgentBuilder`], the turn loop, claims, leases, views and sessions |
+//! | `agent` | [`Agent`]: `send`, `serve`, the session's history |
+//! | `agent::builder` | [`AgentBuilder`] |
+//! | `agent::claim` | leases and claims: which worker runs a session's turn |
+//! | `agent::run` | one turn's IO (the store, the gateway, the model call, streaming, the runner), following `machine`'s decisions |
+//! | `agent::machine` | one turn's rules, with no IO: ask the model, run these calls, or finish with a status |
+//! | `agent::shared` | what every turn of an agent shares |
+//! | `agent::sessions` | per-session state kept between turns (views, the newest prompt) |
+//! | `agent::view` | the history as the model is shown it; orphaned calls and their healing |
+//! | `agent::toolset` | the tools, fixed or read live from a registry |
+//! | `agent::retry` | trying again while the store fails for a moment |
+//! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`] |
 //! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
 
 mod agent;

@@ -280,12 +280,12 @@ impl WireFormat for GenerateContent {
         // Keep the parts exactly as they came, for replay, on the turn's
         // first message; mark every message of the turn.
         let turn_id = turn
-            .messages
-            .first()
+            .messages()
+            .next()
             .map(|m| m.id.clone())
             .unwrap_or_default();
         let mut parts = Some(parts);
-        for m in &mut turn.messages {
+        for m in turn.messages_mut() {
             let entry = m
                 .metadata
                 .entry(PROVIDER_KEY)

@@ -85,4 +85,4 @@ pub use reqwest_transport::ReqwestTransport;
 pub use retry::{Retry, RetryPolicy};
 pub use scripted::{ScriptError, ScriptedLlm};
 pub use stream::{EventStream, StreamEvent};
-pub use turn::{AssistantTurn, PROVIDER_KEY, StopReason, Usage};
+pub use turn::{AssistantTurn, PROVIDER_KEY, StopReason, ToolCall, Usage};

@@ -5,12 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
+use kesoku_core::{Message, MessageType, Role, ToolRequest, keys};
 use serde_json::Value;
 
-use crate::{
-    AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, StopReason, ToolDeclaration, Usage,
-};
+use crate::{AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ToolDeclaration};
 
 const PROVIDER: &str = "Scripted";
 
@@ -140,8 +138,7 @@ impl ScriptedLlm {
                 ),
             });
         };
-        let mut messages = Vec::new();
-        let (text, tool_calls, stop_reason) = match turn {
+        Ok(match turn {
             Scripted::Text(template) => {
                 let text = fill(template, history).map_err(|id| LlmError::Config {
                     provider: PROVIDER,
@@ -149,27 +146,9 @@ impl ScriptedLlm {
                         "turn {n} quotes {{{{{id}}}}}, but the history has no result of a tool call with id `{id}`"
                     ),
                 })?;
-                messages.push(
-                    Message::new(session, Role::Assistant, MessageType::Text, text.clone())
-                        .with_sender(PROVIDER)
-                        .with_status(Status::Processed),
-                );
-                (text, Vec::new(), StopReason::EndTurn)
+                AssistantTurn::new(session, PROVIDER, text, [])
             }
-            Scripted::Calls(calls) => {
-                for c in calls {
-                    messages.push(Message::tool_call(session, c).with_sender(PROVIDER));
-                }
-                (String::new(), calls.clone(), StopReason::ToolUse)
-            }
-        };
-        Ok(AssistantTurn {
-            text,
-            tool_calls,
-            stop_reason,
-            usage: Usage::default(),
-            messages,
-            fallbacks: Vec::new(),
+            Scripted::Calls(calls) => AssistantTurn::new(session, PROVIDER, "", calls.clone()),
         })
     }
 }

@@ -39,8 +39,9 @@ fn replay<F: WireFormat>(chunks: &[Vec<u8>]) -> Result<(Vec<StreamEvent>, Value)
 
 /// A turn as JSON, its random message ids replaced by their positions.
 fn normalized(turn: &AssistantTurn) -> Value {
-    let mut text = serde_json::to_string(&turn.messages).unwrap();
-    for (i, m) in turn.messages.iter().enumerate() {
+    let all: Vec<_> = turn.messages().collect();
+    let mut text = serde_json::to_string(&all).unwrap();
+    for (i, m) in all.iter().enumerate() {
         text = text.replace(&m.id, &format!("message-{i}"));
     }
     let mut messages: Value = serde_json::from_str(&text).unwrap();
@@ -49,7 +50,7 @@ fn normalized(turn: &AssistantTurn) -> Value {
     }
     serde_json::json!({
         "text": turn.text,
-        "tool_calls": turn.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone())).collect::<Vec<_>>(),
+        "tool_calls": turn.tool_calls().map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone())).collect::<Vec<_>>(),
         "stop_reason": format!("{:?}", turn.stop_reason),
         "usage": [turn.usage.input_tokens, turn.usage.output_tokens],
         "messages": messages,

@@ -38,24 +38,195 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
-/// One assistant turn.
+/// One call the model asked for, held once: the request to run and the
+/// `tool_call` message that records it in the history, made together so
+/// they cannot drift apart.
+///
+/// ```
+/// use kesoku_core::{MessageType, ToolRequest};
+/// use kesoku_llm::ToolCall;
+///
+/// let call = ToolCall::new("s", "scripted", ToolRequest::new("c1", "add", serde_json::json!({"a": 1})));
+/// assert_eq!(call.request.id, "c1");
+/// assert_eq!(call.message.kind, MessageType::ToolCall);
+/// assert_eq!(call.message.meta_str("call_id"), Some("c1"));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// What to run: the provider's call id, the tool's name, its arguments.
+    pub request: ToolRequest,
+    /// The call as a history message (`tool_call`, from the assistant).
+    /// Provider fields that must be replayed verbatim sit in its metadata
+    /// under [`PROVIDER_KEY`].
+    pub message: Message,
+}
+
+impl ToolCall {
+    /// The call of `request`, recorded as a `tool_call` message of
+    /// `session_id` sent by `sender` (the provider's name).
+    pub fn new(session_id: &str, sender: &str, request: ToolRequest) -> Self {
+        let message = Message::tool_call(session_id, &request).with_sender(sender);
+        ToolCall { request, message }
+    }
+}
+
+/// One assistant turn: the model's text and the calls it asked for, each
+/// call once, with the messages that record them.
+///
+/// ```
+/// use kesoku_core::{MessageType, ToolRequest};
+/// use kesoku_llm::{AssistantTurn, StopReason};
+///
+/// let turn = AssistantTurn::new("s", "scripted", "Let me add.", [
+///     ToolRequest::new("c1", "add", serde_json::json!({"a": 1, "b": 2})),
+/// ]);
+/// assert_eq!(turn.stop_reason, StopReason::ToolUse);
+/// // The turn as history: its text, then one message per call.
+/// let kinds: Vec<_> = turn.messages().map(|m| m.kind).collect();
+/// assert_eq!(kinds, [MessageType::Text, MessageType::ToolCall]);
+/// assert_eq!(turn.tool_calls().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["add"]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AssistantTurn {
-    /// The text the model wrote (may be empty).
+    /// The text the model wrote (may be empty): the content of
+    /// [`text_message`](Self::text_message) when there is one.
     pub text: String,
-    /// The calls it asked for, with the provider's call ids.
-    pub tool_calls: Vec<ToolRequest>,
+    /// The text as a history message: there is one when the model wrote
+    /// text, or when it wrote nothing at all (an empty answer is still an
+    /// answer). Provider fields to replay sit in its metadata under
+    /// [`PROVIDER_KEY`]. Boxed, so that a turn stays small to move (in
+    /// every [`StreamEvent`](crate::StreamEvent) it rides in).
+    pub text_message: Option<Box<Message>>,
+    /// The calls it asked for, in order, each with its message.
+    pub calls: Vec<ToolCall>,
     /// Why it stopped.
     pub stop_reason: StopReason,
     /// Tokens used.
     pub usage: Usage,
-    /// The turn as history messages, ready to append: a text message (if
-    /// any) and one `tool_call` message per call. Provider fields that must
-    /// be replayed verbatim (Gemini's `thoughtSignature`) sit in their
-    /// metadata under [`PROVIDER_KEY`].
-    pub messages: Vec<Message>,
     /// Blocks of the request the provider could not take, sent as text notes.
     pub fallbacks: Vec<ContentFallback>,
+}
+
+impl AssistantTurn {
+    /// A turn as `sender` (the provider's name) of `session_id` returns
+    /// it: a text message when there is `text` or no call, then one
+    /// [`ToolCall`] per request; stopped for [`StopReason::ToolUse`] when
+    /// there are calls, else [`StopReason::EndTurn`]; no usage.
+    ///
+    /// ```
+    /// use kesoku_llm::AssistantTurn;
+    ///
+    /// let turn = AssistantTurn::new("s", "mock", "Hello!", []);
+    /// assert_eq!(turn.text, "Hello!");
+    /// assert_eq!(turn.messages().count(), 1);
+    /// assert!(turn.calls.is_empty());
+    /// ```
+    pub fn new(
+        session_id: &str,
+        sender: &str,
+        text: impl Into<String>,
+        requests: impl IntoIterator<Item = ToolRequest>,
+    ) -> Self {
+        let calls = requests
+            .into_iter()
+            .map(|r| ToolCall::new(session_id, sender, r))
+            .collect();
+        Self::of_calls(session_id, sender, text.into(), calls)
+    }
+
+    /// The turn of `text` and `calls`, as [`new`](Self::new) makes it.
+    fn of_calls(session_id: &str, sender: &str, text: String, calls: Vec<ToolCall>) -> Self {
+        let text_message = (!text.is_empty() || calls.is_empty()).then(|| {
+            Box::new(
+                Message::new(session_id, Role::Assistant, MessageType::Text, &*text)
+                    .with_sender(sender)
+                    .with_status(Status::Processed),
+            )
+        });
+        let stop_reason = if calls.is_empty() {
+            StopReason::EndTurn
+        } else {
+            StopReason::ToolUse
+        };
+        AssistantTurn {
+            text,
+            text_message,
+            calls,
+            stop_reason,
+            usage: Usage::default(),
+            fallbacks: Vec::new(),
+        }
+    }
+
+    /// Builder: sets why the model stopped.
+    #[must_use]
+    pub fn with_stop_reason(mut self, stop_reason: StopReason) -> Self {
+        self.stop_reason = stop_reason;
+        self
+    }
+
+    /// Builder: sets the tokens used.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
+
+    /// Builder: sets the blocks the provider could not take.
+    #[must_use]
+    pub fn with_fallbacks(mut self, fallbacks: Vec<ContentFallback>) -> Self {
+        self.fallbacks = fallbacks;
+        self
+    }
+
+    /// The turn as history messages, ready to append, in order: the text
+    /// message (if any), then each call's message.
+    pub fn messages(&self) -> impl Iterator<Item = &Message> {
+        self.text_message
+            .as_deref()
+            .into_iter()
+            .chain(self.calls.iter().map(|c| &c.message))
+    }
+
+    /// [`messages`](Self::messages), owned.
+    pub fn into_messages(self) -> impl Iterator<Item = Message> {
+        self.text_message
+            .map(|m| *m)
+            .into_iter()
+            .chain(self.calls.into_iter().map(|c| c.message))
+    }
+
+    /// The requests of the calls, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolRequest> {
+        self.calls.iter().map(|c| &c.request)
+    }
+
+    /// The calls as the runner takes them: each request with its message.
+    ///
+    /// ```
+    /// use kesoku_core::ToolRequest;
+    /// use kesoku_llm::AssistantTurn;
+    ///
+    /// let turn = AssistantTurn::new("s", "mock", "", [ToolRequest::new("c1", "add", serde_json::json!({}))]);
+    /// let pairs = turn.call_pairs();
+    /// assert_eq!(pairs[0].1.meta_str("call_id"), Some(pairs[0].0.id.as_str()));
+    /// ```
+    pub fn call_pairs(&self) -> Vec<(ToolRequest, Message)> {
+        self.calls
+            .iter()
+            .map(|c| (c.request.clone(), c.message.clone()))
+            .collect()
+    }
+
+    /// Every message of the turn, mutably (a decoder marks them all).
+    pub(crate) fn messages_mut(&mut self) -> impl Iterator<Item = &mut Message> {
+        self.text_message
+            .as_deref_mut()
+            .into_iter()
+            .chain(self.calls.iter_mut().map(|c| &mut c.message))
+    }
 }
 
 /// An assistant turn being read: text and calls in the order they came.
@@ -104,34 +275,26 @@ impl TurnBuilder {
         provider: &'static str,
         stop_reason: StopReason,
     ) -> AssistantTurn {
-        let mut messages = Vec::with_capacity(self.calls.len() + 1);
-        if !self.text.is_empty() || self.calls.is_empty() {
-            let mut m = Message::new(session_id, Role::Assistant, MessageType::Text, &*self.text)
-                .with_sender(provider)
-                .with_status(Status::Processed);
-            if let Some(fields) = self.text_fields {
-                m.metadata
-                    .insert(PROVIDER_KEY.into(), Value::Object(fields));
-            }
-            messages.push(m);
+        let calls = self
+            .calls
+            .into_iter()
+            .map(|(request, fields)| {
+                let mut call = ToolCall::new(session_id, provider, request);
+                if let Some(fields) = fields {
+                    call.message
+                        .metadata
+                        .insert(PROVIDER_KEY.into(), Value::Object(fields));
+                }
+                call
+            })
+            .collect();
+        let mut turn = AssistantTurn::of_calls(session_id, provider, self.text, calls)
+            .with_stop_reason(stop_reason)
+            .with_usage(self.usage);
+        if let (Some(m), Some(fields)) = (&mut turn.text_message, self.text_fields) {
+            m.metadata
+                .insert(PROVIDER_KEY.into(), Value::Object(fields));
         }
-        let mut tool_calls = Vec::with_capacity(self.calls.len());
-        for (request, fields) in self.calls {
-            let mut m = Message::tool_call(session_id, &request).with_sender(provider);
-            if let Some(fields) = fields {
-                m.metadata
-                    .insert(PROVIDER_KEY.into(), Value::Object(fields));
-            }
-            messages.push(m);
-            tool_calls.push(request);
-        }
-        AssistantTurn {
-            text: self.text,
-            tool_calls,
-            stop_reason,
-            usage: self.usage,
-            messages,
-            fallbacks: Vec::new(),
-        }
+        turn
     }
 }

@@ -88,9 +88,9 @@ async fn text_only_sends_the_documented_request() {
     assert_eq!(turn.text, "Hello!");
     assert_eq!(turn.stop_reason, StopReason::EndTurn);
     assert_eq!((turn.usage.input_tokens, turn.usage.output_tokens), (12, 7));
-    assert!(turn.tool_calls.is_empty());
-    assert_eq!(turn.messages.len(), 1);
-    assert_eq!(turn.messages[0].role, Role::Assistant);
+    assert!(turn.calls.is_empty());
+    assert_eq!(turn.messages().count(), 1);
+    assert_eq!(turn.messages().next().unwrap().role, Role::Assistant);
 
     let body = body_of(&server, 0).await;
     assert_eq!(
@@ -122,11 +122,11 @@ async fn tools_are_declared_and_a_tool_call_comes_back() {
         .await
         .unwrap();
     assert_eq!(turn.stop_reason, StopReason::ToolUse);
-    assert_eq!(turn.tool_calls.len(), 1);
-    assert_eq!(turn.tool_calls[0].id, "toolu_1");
-    assert_eq!(turn.tool_calls[0].arguments, json!({"city": "Oslo"}));
-    assert_eq!(turn.messages.len(), 1, "no empty text message");
-    assert_eq!(turn.messages[0].kind, MessageType::ToolCall);
+    assert_eq!(turn.calls.len(), 1);
+    assert_eq!(turn.calls[0].request.id, "toolu_1");
+    assert_eq!(turn.calls[0].request.arguments, json!({"city": "Oslo"}));
+    assert_eq!(turn.messages().count(), 1, "no empty text message");
+    assert_eq!(turn.calls[0].message.kind, MessageType::ToolCall);
 
     let body = body_of(&server, 0).await;
     assert_eq!(body["tools"][0]["name"], "get_weather");
@@ -158,20 +158,10 @@ async fn parallel_calls_run_and_their_results_go_back_paired_in_one_user_message
     let mut history = vec![user("Weather in Oslo and Lima?")];
 
     let turn = llm.complete("s", &history, &tools, &options).await.unwrap();
-    assert_eq!(turn.tool_calls.len(), 2);
-    history.extend(turn.messages.iter().cloned());
+    assert_eq!(turn.calls.len(), 2);
+    history.extend(turn.messages().cloned());
     let runner = ToolRunner::new(registry, ToolContext::new("s"));
-    let calls: Vec<_> = turn
-        .tool_calls
-        .iter()
-        .cloned()
-        .zip(
-            turn.messages
-                .iter()
-                .filter(|m| m.kind == MessageType::ToolCall)
-                .cloned(),
-        )
-        .collect();
+    let calls = turn.call_pairs();
     let results = runner.execute_all(&calls, None).await;
     history.extend(results);
 

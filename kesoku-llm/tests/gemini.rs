@@ -125,19 +125,14 @@ async fn parallel_calls_keep_ids_and_signatures_per_part_and_results_pair_up() {
     let mut history = vec![user("Weather in Oslo and Lima?")];
     let turn = llm.complete("s", &history, &tools, &options).await.unwrap();
     assert_eq!(turn.stop_reason, StopReason::ToolUse);
-    assert_eq!(turn.tool_calls[0].id, "fc_1");
+    assert_eq!(turn.calls[0].request.id, "fc_1");
     assert!(
-        turn.tool_calls[1].id.starts_with("gemini-call-1-"),
+        turn.calls[1].request.id.starts_with("gemini-call-1-"),
         "a made-up id for pairing"
     );
-    history.extend(turn.messages.iter().cloned());
+    history.extend(turn.messages().cloned());
     let runner = ToolRunner::new(registry, ToolContext::new("s"));
-    let pairs: Vec<_> = turn
-        .tool_calls
-        .iter()
-        .cloned()
-        .zip(turn.messages.iter().cloned())
-        .collect();
+    let pairs = turn.call_pairs();
     history.extend(runner.execute_all(&pairs, None).await);
     llm.complete("s", &history, &tools, &options).await.unwrap();
 
@@ -280,11 +275,15 @@ async fn one_tool_call() {
         .await
         .unwrap();
     assert_eq!(turn.stop_reason, StopReason::ToolUse);
-    assert_eq!(turn.tool_calls.len(), 1);
-    assert_eq!(turn.tool_calls[0].name, "get_weather");
-    assert_eq!(turn.messages.len(), 1);
-    assert_eq!(turn.messages[0].kind, MessageType::ToolCall);
-    let args = turn.tool_calls[0].parse_arguments().unwrap().into_owned();
+    assert_eq!(turn.calls.len(), 1);
+    assert_eq!(turn.calls[0].request.name, "get_weather");
+    assert_eq!(turn.messages().count(), 1);
+    assert_eq!(turn.calls[0].message.kind, MessageType::ToolCall);
+    let args = turn.calls[0]
+        .request
+        .parse_arguments()
+        .unwrap()
+        .into_owned();
     assert_eq!(args, json!({"city": "Oslo"}));
 }
 
@@ -305,9 +304,9 @@ async fn the_model_parts_are_replayed_unchanged() {
         .await
         .unwrap();
     assert_eq!(turn.text, "Let me look. One moment.");
-    assert_eq!(turn.tool_calls.len(), 1);
+    assert_eq!(turn.calls.len(), 1);
     let mut history = vec![user("Weather?")];
-    history.extend(turn.messages.iter().cloned());
+    history.extend(turn.messages().cloned());
     llm.complete("s", &history, &tools, &options).await.unwrap();
     let replay = capture.last_json().unwrap();
     assert_eq!(replay["contents"][1]["role"], "model");

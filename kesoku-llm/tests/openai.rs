@@ -111,15 +111,10 @@ async fn parallel_calls_round_trip_with_string_arguments() {
     let mut history = vec![user("Weather in Oslo and Lima?")];
     let turn = llm.complete("s", &history, &tools, &options).await.unwrap();
     assert_eq!(turn.stop_reason, StopReason::ToolUse);
-    assert_eq!(turn.tool_calls.len(), 2);
-    history.extend(turn.messages.iter().cloned());
+    assert_eq!(turn.calls.len(), 2);
+    history.extend(turn.messages().cloned());
     let runner = ToolRunner::new(registry, ToolContext::new("s"));
-    let pairs: Vec<_> = turn
-        .tool_calls
-        .iter()
-        .cloned()
-        .zip(turn.messages.iter().cloned())
-        .collect();
+    let pairs = turn.call_pairs();
     let results = runner.execute_all(&pairs, None).await;
     // The truncated arguments became the runner's error result, not a failure.
     assert_eq!(results[1].meta_str("error_kind"), Some("truncated_json"));
@@ -269,11 +264,15 @@ async fn one_tool_call() {
         .await
         .unwrap();
     assert_eq!(turn.stop_reason, StopReason::ToolUse);
-    assert_eq!(turn.tool_calls.len(), 1);
-    assert_eq!(turn.tool_calls[0].name, "get_weather");
-    assert_eq!(turn.messages.len(), 1);
-    assert_eq!(turn.messages[0].kind, MessageType::ToolCall);
-    let args = turn.tool_calls[0].parse_arguments().unwrap().into_owned();
+    assert_eq!(turn.calls.len(), 1);
+    assert_eq!(turn.calls[0].request.name, "get_weather");
+    assert_eq!(turn.messages().count(), 1);
+    assert_eq!(turn.calls[0].message.kind, MessageType::ToolCall);
+    let args = turn.calls[0]
+        .request
+        .parse_arguments()
+        .unwrap()
+        .into_owned();
     assert_eq!(args, json!({"city": "Oslo"}));
 }
 

@@ -43,22 +43,13 @@ impl Llm for Recorder {
 
     fn complete<'a>(
         &'a self,
-        _session_id: &'a str,
+        session_id: &'a str,
         messages: &'a [Message],
         _tools: &'a [ToolDeclaration],
         _options: &'a LlmOptions,
     ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
         self.calls.lock().unwrap().push(messages.to_vec());
-        Box::pin(async {
-            Ok(AssistantTurn {
-                text: "seen".to_owned(),
-                tool_calls: Vec::new(),
-                stop_reason: StopReason::EndTurn,
-                usage: Usage::default(),
-                messages: Vec::new(),
-                fallbacks: Vec::new(),
-            })
-        })
+        Box::pin(async { Ok(AssistantTurn::new(session_id, "recorder", "seen", [])) })
     }
 }
 

@@ -9,10 +9,12 @@
 //! as it goes. A worker that dies loses its leases when they expire, and
 //! `serve` in any other process puts its turns back and runs them. A
 //! newer user message of the session interrupts a running turn at once:
-//! see `claim.rs` (the lease) and `run.rs` (the turn).
+//! see `claim.rs` (the lease), `run.rs` (the turn's IO) and `machine.rs`
+//! (the turn's rules).
 
 mod builder;
 mod claim;
+mod machine;
 mod outcome;
 mod retry;
 mod run;

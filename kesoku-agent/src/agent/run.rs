@@ -1,8 +1,7 @@
-//! One turn, one step at a time: load the history (only what is new since
-//! the session's last turn here, see `sessions.rs`), heal orphaned calls,
-//! ask the model, post its text and calls, run the calls, post the
-//! results; until the model answers without calls, the step limit, an
-//! error, or a newer user message.
+//! One turn's IO: load the history (only what is new since the session's
+//! last turn here, see `sessions.rs`), heal orphaned calls, then follow
+//! the turn's rules (`machine.rs`): post what they say to post, ask the
+//! model, run the calls, and settle the prompt as they decide.
 //!
 //! Interruption is immediate: the model call in flight is dropped, calls
 //! not started get aborted results, and calls waiting are cancelled
@@ -15,14 +14,14 @@ use std::sync::Arc;
 use kesoku_core::store::StoreError;
 use kesoku_core::store::{Seq, Store};
 use kesoku_core::{
-    CancellationToken, GatewayError, Message, MessageType, Role, Status, ToolContext, ToolRequest,
-    ToolRunner,
+    CancellationToken, GatewayError, Message, MessageType, Role, Status, ToolContext, ToolRunner,
 };
 use tracing::Instrument;
 
 use futures_util::StreamExt as _;
 use kesoku_core::{Delta, DeltaKind};
 
+use super::machine::{Call, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::retry::{retried, retried_store};
 use super::sessions::Slot;
@@ -30,9 +29,6 @@ use super::shared::Shared;
 use super::view::{View, healing_result, orphans};
 use kesoku_llm::StreamEvent;
 use kesoku_llm::ToolDeclaration;
-
-/// What the model is told when it answered with nothing.
-const NUDGE: &str = "Your last reply was empty. Answer the user's last message now.";
 
 /// A session's whole stored history (tried again while the store fails
 /// for a moment, for up to `budget`).
@@ -134,18 +130,63 @@ impl Turn<'_> {
     }
 
     async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
-        // A newer message arrived while this one waited for the session
-        // (or before a dead worker's turn was resumed: that one may have
-        // been answered already).
-        if self.interrupted() {
-            let view = self.load_view().await?;
-            let answered = self.answered_already(&view.messages);
-            self.shared.sessions.put_view(&self.user.session_id, view);
-            return match answered {
-                Some(answer) => self.end_answered(answer).await,
-                None => self.end_interrupted().await,
+        let mut view = self.load_view().await?;
+        // The turn adds to the view as it goes; what it stored is read
+        // back, in the store's order, by the next turn.
+        let kept = view.messages.len();
+        let finish = self.drive(&mut view.messages).await;
+        view.messages.truncate(kept);
+        self.shared.sessions.put_view(&self.user.session_id, view);
+        self.finish(finish?).await
+    }
+
+    /// Follows the machine's decisions from the `view` (the session's
+    /// history, which the turn's posts are added to) until it finishes.
+    async fn drive(&mut self, view: &mut Vec<Message>) -> Result<Finish, AgentError> {
+        let mut decision = Machine::start(&self.user, self.shared.max_steps, view);
+        // Made when first needed: a turn found answered, or interrupted
+        // before it began, reads no tools and makes no workspace.
+        let mut runner = None;
+        loop {
+            for m in decision.post {
+                self.post(m.clone()).await?;
+                view.push(m);
+            }
+            decision = match decision.next {
+                Next::Finish(finish) => return Ok(finish),
+                Next::Ask(ask) => {
+                    tracing::Span::current().record("steps", ask.step());
+                    if self.interrupted() {
+                        ask.interrupted()
+                    } else {
+                        if runner.is_none() {
+                            runner = Some(self.runner().await?);
+                        }
+                        match self.ask(view, ask.step()).await {
+                            None => ask.interrupted(),
+                            Some(Ok(reply)) => ask.replied(reply),
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "the model call failed; the turn ends");
+                                ask.failed(&e)
+                            }
+                        }
+                    }
+                }
+                Next::Run(run) => {
+                    let runner = match &runner {
+                        Some(runner) => runner,
+                        None => runner.insert(self.runner().await?),
+                    };
+                    let results = self.execute(runner, run.calls()).await;
+                    run.results(results)
+                }
             };
         }
+    }
+
+    /// The runner of this turn's calls; the tools as the model sees them
+    /// are read with it.
+    async fn runner(&mut self) -> Result<ToolRunner, AgentError> {
         let ctx = self.context().await?;
         let (registry, declarations) = self.shared.tools.current();
         self.declarations = declarations;
@@ -153,21 +194,7 @@ impl Turn<'_> {
         if let Some(limit) = self.shared.tool_timeout {
             runner = runner.with_default_timeout(limit);
         }
-
-        let mut view = self.load_view().await?;
-        // A worker that died after posting the answer, before marking the
-        // message processed: the turn is done, not to be answered again.
-        if let Some(answer) = self.answered_already(&view.messages) {
-            self.shared.sessions.put_view(&self.user.session_id, view);
-            return self.end_answered(answer).await;
-        }
-        // The turn adds to the view as it goes; what it stored is read
-        // back, in the store's order, by the next turn.
-        let kept = view.messages.len();
-        let outcome = self.steps(&runner, &mut view.messages).await;
-        view.messages.truncate(kept);
-        self.shared.sessions.put_view(&self.user.session_id, view);
-        outcome
+        Ok(runner)
     }
 
     /// The session's history for the model: the view kept from its last
@@ -218,91 +245,6 @@ impl Turn<'_> {
                 .sessions
                 .saw_user_message(&self.user.session_id, *seq);
         }
-    }
-
-    /// Whether the turn was answered before it was resumed: its last
-    /// message is an assistant text answering the user message. `Err` for
-    /// a turn that failed, else the answer (`None` after the step limit).
-    #[allow(clippy::result_unit_err)]
-    fn answered_already(&self, view: &[Message]) -> Option<Result<Option<String>, ()>> {
-        let last = view
-            .iter()
-            .rev()
-            .find(|m| m.parent_id.as_deref() == Some(self.user.id.as_str()))?;
-        if last.role != Role::Assistant || last.kind != MessageType::Text {
-            return None;
-        }
-        if last.metadata.contains_key("error") {
-            return Some(Err(()));
-        }
-        Some(Ok(
-            (!last.metadata.contains_key("step_limit")).then(|| last.content.clone())
-        ))
-    }
-
-    /// The steps, until the turn ends.
-    async fn steps(
-        &mut self,
-        runner: &ToolRunner,
-        view: &mut Vec<Message>,
-    ) -> Result<TurnOutcome, AgentError> {
-        let mut nudged = false;
-        for step in 1..=self.shared.max_steps {
-            tracing::Span::current().record("steps", step);
-            if self.interrupted() {
-                return self.end_interrupted().await;
-            }
-            let Some(reply) = self.ask(view, step).await else {
-                return self.end_interrupted().await;
-            };
-            let reply = match reply {
-                Ok(reply) => reply,
-                Err(e) => return self.end_failed(&e).await,
-            };
-            if reply.tool_calls.is_empty() {
-                if reply.text.trim().is_empty() && !nudged {
-                    nudged = true;
-                    let nudge = Message::new(
-                        &self.user.session_id,
-                        Role::System,
-                        MessageType::Text,
-                        NUDGE,
-                    )
-                    .with_sender("agent")
-                    .with_status(Status::Responded)
-                    .with_parent(&self.user.id);
-                    self.post(nudge.clone()).await?;
-                    view.push(nudge);
-                    continue;
-                }
-                return self.end_completed(reply.messages).await;
-            }
-
-            // The model's text, then one message per call, each answering
-            // the user message.
-            let mut calls: Vec<(ToolRequest, Message)> = Vec::new();
-            let mut requests = reply.tool_calls.into_iter();
-            for mut m in reply.messages {
-                m.status = Status::Responded;
-                m.parent_id = Some(self.user.id.clone());
-                if m.kind == MessageType::Text && m.content.is_empty() {
-                    continue;
-                }
-                self.post(m.clone()).await?;
-                if m.kind == MessageType::ToolCall
-                    && let Some(request) = requests.next()
-                {
-                    calls.push((request, m.clone()));
-                }
-                view.push(m);
-            }
-            let results = self.execute(runner, &calls).await;
-            for result in results {
-                self.post(result.clone()).await?;
-                view.push(result);
-            }
-        }
-        self.end_step_limit().await
     }
 
     /// The tools' context for this turn.
@@ -402,7 +344,7 @@ impl Turn<'_> {
 
     /// Runs the calls; on interruption, cancels the waiting ones and still
     /// returns one result per call.
-    async fn execute(&self, runner: &ToolRunner, calls: &[(ToolRequest, Message)]) -> Vec<Message> {
+    async fn execute(&self, runner: &ToolRunner, calls: &[Call]) -> Vec<Message> {
         let slot = self.slot;
         let seq = self.seq;
         let is_interrupted = move || slot.is_newer_than(seq);
@@ -434,84 +376,14 @@ impl Turn<'_> {
         }
     }
 
-    /// Posts the model's final text (as it came: provider fields kept).
-    async fn end_completed(&mut self, reply: Vec<Message>) -> Result<TurnOutcome, AgentError> {
-        let mut answer = None;
-        for mut m in reply {
-            if m.kind != MessageType::Text || m.content.trim().is_empty() {
-                continue;
-            }
-            m.status = Status::Pending;
-            m.parent_id = Some(self.user.id.clone());
-            answer = Some(m.content.clone());
-            self.post(m).await?;
+    /// Ends the turn as the machine decided: settles the prompt (the
+    /// tools still waiting are cancelled first, on interruption).
+    async fn finish(&mut self, finish: Finish) -> Result<TurnOutcome, AgentError> {
+        if finish.status == TurnStatus::Interrupted {
+            self.cancel.cancel();
         }
-        self.settle(Status::Processed).await?;
-        Ok(self.outcome(TurnStatus::Completed, answer))
-    }
-
-    /// Ends a turn found answered when it was resumed (see
-    /// [`answered_already`](Self::answered_already)).
-    async fn end_answered(
-        &mut self,
-        answer: Result<Option<String>, ()>,
-    ) -> Result<TurnOutcome, AgentError> {
-        match answer {
-            Err(()) => {
-                self.settle(Status::Error).await?;
-                Ok(self.outcome(TurnStatus::Failed, None))
-            }
-            Ok(answer) => {
-                self.settle(Status::Processed).await?;
-                Ok(self.outcome(TurnStatus::Completed, answer))
-            }
-        }
-    }
-
-    async fn end_step_limit(&mut self) -> Result<TurnOutcome, AgentError> {
-        let note = format!(
-            "I stopped after {} model calls, this agent's step limit, before reaching an answer. Ask me to continue if you want me to go on.",
-            self.shared.max_steps
-        );
-        let mut m = Message::new(
-            &self.user.session_id,
-            Role::Assistant,
-            MessageType::Text,
-            note,
-        )
-        .with_sender("agent")
-        .with_status(Status::Pending)
-        .with_parent(&self.user.id);
-        m.metadata.insert("step_limit".into(), true.into());
-        self.post(m).await?;
-        self.settle(Status::Processed).await?;
-        Ok(self.outcome(TurnStatus::StepLimit, None))
-    }
-
-    async fn end_failed(
-        &mut self,
-        error: &kesoku_llm::LlmError,
-    ) -> Result<TurnOutcome, AgentError> {
-        tracing::warn!(error = %error, "the model call failed; the turn ends");
-        let mut m = Message::new(
-            &self.user.session_id,
-            Role::Assistant,
-            MessageType::Text,
-            format!("The model call failed, so this turn stopped: {error}"),
-        )
-        .with_sender("agent")
-        .with_status(Status::Pending)
-        .with_parent(&self.user.id);
-        m.metadata.insert("error".into(), error.to_string().into());
-        self.post(m).await?;
-        self.settle(Status::Error).await?;
-        Ok(self.outcome(TurnStatus::Failed, None))
-    }
-
-    async fn end_interrupted(&mut self) -> Result<TurnOutcome, AgentError> {
-        self.cancel.cancel();
-        self.settle(Status::Interrupted).await?;
-        Ok(self.outcome(TurnStatus::Interrupted, None))
+        self.settle(finish.settle).await?;
+        Ok(self.outcome(finish.status, finish.answer))
     }
 }
 

@@ -210,11 +210,11 @@ impl<D: StreamDecoder> Reader<D> {
 /// The events of a turn known whole, for backends that do not stream:
 /// the text, each call start to end, usage, the stop reason, and the turn.
 pub(crate) fn events_of(turn: AssistantTurn) -> Vec<StreamEvent> {
-    let mut out = Vec::with_capacity(turn.tool_calls.len() * 3 + 4);
+    let mut out = Vec::with_capacity(turn.calls.len() * 3 + 4);
     if !turn.text.is_empty() {
         out.push(StreamEvent::Text(turn.text.clone()));
     }
-    for (index, call) in turn.tool_calls.iter().enumerate() {
+    for (index, call) in turn.tool_calls().enumerate() {
         out.push(StreamEvent::ToolCallStart {
             index,
             id: call.id.clone(),

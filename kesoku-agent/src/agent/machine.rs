@@ -1,0 +1,321 @@
+//! The rules of one turn, with no IO: a state machine that reads what has
+//! happened (the history the turn starts from, the model's reply, the
+//! calls' results, an interruption) and decides what comes next (ask the
+//! model, run these calls, or finish with a status), with the messages to
+//! post first. `run.rs` drives it: it does the posts, the model calls,
+//! the runs, the leases and the streaming, and feeds back what came of
+//! them.
+//!
+//! | state | fed | decides |
+//! | --- | --- | --- |
+//! | start ([`Machine::start`]) | the session's history | finish (answered already), run the calls waiting, or ask |
+//! | [`Ask`] | [`replied`](Ask::replied) | nudge and ask again, run its calls, or finish `completed` |
+//! | [`Ask`] | [`failed`](Ask::failed) | finish `failed` |
+//! | [`Ask`] | [`interrupted`](Ask::interrupted) | finish `interrupted` |
+//! | [`Run`] | [`results`](Run::results) | ask again, or finish at the step limit |
+//!
+//! Where a turn stands is read from its messages (those answering the
+//! prompt, and the results answering its calls), so a turn can be picked
+//! up from the store by any worker: a pause before a call (for a
+//! person's approval, say) would be one more state, left and re-entered
+//! through [`Machine::start`]. The step count and the nudge are one
+//! run's: a turn resumed elsewhere starts them again, as it always has.
+
+use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
+use kesoku_llm::{AssistantTurn, LlmError};
+
+use super::outcome::TurnStatus;
+use super::view::{healing_result, orphans};
+
+/// What the model is told when it answered with nothing.
+pub(crate) const NUDGE: &str = "Your last reply was empty. Answer the user's last message now.";
+
+/// A call to run: its request, and the message that records it.
+pub(crate) type Call = (ToolRequest, Message);
+
+/// The turn of one prompt, between two decisions.
+#[derive(Debug, Clone)]
+pub(crate) struct Machine {
+    session: String,
+    /// The id of the user message the turn answers.
+    prompt: String,
+    max_steps: usize,
+    /// Model calls asked for so far in this run.
+    steps: usize,
+    /// Whether this run has nudged the model after an empty reply.
+    nudged: bool,
+}
+
+/// What to do next: post these messages (in order, each added to the
+/// model's view), then [`next`](Self::next).
+#[derive(Debug)]
+#[must_use]
+pub(crate) struct Decision {
+    pub(crate) post: Vec<Message>,
+    pub(crate) next: Next,
+}
+
+/// The step after the posts.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Ask the model, with the view as it stands.
+    Ask(Ask),
+    /// Run these calls.
+    Run(Run),
+    /// The turn is over.
+    Finish(Finish),
+}
+
+/// Waiting for the model's reply.
+#[derive(Debug)]
+pub(crate) struct Ask(Machine);
+
+/// Waiting for the results of [`calls`](Run::calls).
+#[derive(Debug)]
+pub(crate) struct Run {
+    machine: Machine,
+    calls: Vec<Call>,
+}
+
+/// How the turn ends: its status and answer, and the status its prompt
+/// is settled with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finish {
+    pub(crate) status: TurnStatus,
+    pub(crate) answer: Option<String>,
+    pub(crate) settle: Status,
+}
+
+impl Finish {
+    fn new(status: TurnStatus, answer: Option<String>, settle: Status) -> Self {
+        Finish {
+            status,
+            answer,
+            settle,
+        }
+    }
+}
+
+impl Decision {
+    fn finish(post: Vec<Message>, finish: Finish) -> Self {
+        Decision {
+            post,
+            next: Next::Finish(finish),
+        }
+    }
+}
+
+impl Machine {
+    /// The turn of `prompt` (a user message), at most `max_steps` model
+    /// calls a run, from `history`, the session as stored. A turn whose
+    /// last message answers the prompt is over (its worker died before
+    /// settling it); one with calls left without results runs them; else
+    /// the model is asked.
+    pub(crate) fn start(prompt: &Message, max_steps: usize, history: &[Message]) -> Decision {
+        let machine = Machine {
+            session: prompt.session_id.clone(),
+            prompt: prompt.id.clone(),
+            max_steps,
+            steps: 0,
+            nudged: false,
+        };
+        if let Some(finish) = machine.answered(history) {
+            return Decision::finish(Vec::new(), finish);
+        }
+        let waiting: Vec<Call> = orphans(history)
+            .into_iter()
+            .filter(|m| m.parent_id.as_deref() == Some(machine.prompt.as_str()))
+            .map(|m| (request_of(m), m.clone()))
+            .collect();
+        if !waiting.is_empty() {
+            return Decision {
+                post: Vec::new(),
+                next: Next::Run(Run {
+                    machine,
+                    calls: waiting,
+                }),
+            };
+        }
+        machine.next_step(Vec::new())
+    }
+
+    /// How the turn ended, when `history` says it did: its last message
+    /// answering the prompt is an assistant text (the answer, or the note
+    /// of a failure or of the step limit).
+    fn answered(&self, history: &[Message]) -> Option<Finish> {
+        let last = history
+            .iter()
+            .rev()
+            .find(|m| m.parent_id.as_deref() == Some(self.prompt.as_str()))?;
+        if last.role != Role::Assistant || last.kind != MessageType::Text {
+            return None;
+        }
+        if last.metadata.contains_key("error") {
+            return Some(Finish::new(TurnStatus::Failed, None, Status::Error));
+        }
+        let answer = (!last.metadata.contains_key("step_limit")).then(|| last.content.clone());
+        Some(Finish::new(
+            TurnStatus::Completed,
+            answer,
+            Status::Processed,
+        ))
+    }
+
+    /// After `post`: the next model call, or the end at the step limit.
+    fn next_step(mut self, mut post: Vec<Message>) -> Decision {
+        if self.steps >= self.max_steps {
+            let note = format!(
+                "I stopped after {} model calls, this agent's step limit, before reaching an answer. Ask me to continue if you want me to go on.",
+                self.max_steps
+            );
+            let mut m = self.note(Role::Assistant, note, Status::Pending);
+            m.metadata.insert("step_limit".into(), true.into());
+            post.push(m);
+            return Decision::finish(
+                post,
+                Finish::new(TurnStatus::StepLimit, None, Status::Processed),
+            );
+        }
+        self.steps += 1;
+        Decision {
+            post,
+            next: Next::Ask(Ask(self)),
+        }
+    }
+
+    /// A message of the agent's own, answering the prompt.
+    fn note(&self, role: Role, text: String, status: Status) -> Message {
+        Message::new(&self.session, role, MessageType::Text, text)
+            .with_sender("agent")
+            .with_status(status)
+            .with_parent(&self.prompt)
+    }
+
+    /// `m`, one of the model's messages, as posted: answering the prompt.
+    fn answering(&self, mut m: Message, status: Status) -> Message {
+        m.status = status;
+        m.parent_id = Some(self.prompt.clone());
+        m
+    }
+}
+
+impl Ask {
+    /// The model call this is, from 1.
+    pub(crate) fn step(&self) -> usize {
+        self.0.steps
+    }
+
+    /// The model replied. Without calls, its text is the answer; empty
+    /// text gets one nudge a run, and is the (empty) answer after it. With
+    /// calls, its text (if not empty) and each call are posted, then the
+    /// calls run.
+    pub(crate) fn replied(self, turn: AssistantTurn) -> Decision {
+        let mut machine = self.0;
+        if turn.calls.is_empty() {
+            if turn.text.trim().is_empty() && !machine.nudged {
+                machine.nudged = true;
+                let nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
+                return machine.next_step(vec![nudge]);
+            }
+            // The answer is posted as it came (provider fields kept), for
+            // the user to take: `pending`.
+            let answer = turn
+                .text_message
+                .filter(|m| !m.content.trim().is_empty())
+                .map(|m| machine.answering(*m, Status::Pending));
+            let text = answer.as_ref().map(|m| m.content.clone());
+            return Decision::finish(
+                answer.into_iter().collect(),
+                Finish::new(TurnStatus::Completed, text, Status::Processed),
+            );
+        }
+        let mut post = Vec::with_capacity(turn.calls.len() + 1);
+        if let Some(m) = turn.text_message.filter(|m| !m.content.is_empty()) {
+            post.push(machine.answering(*m, Status::Responded));
+        }
+        let calls: Vec<Call> = turn
+            .calls
+            .into_iter()
+            .map(|call| {
+                (
+                    call.request,
+                    machine.answering(call.message, Status::Responded),
+                )
+            })
+            .collect();
+        post.extend(calls.iter().map(|(_, m)| m.clone()));
+        Decision {
+            post,
+            next: Next::Run(Run { machine, calls }),
+        }
+    }
+
+    /// The model call failed (after the backend's retries): a note says
+    /// why, and the turn fails.
+    pub(crate) fn failed(self, error: &LlmError) -> Decision {
+        let text = format!("The model call failed, so this turn stopped: {error}");
+        let mut m = self.0.note(Role::Assistant, text, Status::Pending);
+        m.metadata.insert("error".into(), error.to_string().into());
+        Decision::finish(
+            vec![m],
+            Finish::new(TurnStatus::Failed, None, Status::Error),
+        )
+    }
+
+    /// A newer user message of the session came first: the turn stops,
+    /// posting nothing more.
+    #[expect(
+        clippy::unused_self,
+        reason = "taken to end the state: no reply can be fed after"
+    )]
+    pub(crate) fn interrupted(self) -> Decision {
+        Decision::finish(
+            Vec::new(),
+            Finish::new(TurnStatus::Interrupted, None, Status::Interrupted),
+        )
+    }
+}
+
+impl Run {
+    /// The calls to run, each with its message, in the model's order.
+    pub(crate) fn calls(&self) -> &[Call] {
+        &self.calls
+    }
+
+    /// The calls' `results` came back: each call's result is posted
+    /// after the others in call order, whatever order they came in; a
+    /// call left without one gets an error result (it may or may not have
+    /// run), and a result of no call here is kept, after them. Then the
+    /// next step.
+    pub(crate) fn results(self, results: Vec<Message>) -> Decision {
+        let mut results: Vec<Option<Message>> = results.into_iter().map(Some).collect();
+        let mut post = Vec::with_capacity(self.calls.len());
+        for (_, call) in &self.calls {
+            let mine = results
+                .iter_mut()
+                .find(|r| {
+                    r.as_ref()
+                        .is_some_and(|r| r.parent_id.as_deref() == Some(call.id.as_str()))
+                })
+                .and_then(Option::take);
+            post.push(mine.unwrap_or_else(|| healing_result(call)));
+        }
+        post.extend(results.into_iter().flatten());
+        self.machine.next_step(post)
+    }
+}
+
+/// The request a stored `tool_call` message records.
+fn request_of(call: &Message) -> ToolRequest {
+    ToolRequest::new(
+        call.meta_str(keys::CALL_ID).unwrap_or_default(),
+        call.meta_str(keys::TOOL_NAME).unwrap_or_default(),
+        call.metadata
+            .get(keys::ARGUMENTS)
+            .cloned()
+            .unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests;

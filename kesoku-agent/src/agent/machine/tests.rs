@@ -1,0 +1,345 @@
+//! Each rule of the turn, fed by hand: no store, no model, no runtime.
+
+use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
+use kesoku_llm::{AssistantTurn, LlmError, PROVIDER_KEY};
+use serde_json::json;
+
+use super::{Decision, Finish, Machine, NUDGE, Next, Run};
+use crate::agent::outcome::TurnStatus;
+
+fn prompt() -> Message {
+    Message::new("s", Role::User, MessageType::Text, "Add 2 and 3")
+        .with_sender("user")
+        .with_status(Status::Processing)
+}
+
+fn add(id: &str) -> ToolRequest {
+    ToolRequest::new(id, "add", json!({"a": 2, "b": 3}))
+}
+
+fn reply(text: &str, calls: &[&str]) -> AssistantTurn {
+    AssistantTurn::new("s", "mock", text, calls.iter().map(|id| add(id)))
+}
+
+fn result_of(call: &Message, text: &str) -> Message {
+    Message::new("s", Role::Tool, MessageType::ToolResult, text)
+        .with_status(Status::Responded)
+        .with_parent(&call.id)
+}
+
+/// The model call asked for, after the posts.
+fn asked(d: Decision) -> (Vec<Message>, super::Ask) {
+    match d.next {
+        Next::Ask(ask) => (d.post, ask),
+        other => panic!("expected to ask the model, got {other:?}"),
+    }
+}
+
+fn ran(d: Decision) -> (Vec<Message>, Run) {
+    match d.next {
+        Next::Run(run) => (d.post, run),
+        other => panic!("expected to run calls, got {other:?}"),
+    }
+}
+
+fn finished(d: Decision) -> (Vec<Message>, Finish) {
+    match d.next {
+        Next::Finish(finish) => (d.post, finish),
+        other => panic!("expected the end, got {other:?}"),
+    }
+}
+
+fn start(max_steps: usize) -> super::Ask {
+    let p = prompt();
+    let (post, ask) = asked(Machine::start(&p, max_steps, std::slice::from_ref(&p)));
+    assert!(post.is_empty());
+    ask
+}
+
+#[test]
+fn a_new_prompt_asks_the_model_first() {
+    let p = prompt();
+    let (post, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p)));
+    assert!(post.is_empty());
+    assert_eq!(ask.step(), 1);
+    assert_eq!(ask.0.prompt, p.id);
+}
+
+fn prompt_id_of(ask: &super::Ask) -> String {
+    ask.0.prompt.clone()
+}
+
+#[test]
+fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
+    let p = prompt();
+    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p)));
+    let mut turn = reply("5", &[]);
+    let text = turn.text_message.as_mut().unwrap();
+    text.metadata
+        .insert(PROVIDER_KEY.into(), json!({"sig": "x"}));
+    let id = text.id.clone();
+    let (post, finish) = finished(ask.replied(turn));
+    assert_eq!(
+        finish,
+        Finish::new(TurnStatus::Completed, Some("5".into()), Status::Processed)
+    );
+    assert_eq!(post.len(), 1);
+    assert_eq!(post[0].id, id, "the model's message, not a copy");
+    assert_eq!(post[0].parent_id.as_deref(), Some(p.id.as_str()));
+    assert_eq!(post[0].status, Status::Pending, "for the user to take");
+    assert_eq!(post[0].metadata[PROVIDER_KEY], json!({"sig": "x"}));
+}
+
+#[test]
+fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
+    let ask = start(5);
+    let prompt_id = prompt_id_of(&ask);
+    let (post, ask) = asked(ask.replied(reply("", &[])));
+    assert_eq!(post.len(), 1);
+    let nudge = &post[0];
+    assert_eq!((nudge.role, nudge.kind), (Role::System, MessageType::Text));
+    assert_eq!(nudge.content, NUDGE);
+    assert_eq!(nudge.status, Status::Responded);
+    assert_eq!(nudge.parent_id.as_deref(), Some(prompt_id.as_str()));
+    assert_eq!(ask.step(), 2, "the nudge costs a step");
+
+    // Blank, not only empty, and not nudged twice.
+    let (post, finish) = finished(ask.replied(reply(" \n", &[])));
+    assert!(post.is_empty(), "{post:?}");
+    assert_eq!(
+        finish,
+        Finish::new(TurnStatus::Completed, None, Status::Processed)
+    );
+}
+
+#[test]
+fn a_nudge_answered_with_text_completes() {
+    let (_, ask) = asked(start(5).replied(reply("", &[])));
+    let (post, finish) = finished(ask.replied(reply("Here.", &[])));
+    assert_eq!(post.len(), 1);
+    assert_eq!(finish.answer.as_deref(), Some("Here."));
+}
+
+#[test]
+fn a_reply_with_text_and_calls_posts_the_text_then_each_call_and_runs_them() {
+    let ask = start(5);
+    let prompt_id = prompt_id_of(&ask);
+    let turn = reply("Let me add.", &["c1", "c2"]);
+    let ids: Vec<String> = turn.messages().map(|m| m.id.clone()).collect();
+    let (post, run) = ran(ask.replied(turn));
+    assert_eq!(post.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), ids);
+    assert_eq!(post[0].content, "Let me add.");
+    for m in &post {
+        assert_eq!(m.status, Status::Responded);
+        assert_eq!(m.parent_id.as_deref(), Some(prompt_id.as_str()));
+    }
+    // Each call runs with the very message that was posted for it.
+    let calls = run.calls();
+    assert_eq!(calls.len(), 2);
+    for ((request, message), posted) in calls.iter().zip(&post[1..]) {
+        assert_eq!(message, posted);
+        assert_eq!(message.meta_str(keys::CALL_ID), Some(request.id.as_str()));
+    }
+    assert_eq!(calls[0].0.id, "c1");
+    assert_eq!(calls[1].0.id, "c2");
+}
+
+#[test]
+fn empty_text_beside_calls_is_not_posted() {
+    let mut turn = reply("", &["c1"]);
+    // A provider that sent an empty text block along with its call.
+    turn.text_message = Some(Box::new(
+        Message::new("s", Role::Assistant, MessageType::Text, "").with_sender("mock"),
+    ));
+    let (post, run) = ran(start(5).replied(turn));
+    assert_eq!(post.len(), 1);
+    assert_eq!(post[0].kind, MessageType::ToolCall);
+    assert_eq!(run.calls().len(), 1);
+}
+
+#[test]
+fn results_are_posted_in_call_order_then_the_model_is_asked_again() {
+    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2", "c3"])));
+    let calls: Vec<Message> = run.calls().iter().map(|(_, m)| m.clone()).collect();
+    let results: Vec<Message> = calls.iter().rev().map(|c| result_of(c, &c.id)).collect();
+    let (post, ask) = asked(run.results(results));
+    let answered: Vec<_> = post.iter().map(|r| r.parent_id.clone().unwrap()).collect();
+    let called: Vec<_> = calls.iter().map(|c| c.id.clone()).collect();
+    assert_eq!(answered, called);
+    assert_eq!(ask.step(), 2);
+}
+
+#[test]
+fn a_call_left_without_a_result_gets_an_error_result_and_a_stray_result_is_kept() {
+    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2"])));
+    let c1 = run.calls()[0].1.clone();
+    let c2 = run.calls()[1].1.clone();
+    let stray = Message::new("s", Role::Tool, MessageType::ToolResult, "?").with_parent("other");
+    let (post, _) = asked(run.results(vec![stray.clone(), result_of(&c1, "5")]));
+    assert_eq!(post.len(), 3);
+    assert_eq!(post[0].content, "5");
+    assert_eq!(post[1].parent_id.as_deref(), Some(c2.id.as_str()));
+    assert!(post[1].is_tool_error(), "{:?}", post[1]);
+    assert_eq!(post[1].meta_str(keys::CALL_ID), Some("c2"));
+    assert_eq!(post[2].id, stray.id);
+}
+
+#[test]
+fn the_step_limit_ends_the_turn_after_max_steps_model_calls() {
+    let mut ask = start(2);
+    for step in 1..=2 {
+        assert_eq!(ask.step(), step);
+        let (_, run) = ran(ask.replied(reply("", &[&format!("c{step}")])));
+        let result = result_of(&run.calls()[0].1, "5");
+        let d = run.results(vec![result.clone()]);
+        if step == 2 {
+            let (post, finish) = finished(d);
+            assert_eq!(
+                finish,
+                Finish::new(TurnStatus::StepLimit, None, Status::Processed)
+            );
+            assert_eq!(post.len(), 2, "the last results, then the note");
+            assert_eq!(post[0].id, result.id);
+            let note = &post[1];
+            assert_eq!((note.role, note.status), (Role::Assistant, Status::Pending));
+            assert_eq!(note.metadata["step_limit"], true);
+            assert!(
+                note.content.contains("after 2 model calls"),
+                "{}",
+                note.content
+            );
+            return;
+        }
+        ask = asked(d).1;
+    }
+    unreachable!("the second step ends the turn");
+}
+
+#[test]
+fn a_nudge_at_the_last_step_reaches_the_step_limit() {
+    let (post, finish) = finished(start(1).replied(reply("", &[])));
+    assert_eq!(finish.status, TurnStatus::StepLimit);
+    assert_eq!(post[0].content, NUDGE);
+    assert!(post[1].metadata.contains_key("step_limit"));
+}
+
+#[test]
+fn a_failed_model_call_fails_the_turn_with_a_note_naming_the_error() {
+    let error = LlmError::Config {
+        provider: "mock",
+        message: "no key".into(),
+    };
+    let ask = start(5);
+    let prompt_id = prompt_id_of(&ask);
+    let (post, finish) = finished(ask.failed(&error));
+    assert_eq!(finish, Finish::new(TurnStatus::Failed, None, Status::Error));
+    assert_eq!(post.len(), 1);
+    assert_eq!(post[0].role, Role::Assistant);
+    assert_eq!(post[0].parent_id.as_deref(), Some(prompt_id.as_str()));
+    assert!(post[0].content.contains("no key"), "{}", post[0].content);
+    assert_eq!(post[0].metadata["error"], error.to_string());
+}
+
+#[test]
+fn an_interruption_ends_the_turn_posting_nothing() {
+    let (_, run) = ran(start(5).replied(reply("", &["c1"])));
+    let result = result_of(&run.calls()[0].1, "5");
+    let (_, ask) = asked(run.results(vec![result]));
+    let (post, finish) = finished(ask.interrupted());
+    assert!(post.is_empty());
+    assert_eq!(
+        finish,
+        Finish::new(TurnStatus::Interrupted, None, Status::Interrupted)
+    );
+}
+
+/// The prompt, and `after` it (each answering the prompt unless it has
+/// a parent already).
+fn history(p: &Message, after: Vec<Message>) -> Vec<Message> {
+    let mut h = vec![p.clone()];
+    h.extend(after.into_iter().map(|m| {
+        if m.parent_id.is_some() {
+            m
+        } else {
+            m.with_parent(&p.id)
+        }
+    }));
+    h
+}
+
+fn assistant(text: &str) -> Message {
+    Message::new("s", Role::Assistant, MessageType::Text, text)
+}
+
+#[test]
+fn a_turn_found_answered_in_the_history_ends_as_it_had() {
+    let p = prompt();
+    let h = history(&p, vec![assistant("5")]);
+    let (post, finish) = finished(Machine::start(&p, 5, &h));
+    assert!(post.is_empty(), "nothing is posted again");
+    assert_eq!(
+        finish,
+        Finish::new(TurnStatus::Completed, Some("5".into()), Status::Processed)
+    );
+
+    let mut failed = assistant("The model call failed");
+    failed.metadata.insert("error".into(), "boom".into());
+    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![failed])));
+    assert_eq!(finish, Finish::new(TurnStatus::Failed, None, Status::Error));
+
+    let mut limit = assistant("I stopped");
+    limit.metadata.insert("step_limit".into(), true.into());
+    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![limit])));
+    assert_eq!(
+        finish,
+        Finish::new(TurnStatus::Completed, None, Status::Processed)
+    );
+}
+
+#[test]
+fn a_turn_whose_last_message_is_not_an_answer_goes_on() {
+    let p = prompt();
+    // Another prompt's answer, and this one's answered call: not an answer.
+    let other = assistant("elsewhere").with_parent("another-prompt");
+    let call = Message::tool_call("s", &add("c1"));
+    let result = result_of(&call, "5");
+    let h = history(&p, vec![other, call, result]);
+    let (post, ask) = asked(Machine::start(&p, 5, &h));
+    assert!(post.is_empty());
+    assert_eq!(ask.step(), 1);
+}
+
+#[test]
+fn calls_the_history_holds_without_results_are_run_on_start() {
+    let p = prompt();
+    let answered = Message::tool_call("s", &add("c1")).with_parent(&p.id);
+    let waiting = Message::tool_call("s", &add("c2")).with_parent(&p.id);
+    let elsewhere = Message::tool_call("s", &add("c3")).with_parent("another-prompt");
+    let h = history(
+        &p,
+        vec![
+            answered.clone(),
+            result_of(&answered, "5"),
+            waiting.clone(),
+            elsewhere,
+        ],
+    );
+    let (post, run) = ran(Machine::start(&p, 5, &h));
+    assert!(post.is_empty());
+    assert_eq!(run.calls().len(), 1);
+    let (request, message) = &run.calls()[0];
+    assert_eq!(message.id, waiting.id);
+    assert_eq!(*request, add("c2"), "rebuilt from the stored message");
+    // Its result, then the model.
+    let (post, ask) = asked(run.results(vec![result_of(&waiting, "5")]));
+    assert_eq!(post.len(), 1);
+    assert_eq!(ask.step(), 1);
+}
+
+#[test]
+fn no_steps_at_all_is_the_step_limit_at_once() {
+    let p = prompt();
+    let (post, finish) = finished(Machine::start(&p, 0, std::slice::from_ref(&p)));
+    assert_eq!(finish.status, TurnStatus::StepLimit);
+    assert_eq!(post.len(), 1);
+}
