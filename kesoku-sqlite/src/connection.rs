@@ -34,6 +34,11 @@ pub(crate) fn writer(path: &Path, options: &SqliteOptions) -> Result<Connection,
             "cannot use write-ahead logging here (journal mode `{mode}`)"
         ));
     }
+    // The writer's thread copies the log into the file (see `worker.rs`):
+    // else a commit that filled the log would, with two fsyncs, on the
+    // caller's thread.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(|e| e.to_string())?;
     migrate(&mut conn)?;
     Ok(conn)
 }
