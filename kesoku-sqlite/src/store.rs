@@ -281,9 +281,10 @@ impl Store for SqliteStore {
     }
 
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        // A listener's page, up to `limit` messages: not a short call.
         self.call(
             Lane::Read,
-            Where::Here,
+            Where::Away,
             move || format!("read the messages after seq {seq}"),
             move |conn| sql::after(conn, seq, limit),
         )
