@@ -19,9 +19,10 @@
 //!
 //! Nor does a call here run a checkpoint (copying the log into the file,
 //! with two fsyncs: milliseconds), as a commit that fills the log would.
-//! The writer's thread runs one every [`CHECKPOINT_EVERY`] writes, between
-//! writes as `SQLite`'s own did, so it completes and the log starts over;
-//! a checkpoint beside a busy writer would never catch up with it. A
+//! The writer's thread runs one once the log holds [`CHECKPOINT_FRAMES`],
+//! between writes as `SQLite`'s own did, so it completes and the log
+//! starts over; a checkpoint beside a busy writer would never catch up
+//! with it. A
 //! commit is as durable as before: `synchronous=NORMAL`, the same
 //! connection.
 
@@ -35,6 +36,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode};
 use tokio::sync::oneshot;
 
+use crate::connection;
 use crate::error::Failure;
 
 /// A call, run on a connection's thread.
@@ -61,11 +63,9 @@ pub(crate) enum Where {
 /// A connection, shared by its thread and the callers that run here.
 type Shared = Arc<Mutex<Connection>>;
 
-/// How many writes pass between checkpoints. `SQLite` checkpoints by
-/// itself once the log holds 1,000 pages; a write of a message changes
-/// about 4 to 8 (the row, its indexes, its session), so this keeps the
-/// log about as long.
-const CHECKPOINT_EVERY: usize = 128;
+/// How long the log grows before a checkpoint, in frames (pages
+/// written): what `SQLite` itself waits for.
+const CHECKPOINT_FRAMES: i32 = 1_000;
 
 /// A store's connections, opened.
 pub(crate) struct Connections {
@@ -74,9 +74,9 @@ pub(crate) struct Connections {
     pub(crate) busy_timeout: Duration,
 }
 
-/// Counts writes; whether a checkpoint is due after this one.
-fn checkpoint_due(writes: &AtomicUsize) -> bool {
-    (writes.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(CHECKPOINT_EVERY)
+/// Whether the log is due a checkpoint after a write on this thread.
+fn checkpoint_due() -> bool {
+    connection::take_log_frames() >= CHECKPOINT_FRAMES
 }
 
 /// Copies the log into the file. PASSIVE waits for no one; one that
@@ -99,8 +99,6 @@ pub(crate) struct Workers {
     read_queue: Option<mpsc::Sender<Job>>,
     /// The connections' busy timeout, restored after a call here.
     busy_timeout: Duration,
-    /// Writes so far, for [`CHECKPOINT_EVERY`].
-    write_count: Arc<AtomicUsize>,
 }
 
 /// The result of a call: run here already, or queued on a thread.
@@ -130,23 +128,18 @@ impl Workers {
             readers,
             busy_timeout,
         } = connections;
-        let write_count = Arc::new(AtomicUsize::new(0));
         let writer = Arc::new(Mutex::new(writer));
         let write_backlog = Arc::new(AtomicUsize::new(0));
         let (write_tx, write_rx) = mpsc::channel::<Job>();
         {
             let conn = Arc::clone(&writer);
             let backlog = Arc::clone(&write_backlog);
-            let write_count = Arc::clone(&write_count);
             thread::Builder::new()
                 .name("kesoku-sqlite-writer".into())
                 .spawn(move || {
                     while let Ok(job) = write_rx.recv() {
                         let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
                         run_guarded(&mut conn, job);
-                        if checkpoint_due(&write_count) {
-                            checkpoint(&conn);
-                        }
                         drop(conn);
                         backlog.fetch_sub(1, Ordering::AcqRel);
                     }
@@ -187,7 +180,6 @@ impl Workers {
             readers,
             read_queue,
             busy_timeout,
-            write_count,
         })
     }
 
@@ -200,6 +192,7 @@ impl Workers {
         T: Send + 'static,
         F: Fn(&mut Connection) -> Result<T, Failure> + Send + 'static,
     {
+        let write = matches!(lane, Lane::Write);
         if place == Where::Here
             && let Some(mut conn) = self.free(lane)
         {
@@ -211,17 +204,25 @@ impl Workers {
                 roll_back(&conn);
             }
             let _ = conn.busy_timeout(self.busy_timeout);
+            let due = write && checkpoint_due();
             drop(conn);
-            if matches!(lane, Lane::Write) && checkpoint_due(&self.write_count) {
-                self.queue(
-                    Lane::Write,
-                    Box::new(|conn: &mut Connection| checkpoint(conn)),
-                );
-            }
             match result {
                 // Busy before it changed anything (a write takes the lock
                 // first), so it can run again.
                 Ok(Err(Failure::Sql(e))) if is_busy(&e) => {}
+                // The write that filled the log waits for its checkpoint,
+                // as with SQLite's own, but on the writer's thread.
+                Ok(result) if due => {
+                    let (tx, rx) = oneshot::channel();
+                    self.queue(
+                        Lane::Write,
+                        Box::new(move |conn: &mut Connection| {
+                            checkpoint(conn);
+                            let _ = tx.send(result);
+                        }),
+                    );
+                    return Reply::Queued(rx);
+                }
                 Ok(result) => return Reply::Done(Some(result)),
                 // As on a thread: the reply is lost, the connection kept.
                 Err(_) => return Reply::Done(None),
@@ -231,7 +232,11 @@ impl Workers {
         self.queue(
             lane,
             Box::new(move |conn: &mut Connection| {
-                let _ = tx.send(job(conn));
+                let result = job(conn);
+                if write && checkpoint_due() {
+                    checkpoint(conn);
+                }
+                let _ = tx.send(result);
             }),
         );
         Reply::Queued(rx)
