@@ -2,6 +2,10 @@
 
 use std::path::Path;
 
+use std::cell::Cell;
+use std::ffi::c_int;
+
+use rusqlite::hooks::Wal;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::options::SqliteOptions;
@@ -34,8 +38,30 @@ pub(crate) fn writer(path: &Path, options: &SqliteOptions) -> Result<Connection,
             "cannot use write-ahead logging here (journal mode `{mode}`)"
         ));
     }
+    // In place of SQLite's own checkpoints, which a commit that filled
+    // the log would run, with two fsyncs, on the caller's thread: the
+    // writer's thread runs them (see `worker.rs`).
+    conn.wal_hook(Some(note_log));
     migrate(&mut conn)?;
     Ok(conn)
+}
+
+thread_local! {
+    /// How many frames the log held after the last commit on this thread.
+    static LOG_FRAMES: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The writer's WAL hook, run on the committing thread after each commit.
+#[allow(clippy::unnecessary_wraps)] // The hook's type.
+fn note_log(_: &Wal, frames: c_int) -> rusqlite::Result<()> {
+    LOG_FRAMES.set(frames);
+    Ok(())
+}
+
+/// How many frames the log held after the last commit on this thread,
+/// if any since this was last asked.
+pub(crate) fn take_log_frames() -> i32 {
+    LOG_FRAMES.replace(0)
 }
 
 /// A connection that only reads, for a file [`writer`] has prepared.

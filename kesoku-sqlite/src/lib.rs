@@ -8,7 +8,7 @@
 //! - `codec`: a message as a row, and back;
 //! - `connection`: opening a connection (pragmas, migrations);
 //! - `sql`: the statements of each store call;
-//! - `worker`: the threads that own the connections;
+//! - `worker`: the connections, their threads, and where a call runs;
 //! - `store`: [`SqliteStore`] itself.
 
 mod codec;

@@ -16,16 +16,19 @@ use crate::connection;
 use crate::error::{Failure, Place};
 use crate::options::SqliteOptions;
 use crate::sql;
-use crate::worker::{Lane, Workers};
+use crate::worker::{Connections, Lane, Where, Workers};
 
 /// A [`Store`](kesoku_core::store::Store) in a `SQLite` file: sessions and messages survive the
 /// process, and several processes can share the file (each claim is one
 /// conditional update, so two agents never take the same message).
 ///
 /// The database runs in WAL mode with `synchronous=NORMAL`, foreign keys
-/// on and a busy timeout; every call is one transaction, run on a thread
-/// the store owns, never on the async runtime's workers. A message whose
-/// `insert` returned survives the process being killed.
+/// on and a busy timeout; every call is one transaction. A short call
+/// (a write, a read of a row or of what is new) runs on the caller's
+/// thread when its connection is free, and never waits there: a busy
+/// database, or a call that may read a lot, goes to a thread the store
+/// owns, which waits out the busy timeout. A message whose `insert`
+/// returned survives the process being killed.
 ///
 /// Cloning is cheap: clones share the connections. They close when the
 /// last clone is dropped.
@@ -115,7 +118,12 @@ impl SqliteStore {
             .map(|_| connection::reader(&path, options))
             .collect::<Result<Vec<_>, _>>()
             .map_err(fail)?;
-        Self::start(Some(path), place, writer, readers)
+        let connections = Connections {
+            writer,
+            readers,
+            busy_timeout: options.busy_timeout,
+        };
+        Self::start(Some(path), place, connections)
     }
 
     /// A private database in memory, for tests: lost when the last clone
@@ -133,16 +141,20 @@ impl SqliteStore {
         let place = Place::new("SQLite in memory".into());
         let writer =
             connection::memory().map_err(|e| place.backend("open the database".into(), e))?;
-        Self::start(None, place, writer, Vec::new())
+        let connections = Connections {
+            writer,
+            readers: Vec::new(),
+            busy_timeout: SqliteOptions::default().busy_timeout,
+        };
+        Self::start(None, place, connections)
     }
 
     fn start(
         path: Option<PathBuf>,
         place: Place,
-        writer: Connection,
-        readers: Vec<Connection>,
+        connections: Connections,
     ) -> Result<Self, StoreError> {
-        let workers = Workers::start(writer, readers)
+        let workers = Workers::start(connections)
             .map_err(|e| place.backend("start its threads".into(), e))?;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
@@ -170,24 +182,30 @@ impl SqliteStore {
     pub fn check_integrity(&self) -> StoreFuture<'_, String> {
         self.call(
             Lane::Write,
+            Where::Away,
             || "check its integrity".into(),
             sql::integrity_check,
         )
     }
 
-    /// Runs `job` on a connection of `lane`; a failure names `action`.
+    /// Runs `job` on a connection of `lane`, here when `place` allows it
+    /// (see `worker.rs`); a failure names `action`.
     fn call<'a, T: Send + 'static>(
         &'a self,
         lane: Lane,
+        place: Where,
         action: impl FnOnce() -> String + Send + 'a,
-        job: impl FnOnce(&mut Connection) -> Result<T, Failure> + Send + 'static,
+        job: impl Fn(&mut Connection) -> Result<T, Failure> + Send + 'static,
     ) -> StoreFuture<'a, T> {
-        let reply = self.inner.workers.run(lane, job);
+        let reply = self.inner.workers.run(lane, place, job);
         Box::pin(async move {
             let place = &self.inner.place;
-            match reply.await {
-                Ok(result) => result.map_err(|f| place.fail(f, action)),
-                Err(_) => Err(place.backend(action(), "its SQLite thread has stopped")),
+            match reply.wait().await {
+                Some(result) => result.map_err(|f| place.fail(f, action)),
+                None => Err(place.backend(
+                    action(),
+                    "the call was lost: it panicked, or its SQLite thread has stopped",
+                )),
             }
         })
     }
@@ -201,11 +219,19 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
+/// Where a read after `seq` runs: a whole history (from 0) may be long,
+/// so it goes to a reader's thread; what was stored after a later seq (a
+/// turn bringing its view up to date) is short.
+fn newer_only(seq: Seq) -> Where {
+    if seq > 0 { Where::Here } else { Where::Away }
+}
+
 impl MessageLog for SqliteStore {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         let row = codec::encode(message);
         self.call(
             Lane::Write,
+            Where::Here,
             || format!("save message `{}`", message.id),
             move |conn| sql::insert(conn, &row, None),
         )
@@ -215,6 +241,7 @@ impl MessageLog for SqliteStore {
         let owned = id.to_owned();
         self.call(
             Lane::Read,
+            Where::Here,
             move || format!("read message `{id}`"),
             move |conn| sql::get(conn, &owned),
         )
@@ -224,6 +251,7 @@ impl MessageLog for SqliteStore {
         let owned = session_id.to_owned();
         self.call(
             Lane::Read,
+            Where::Away,
             move || format!("load the history of session `{session_id}`"),
             move |conn| sql::history(conn, &owned),
         )
@@ -237,14 +265,17 @@ impl MessageLog for SqliteStore {
         let owned = session_id.to_owned();
         self.call(
             Lane::Read,
+            newer_only(seq),
             move || format!("load the history of session `{session_id}` after seq {seq}"),
             move |conn| sql::history_after(conn, &owned, seq),
         )
     }
 
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        // A listener's page, up to `limit` messages: not a short call.
         self.call(
             Lane::Read,
+            Where::Away,
             move || format!("read the messages after seq {seq}"),
             move |conn| sql::after(conn, seq, limit),
         )
@@ -254,6 +285,7 @@ impl MessageLog for SqliteStore {
         let name = codec::name(status);
         self.call(
             Lane::Read,
+            Where::Away,
             move || format!("list the messages with status `{}`", codec::name(status)),
             move |conn| sql::with_status(conn, &name),
         )
@@ -270,17 +302,28 @@ impl MessageLog for SqliteStore {
         let to_name = codec::name(to);
         self.call(
             Lane::Write,
+            Where::Here,
             move || format!("set the status of message `{id}` to `{}`", codec::name(to)),
             move |conn| sql::transition(conn, &owned, &from_names, &to_name),
         )
     }
 
     fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
-        self.call(Lane::Read, || "list the sessions".into(), sql::sessions)
+        self.call(
+            Lane::Read,
+            Where::Away,
+            || "list the sessions".into(),
+            sql::sessions,
+        )
     }
 
     fn last_seq(&self) -> StoreFuture<'_, Seq> {
-        self.call(Lane::Read, || "read the last seq".into(), sql::last_seq)
+        self.call(
+            Lane::Read,
+            Where::Here,
+            || "read the last seq".into(),
+            sql::last_seq,
+        )
     }
 }
 
@@ -290,6 +333,7 @@ impl Leases for SqliteStore {
         let who = holder.to_owned();
         self.call(
             Lane::Write,
+            Where::Here,
             || format!("save message `{}`", message.id),
             move |conn| sql::insert(conn, &row, Some(&who)),
         )
@@ -307,6 +351,7 @@ impl Leases for SqliteStore {
         let to_name = codec::name(to);
         self.call(
             Lane::Write,
+            Where::Here,
             move || format!("set the status of message `{id}` to `{}`", codec::name(to)),
             move |conn| sql::transition_leased(conn, &owned, &from_names, &to_name, &who),
         )
@@ -322,6 +367,7 @@ impl Leases for SqliteStore {
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         self.call(
             Lane::Write,
+            Where::Here,
             move || format!("lease session `{session_id}`"),
             move |conn| sql::lease(conn, &session, &who, ttl_ms),
         )
@@ -337,6 +383,7 @@ impl Leases for SqliteStore {
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         self.call(
             Lane::Write,
+            Where::Here,
             move || format!("renew the lease of session `{session_id}`"),
             move |conn| sql::renew(conn, &session, &who, ttl_ms),
         )
@@ -346,6 +393,7 @@ impl Leases for SqliteStore {
         let (session, who) = (session_id.to_owned(), holder.to_owned());
         self.call(
             Lane::Write,
+            Where::Here,
             move || format!("release the lease of session `{session_id}`"),
             move |conn| sql::release(conn, &session, &who),
         )
@@ -360,6 +408,7 @@ impl Leases for SqliteStore {
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         self.call(
             Lane::Write,
+            Where::Here,
             || "claim the next pending prompt".into(),
             move |conn| sql::claim_next(conn, &who, ttl_ms),
         )
@@ -369,6 +418,7 @@ impl Leases for SqliteStore {
         let session = session_id.to_owned();
         self.call(
             Lane::Write,
+            Where::Here,
             move || format!("break the lease of session `{session_id}`"),
             move |conn| sql::break_lease(conn, &session),
         )
@@ -377,6 +427,7 @@ impl Leases for SqliteStore {
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         self.call(
             Lane::Write,
+            Where::Away,
             || "requeue the turns of expired leases".into(),
             sql::requeue_expired,
         )

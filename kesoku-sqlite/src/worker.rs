@@ -1,24 +1,43 @@
 //! The threads that own a store's connections, and how a call reaches one.
 //!
-//! Each connection lives on a thread of its own and takes jobs from a
-//! channel; a job answers through a oneshot channel the caller awaits. So
-//! no `SQLite` call ever runs on an async worker, and none waits in tokio's
-//! blocking pool behind unrelated file I/O. One thread owns the only
-//! writing connection: `SQLite` admits one writer at a time anyway, so a
-//! pool of writers would only contend for its lock, while one writer runs
-//! the calls of this process in order with its statement cache warm.
-//! Reads go to a few reader threads sharing one queue, which WAL lets run
-//! beside the writer and each other. A second process (or a second
-//! `SqliteStore` on the same file) has its own writer; `SQLite`'s locks and
-//! the busy timeout order the two.
+//! One connection writes: `SQLite` admits one writer at a time anyway, so
+//! a pool of writers would only contend for its lock, while one writer
+//! runs the calls of this process in order with its statement cache warm.
+//! Reads go to a few readers, which WAL lets run beside the writer and
+//! each other. A second process (or a second `SqliteStore` on the same
+//! file) has its own writer; `SQLite`'s locks and the busy timeout order
+//! the two.
+//!
+//! A short call runs at once on the caller's thread when its connection is
+//! free and no call of this process is queued before it. Handing it to
+//! another thread and back costs two wake-ups, which on a virtual machine
+//! came to about 120 µs a call, several times the commit itself (about
+//! 20 µs). Such a call never waits there: it runs with no busy timeout,
+//! and a database another connection holds sends it to the connection's
+//! own thread, which waits out the busy timeout as before, off the async
+//! runtime's workers. So do calls that may read a lot (a whole history).
+//!
+//! Nor does a call here run a checkpoint (copying the log into the file,
+//! with two fsyncs: milliseconds), as a commit that fills the log would.
+//! The writer's thread runs one once the log holds [`CHECKPOINT_FRAMES`],
+//! between writes as `SQLite`'s own did, so it completes and the log
+//! starts over; a checkpoint beside a busy writer would never catch up
+//! with it. A
+//! commit is as durable as before: `synchronous=NORMAL`, the same
+//! connection.
 
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread;
+use std::time::Duration;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, ErrorCode};
 use tokio::sync::oneshot;
+
+use crate::connection;
+use crate::error::Failure;
 
 /// A call, run on a connection's thread.
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -32,78 +51,375 @@ pub(crate) enum Lane {
     Read,
 }
 
-/// The queues of a store's connection threads. The threads end, closing
-/// their connections, when the last handle is dropped.
+/// Whether a call may run on the caller's thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Where {
+    /// Here when its connection is free (the call is short).
+    Here,
+    /// Always on the connection's thread (the call may take long).
+    Away,
+}
+
+/// A connection, shared by its thread and the callers that run here.
+type Shared = Arc<Mutex<Connection>>;
+
+/// How long the log grows before a checkpoint, in frames (pages
+/// written): what `SQLite` itself waits for.
+const CHECKPOINT_FRAMES: i32 = 1_000;
+
+/// A store's connections, opened.
+pub(crate) struct Connections {
+    pub(crate) writer: Connection,
+    pub(crate) readers: Vec<Connection>,
+    pub(crate) busy_timeout: Duration,
+}
+
+/// Whether the log is due a checkpoint after a write on this thread.
+fn checkpoint_due() -> bool {
+    connection::take_log_frames() >= CHECKPOINT_FRAMES
+}
+
+/// Copies the log into the file. PASSIVE waits for no one; one that
+/// fails (the disk, another process's readers) leaves the log longer
+/// until the next.
+fn checkpoint(conn: &Connection) {
+    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+}
+
+/// The store's connections and their threads. The threads end, and the
+/// connections close, when the last handle is dropped.
 pub(crate) struct Workers {
-    writer: mpsc::Sender<Job>,
-    readers: Option<mpsc::Sender<Job>>,
+    writer: Shared,
+    write_queue: mpsc::Sender<Job>,
+    /// Writes queued for the writer's thread and not yet run: a write runs
+    /// here only when there is none, so this process's writes keep their
+    /// order.
+    write_backlog: Arc<AtomicUsize>,
+    readers: Vec<Shared>,
+    read_queue: Option<mpsc::Sender<Job>>,
+    /// The connections' busy timeout, restored after a call here.
+    busy_timeout: Duration,
+}
+
+/// The result of a call: run here already, or queued on a thread.
+pub(crate) enum Reply<T> {
+    /// Run here; `None` if it panicked.
+    Done(Option<Result<T, Failure>>),
+    /// Queued; the receiver says so if the thread stopped.
+    Queued(oneshot::Receiver<Result<T, Failure>>),
+}
+
+impl<T> Reply<T> {
+    /// The call's result; `None` when it was lost (it panicked, or its
+    /// thread has stopped).
+    pub(crate) async fn wait(self) -> Option<Result<T, Failure>> {
+        match self {
+            Reply::Done(result) => result,
+            Reply::Queued(rx) => rx.await.ok(),
+        }
+    }
 }
 
 impl Workers {
-    /// Starts one thread for `writer` and one per reader.
-    pub(crate) fn start(writer: Connection, readers: Vec<Connection>) -> std::io::Result<Self> {
+    /// Starts one thread for the writer and one per reader.
+    pub(crate) fn start(connections: Connections) -> std::io::Result<Self> {
+        let Connections {
+            writer,
+            readers,
+            busy_timeout,
+        } = connections;
+        let writer = Arc::new(Mutex::new(writer));
+        let write_backlog = Arc::new(AtomicUsize::new(0));
         let (write_tx, write_rx) = mpsc::channel::<Job>();
-        thread::Builder::new()
-            .name("kesoku-sqlite-writer".into())
-            .spawn(move || serve(writer, || write_rx.recv().ok()))?;
-        let readers = if readers.is_empty() {
+        {
+            let conn = Arc::clone(&writer);
+            let backlog = Arc::clone(&write_backlog);
+            thread::Builder::new()
+                .name("kesoku-sqlite-writer".into())
+                .spawn(move || {
+                    while let Ok(job) = write_rx.recv() {
+                        let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+                        run_guarded(&mut conn, job);
+                        drop(conn);
+                        backlog.fetch_sub(1, Ordering::AcqRel);
+                    }
+                })?;
+        }
+        let readers: Vec<Shared> = readers
+            .into_iter()
+            .map(|c| Arc::new(Mutex::new(c)))
+            .collect();
+        let read_queue = if readers.is_empty() {
             None
         } else {
             let (read_tx, read_rx) = mpsc::channel::<Job>();
             // One queue for all readers: whichever is free takes the next
             // job.
             let read_rx = Arc::new(Mutex::new(read_rx));
-            for conn in readers {
-                let rx = Arc::clone(&read_rx);
+            for reader in &readers {
+                let (rx, conn) = (Arc::clone(&read_rx), Arc::clone(reader));
                 thread::Builder::new()
                     .name("kesoku-sqlite-reader".into())
                     .spawn(move || {
-                        serve(conn, || {
-                            rx.lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .recv()
-                                .ok()
-                        });
+                        loop {
+                            let next = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                            let Ok(job) = next else { break };
+                            run_guarded(
+                                &mut conn.lock().unwrap_or_else(PoisonError::into_inner),
+                                job,
+                            );
+                        }
                     })?;
             }
             Some(read_tx)
         };
         Ok(Workers {
-            writer: write_tx,
+            writer,
+            write_queue: write_tx,
+            write_backlog,
             readers,
+            read_queue,
+            busy_timeout,
         })
     }
 
-    /// Queues `job` on a connection of `lane` now; its result arrives on
-    /// the receiver, which reports an error if the thread has stopped. A
-    /// caller that drops the receiver does not stop the job: a write that
-    /// was queued happens.
-    pub(crate) fn run<T, F>(&self, lane: Lane, job: F) -> oneshot::Receiver<T>
+    /// Runs `job` on a connection of `lane`: here, now, when `place` and
+    /// the connection allow it and the database is not busy; else queued
+    /// on the connection's thread now. A caller that drops the reply does
+    /// not stop the job: a write that was started or queued happens.
+    pub(crate) fn run<T, F>(&self, lane: Lane, place: Where, job: F) -> Reply<T>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> T + Send + 'static,
+        F: Fn(&mut Connection) -> Result<T, Failure> + Send + 'static,
     {
+        let write = matches!(lane, Lane::Write);
+        if place == Where::Here
+            && let Some(mut conn) = self.free(lane)
+        {
+            // Never wait for another connection's lock here: a busy
+            // database sends the call to the thread, which does.
+            let _ = conn.busy_timeout(Duration::ZERO);
+            let result = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
+            if result.is_err() {
+                roll_back(&conn);
+            }
+            let _ = conn.busy_timeout(self.busy_timeout);
+            let due = write && checkpoint_due();
+            drop(conn);
+            match result {
+                // Busy before it changed anything (a write takes the lock
+                // first), so it can run again.
+                Ok(Err(Failure::Sql(e))) if is_busy(&e) => {}
+                // The write that filled the log waits for its checkpoint,
+                // as with SQLite's own, but on the writer's thread.
+                Ok(result) if due => {
+                    let (tx, rx) = oneshot::channel();
+                    self.queue(
+                        Lane::Write,
+                        Box::new(move |conn: &mut Connection| {
+                            checkpoint(conn);
+                            let _ = tx.send(result);
+                        }),
+                    );
+                    return Reply::Queued(rx);
+                }
+                Ok(result) => return Reply::Done(Some(result)),
+                // As on a thread: the reply is lost, the connection kept.
+                Err(_) => return Reply::Done(None),
+            }
+        }
         let (tx, rx) = oneshot::channel();
-        let queue = match (lane, &self.readers) {
-            (Lane::Read, Some(readers)) => readers,
-            _ => &self.writer,
-        };
+        self.queue(
+            lane,
+            Box::new(move |conn: &mut Connection| {
+                let result = job(conn);
+                if write && checkpoint_due() {
+                    checkpoint(conn);
+                }
+                let _ = tx.send(result);
+            }),
+        );
+        Reply::Queued(rx)
+    }
+
+    /// Queues `job` on a thread of `lane`.
+    fn queue(&self, lane: Lane, job: Job) {
         // Sending never blocks (the queue is unbounded, and bounded in
         // practice by the callers awaiting replies). If the thread is gone
-        // the job is dropped with its reply sender, and `rx` says so.
-        let _ = queue.send(Box::new(move |conn: &mut Connection| {
-            let _ = tx.send(job(conn));
-        }));
-        rx
+        // the job is dropped with its reply sender, and the caller's
+        // receiver says so.
+        if let (Lane::Read, Some(readers)) = (lane, &self.read_queue) {
+            let _ = readers.send(job);
+        } else {
+            self.write_backlog.fetch_add(1, Ordering::AcqRel);
+            let _ = self.write_queue.send(job);
+        }
+    }
+
+    /// A free connection of `lane` that may run a call here now.
+    fn free(&self, lane: Lane) -> Option<MutexGuard<'_, Connection>> {
+        match lane {
+            Lane::Read if !self.readers.is_empty() => self.readers.iter().find_map(|r| try_lock(r)),
+            // Writes keep their order; reads on the writer need none.
+            Lane::Write if self.write_backlog.load(Ordering::Acquire) > 0 => None,
+            Lane::Read | Lane::Write => try_lock(&self.writer),
+        }
     }
 }
 
-/// Runs jobs on `conn` until `next` has no more.
-fn serve(mut conn: Connection, next: impl Fn() -> Option<Job>) {
-    while let Some(job) = next() {
-        // A job that panics loses its reply (its caller gets an error) but
-        // not the connection: a transaction it left open rolls back as it
-        // unwinds.
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
+/// `conn` if no one holds it.
+fn try_lock(conn: &Mutex<Connection>) -> Option<MutexGuard<'_, Connection>> {
+    match conn.try_lock() {
+        Ok(guard) => Some(guard),
+        // A call that panicked leaves the connection sound (see
+        // `run_guarded`).
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Runs `job` on `conn`, on a connection's thread.
+fn run_guarded(conn: &mut Connection, job: Job) {
+    // A job that panics loses its reply (its caller gets an error) but
+    // not the connection.
+    if panic::catch_unwind(AssertUnwindSafe(|| job(conn))).is_err() {
+        roll_back(conn);
+    }
+}
+
+/// Rolls back what a call that panicked left open: a transaction guard
+/// does as it unwinds, a `BEGIN` of its own does not.
+fn roll_back(conn: &Connection) {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// Whether `e` is another connection holding the database.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::thread::{self, ThreadId};
+
+    use rusqlite::{Connection, TransactionBehavior};
+
+    use super::{Connections, Lane, Reply, Where, Workers};
+    use crate::connection;
+    use crate::error::Failure;
+    use crate::options::SqliteOptions;
+
+    /// A store's workers on a new file (no readers), and the file.
+    fn workers(dir: &tempfile::TempDir) -> (Workers, std::path::PathBuf) {
+        let path = dir.path().join("w.sqlite");
+        let options = SqliteOptions::default();
+        let writer = connection::writer(&path, &options).unwrap();
+        let connections = Connections {
+            writer,
+            readers: Vec::new(),
+            busy_timeout: options.busy_timeout,
+        };
+        (Workers::start(connections).unwrap(), path)
+    }
+
+    fn wait<T>(reply: Reply<T>) -> Option<Result<T, Failure>> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(reply.wait())
+    }
+
+    fn thread_of(workers: &Workers, place: Where) -> (bool, ThreadId) {
+        let reply = workers.run(Lane::Write, place, |_| Ok(thread::current().id()));
+        let here = matches!(reply, Reply::Done(_));
+        (here, wait(reply).unwrap().unwrap())
+    }
+
+    #[test]
+    fn a_short_call_runs_on_the_callers_thread_and_a_long_one_on_the_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workers, _) = workers(&dir);
+        let me = thread::current().id();
+        assert_eq!(thread_of(&workers, Where::Here), (true, me));
+        let (here, away) = thread_of(&workers, Where::Away);
+        assert!(!here);
+        assert_ne!(away, me);
+    }
+
+    #[test]
+    fn a_write_behind_a_queued_one_waits_its_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workers, _) = workers(&dir);
+        let (go, gate) = mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let first = {
+            let order = std::sync::Arc::clone(&order);
+            workers.run(Lane::Write, Where::Away, move |_| {
+                gate.lock().unwrap().recv().unwrap();
+                order.lock().unwrap().push(1);
+                Ok(())
+            })
+        };
+        let second = {
+            let order = std::sync::Arc::clone(&order);
+            workers.run(Lane::Write, Where::Here, move |_| {
+                order.lock().unwrap().push(2);
+                Ok(())
+            })
+        };
+        // Not run here, ahead of the first.
+        assert!(matches!(second, Reply::Queued(_)));
+        go.send(()).unwrap();
+        wait(first).unwrap().unwrap();
+        wait(second).unwrap().unwrap();
+        assert_eq!(*order.lock().unwrap(), [1, 2]);
+    }
+
+    #[test]
+    fn a_write_that_finds_the_database_busy_waits_on_the_writers_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workers, path) = workers(&dir);
+        // Another connection (another process) holds the write lock.
+        let mut other = Connection::open(&path).unwrap();
+        let tx = other
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        let reply = workers.run(Lane::Write, Where::Here, |conn| {
+            conn.execute_batch("BEGIN IMMEDIATE; CREATE TABLE t (n INTEGER); COMMIT")?;
+            Ok(thread::current().id())
+        });
+        // Busy here, so queued; it waits out the lock on the thread.
+        assert!(matches!(reply, Reply::Queued(_)));
+        tx.commit().unwrap();
+        let ran_on = wait(reply).unwrap().unwrap();
+        assert_ne!(ran_on, thread::current().id());
+        // It ran once, after the other connection's commit.
+        let n: i64 = other
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn a_call_that_panics_here_loses_its_reply_not_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workers, _) = workers(&dir);
+        let reply = workers.run(Lane::Write, Where::Here, |conn| -> Result<(), Failure> {
+            conn.execute_batch("BEGIN IMMEDIATE; CREATE TABLE t (n INTEGER)")?;
+            panic!("a bug in a call");
+        });
+        assert!(wait(reply).is_none());
+        // The transaction it left open rolled back; the next call runs.
+        let reply = workers.run(Lane::Write, Where::Here, |conn| {
+            Ok(conn.execute_batch("CREATE TABLE t (n INTEGER)")?)
+        });
+        wait(reply).unwrap().unwrap();
     }
 }

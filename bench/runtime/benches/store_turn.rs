@@ -1,0 +1,364 @@
+//! What a turn's store writes cost: one agent turn with one tool call
+//! (the call, its result, the answer) on a session of about 1,000
+//! messages, on `MemoryStore` and on `SqliteStore` (a file in a temp dir),
+//! beside the floor of a write on the same disk: a bare `SQLite` commit in
+//! WAL mode with `synchronous=NORMAL` (`SqliteStore`'s own settings), one
+//! small `INSERT` per transaction, through rusqlite directly.
+//!
+//! - `store_turn/{memory,sqlite}`: a warm turn (the agent ran two turns
+//!   of the session before, as every turn of a conversation but its first
+//!   finds it), timed from `send` to its outcome. The model builds a
+//!   request body as a backend does with its prefix cache (each message
+//!   checked against the last request's, the new ones encoded as JSON, the
+//!   kept text copied), then plays its script.
+//! - `store_turn/{memory,sqlite}_bare`: the same with the bare script, so
+//!   nearly all of the turn is the agent and the store.
+//! - `store_turn/commit_floor`: one bare commit.
+//!
+//! After criterion's report it prints the ratio sqlite / memory, and how
+//! many floors the difference is, from this run's medians.
+//!
+//! Run with `cargo bench -p kesoku-bench --bench store_turn -- --warm-up-time 1 --measurement-time 5`.
+
+#![allow(missing_docs)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, SamplingMode};
+use kesoku::llm::{
+    Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
+    TurnStatus,
+};
+use kesoku::store::{MemoryStore, SqliteStore, Store};
+use kesoku::{
+    DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
+};
+use serde_json::json;
+
+/// The session's length when its timed turns start.
+const MESSAGES: usize = 1_000;
+/// Untimed turns before the timed ones: the first loads the whole
+/// history, which is not what a turn of a conversation costs.
+const WARM_TURNS: usize = 2;
+/// Timed turns per session before a fresh one is filled: each adds four
+/// messages, so the session stays between 1,000 and 1,100.
+const TURNS_PER_SESSION: u64 = 25;
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+fn session_id() -> String {
+    format!("turn-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A model that builds a request body from the messages it is sent as
+/// the backends do with their prefix cache (`kesoku-llm/src/prefix.rs`):
+/// it checks each message against the ones it kept from the session's
+/// last request, encodes only the new ones as JSON, and copies the kept
+/// text into the body; then it plays its script.
+struct Encoding {
+    script: ScriptedLlm,
+    /// Each session's last request.
+    kept: Mutex<HashMap<String, Kept>>,
+}
+
+/// A session's last request: the ids of its messages, and their JSON.
+#[derive(Default)]
+struct Kept {
+    ids: Vec<String>,
+    json: Vec<u8>,
+}
+
+impl Encoding {
+    fn new(script: ScriptedLlm) -> Self {
+        Encoding {
+            script,
+            kept: Mutex::default(),
+        }
+    }
+
+    fn body(&self, session_id: &str, messages: &[Message]) -> Vec<u8> {
+        let mut kept = self.kept.lock().expect("not poisoned");
+        let Kept { ids, json } = kept.entry(session_id.to_owned()).or_default();
+        let same =
+            ids.len() <= messages.len() && ids.iter().zip(messages).all(|(id, m)| *id == m.id);
+        if !same {
+            ids.clear();
+            json.clear();
+        }
+        for m in &messages[ids.len()..] {
+            json.push(b',');
+            serde_json::to_writer(&mut *json, m).expect("a message encodes");
+            ids.push(m.id.clone());
+        }
+        let mut body = Vec::with_capacity(json.len() + 2);
+        body.push(b'[');
+        body.extend_from_slice(json.get(1..).unwrap_or_default());
+        body.push(b']');
+        body
+    }
+}
+
+impl Llm for Encoding {
+    fn provider(&self) -> &'static str {
+        "Encoding"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a LlmOptions,
+    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
+        // What a transport would send.
+        std::hint::black_box(self.body(session_id, messages));
+        self.script.complete(session_id, messages, tools, options)
+    }
+}
+
+/// Each prompt: one call of `get_weather`, then the answer.
+fn model() -> ScriptedLlm {
+    ScriptedLlm::from_json(json!([
+        {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}]},
+        {"text": "It will be sunny in Paris."}
+    ]))
+    .expect("a valid script")
+    .per_prompt()
+}
+
+fn registry() -> Arc<ToolRegistry> {
+    let mut tools = ToolRegistry::new();
+    let tool = DynamicTool::new(
+        "get_weather",
+        "Reports the weather.",
+        json!({
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city."}},
+            "required": ["city"],
+            "additionalProperties": false
+        }),
+        |args, _| async move {
+            Ok(ToolOutput::new(
+                json!({"sky": "sunny", "city": args["city"].clone()}),
+            ))
+        },
+    )
+    .expect("a valid tool");
+    tools.register(tool).expect("one tool");
+    Arc::new(tools)
+}
+
+/// `n` stored messages of past rounds (question, call, result, answer),
+/// every call answered.
+fn history(session: &str, n: usize) -> Vec<Message> {
+    let mut out = Vec::with_capacity(n);
+    let mut round = 0;
+    while out.len() < n {
+        let request = ToolRequest::new(
+            format!("call_{round}"),
+            "get_weather",
+            json!({"city": format!("city {round}")}),
+        );
+        let call = Message::tool_call(session, &request);
+        let mut result = Message::new(
+            session,
+            Role::Tool,
+            MessageType::ToolResult,
+            format!("sunny in city {round}"),
+        )
+        .with_parent(call.id.clone())
+        .with_status(Status::Responded);
+        result
+            .metadata
+            .insert(keys::CALL_ID.into(), request.id.clone().into());
+        result
+            .metadata
+            .insert(keys::TOOL_NAME.into(), request.name.into());
+        let question = Message::new(
+            session,
+            Role::User,
+            MessageType::Text,
+            format!("Weather in city {round}?"),
+        )
+        .with_status(Status::Processed);
+        let answer = Message::new(
+            session,
+            Role::Assistant,
+            MessageType::Text,
+            format!("It is sunny in city {round}."),
+        );
+        out.extend([question, call, result, answer]);
+        round += 1;
+    }
+    out.truncate(n - n % 4);
+    out
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Memory,
+    Sqlite,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Memory => "memory",
+            Kind::Sqlite => "sqlite",
+        }
+    }
+
+    /// A new store; the temp dir lives as long as it is used.
+    fn open(self) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
+        match self {
+            Kind::Memory => (Arc::new(MemoryStore::new()), None),
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temp dir");
+                let store = SqliteStore::open(dir.path().join("turn.sqlite")).expect("a database");
+                (Arc::new(store), Some(dir))
+            }
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    // As the `agent` bench: two workers, as many as this machine's cores.
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// A fresh session of [`MESSAGES`] after its warm turns.
+async fn fresh_session(agent: &Agent, store: &Arc<dyn Store>) -> String {
+    let session = session_id();
+    let before = MESSAGES - 4 * WARM_TURNS;
+    for m in history(&session, before) {
+        store.insert(&m).await.expect("prefill");
+    }
+    for _ in 0..WARM_TURNS {
+        let outcome = agent.send(&session, "And in Lyon?").await.expect("a turn");
+        assert_eq!(outcome.status, TurnStatus::Completed);
+    }
+    session
+}
+
+fn turns(c: &mut Criterion) {
+    let rt = runtime();
+    let tools = registry();
+    let mut group = c.benchmark_group("store_turn");
+    group.sample_size(20).sampling_mode(SamplingMode::Flat);
+    let cases = [
+        (Kind::Memory, true),
+        (Kind::Sqlite, true),
+        (Kind::Memory, false),
+        (Kind::Sqlite, false),
+    ];
+    for (kind, encoding) in cases {
+        let name = if encoding {
+            kind.name().to_owned()
+        } else {
+            format!("{}_bare", kind.name())
+        };
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                // A store and an agent per batch keep memory bounded.
+                let (store, _dir) = kind.open();
+                let builder = if encoding {
+                    Agent::builder(Encoding::new(model()))
+                } else {
+                    Agent::builder(model())
+                };
+                let agent = builder
+                    .registry(Arc::clone(&tools))
+                    .store(Arc::clone(&store))
+                    .max_steps(2)
+                    .build()
+                    .expect("an agent");
+                rt.block_on(async {
+                    let mut timed = Duration::ZERO;
+                    let mut session = String::new();
+                    for i in 0..iters {
+                        if i % TURNS_PER_SESSION == 0 {
+                            session = fresh_session(&agent, &store).await;
+                        }
+                        let start = Instant::now();
+                        let outcome = agent.send(&session, "And in Paris?").await.expect("a turn");
+                        timed += start.elapsed();
+                        assert_eq!(outcome.status, TurnStatus::Completed);
+                        assert_eq!(outcome.messages.len(), 3, "a call, its result, the answer");
+                    }
+                    timed
+                })
+            });
+        });
+    }
+    group.bench_function("commit_floor", |b| {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let conn = floor_connection(&dir.path().join("floor.sqlite"));
+        let mut n = 0_i64;
+        b.iter(|| {
+            n += 1;
+            let tx = conn.unchecked_transaction().expect("begin");
+            tx.execute("INSERT INTO t (n, v) VALUES (?1, 'a small row')", [n])
+                .expect("insert");
+            tx.commit().expect("commit");
+        });
+    });
+    group.finish();
+}
+
+/// A connection as `SqliteStore` opens its writer: WAL,
+/// `synchronous=NORMAL`, and a table of small rows.
+fn floor_connection(path: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).expect("a database");
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .expect("WAL");
+    assert!(mode.eq_ignore_ascii_case("wal"));
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .expect("synchronous");
+    conn.execute_batch("CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        .expect("a table");
+    conn
+}
+
+/// The ratios and the floor, from this run's medians.
+fn summary() {
+    let median = |id: &str| kesoku_bench::median_ns("store_turn", id);
+    let Some(floor) = median("commit_floor") else {
+        return;
+    };
+    println!(
+        "\nstore_turn (medians, µs): model | memory | sqlite | sqlite/memory | commit floor | (sqlite − memory)/floor"
+    );
+    for (model, suffix) in [("encoding", ""), ("bare", "_bare")] {
+        let (Some(memory), Some(sqlite)) = (
+            median(&format!("memory{suffix}")),
+            median(&format!("sqlite{suffix}")),
+        ) else {
+            continue;
+        };
+        println!(
+            "{model:>8} | {:>7.1} | {:>7.1} | {:>5.2}× | {:>5.1} | {:>5.1}",
+            memory / 1e3,
+            sqlite / 1e3,
+            sqlite / memory,
+            floor / 1e3,
+            (sqlite - memory) / floor,
+        );
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .output_directory(&kesoku_bench::criterion_dir())
+        .configure_from_args();
+    turns(&mut c);
+    c.final_summary();
+    summary();
+}
