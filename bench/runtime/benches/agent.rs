@@ -25,14 +25,13 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use kesoku::llm::{
-    Agent, AssistantTurn, ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmError, LlmFuture, LlmOptions,
-    OpenAiLlm, ScriptedLlm, ToolDeclaration, TurnStatus,
+    Agent, ClaudeLlm, ContentBlock, GeminiLlm, Llm, OpenAiLlm, ScriptedLlm, TurnStatus,
 };
 use kesoku::store::{MemoryStore, SqliteStore, Store};
 use kesoku::{
     DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
 };
-use kesoku_bench::Sink;
+use kesoku_bench::{Encoded, Sink};
 use serde_json::json;
 
 /// History lengths, as in the `request` and `store` benches.
@@ -97,48 +96,13 @@ impl Backends {
     }
 }
 
-/// A model mocked where the network would be: it encodes the request the
-/// backend would send, drops it, and plays its script.
-struct Transport {
-    wire: Wire,
-    backends: Backends,
-    script: ScriptedLlm,
-}
-
-impl Transport {
-    fn backend(&self) -> &dyn Llm {
-        let b = &self.backends;
-        match self.wire {
-            Wire::Claude => &*b.claude,
-            Wire::OpenAi => &*b.openai,
-            Wire::Gemini => &*b.gemini,
+impl Backends {
+    fn get(&self, wire: Wire) -> Arc<dyn Llm> {
+        match wire {
+            Wire::Claude => self.claude.clone(),
+            Wire::OpenAi => self.openai.clone(),
+            Wire::Gemini => self.gemini.clone(),
         }
-    }
-}
-
-impl Llm for Transport {
-    fn provider(&self) -> &'static str {
-        "Transport"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        session_id: &'a str,
-        messages: &'a [Message],
-        tools: &'a [ToolDeclaration],
-        options: &'a LlmOptions,
-    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
-        Box::pin(async move {
-            // The real call, its request built and dropped by the sink.
-            let sent = self
-                .backend()
-                .complete(session_id, messages, tools, options)
-                .await?;
-            std::hint::black_box(sent);
-            self.script
-                .complete(session_id, messages, tools, options)
-                .await
-        })
     }
 }
 
@@ -313,9 +277,8 @@ fn turns(c: &mut Criterion, name: &str, warm: bool, steps: &[usize]) {
                             // bounded; the backends (and their cached
                             // lowered schemas) are shared.
                             let (store, _dir) = kind.open();
-                            let model = Transport {
-                                wire,
-                                backends: backends.clone(),
+                            let model = Encoded {
+                                backend: backends.get(wire),
                                 // The untimed turns play it too.
                                 script: script(k, 1 + WARM_TURNS),
                             };

@@ -7,10 +7,10 @@
 //!
 //! - `store_turn/{memory,sqlite}`: a warm turn (the agent ran two turns
 //!   of the session before, as every turn of a conversation but its first
-//!   finds it), timed from `send` to its outcome. The model builds a
-//!   request body as a backend does with its prefix cache (each message
-//!   checked against the last request's, the new ones encoded as JSON, the
-//!   kept text copied), then plays its script.
+//!   finds it), timed from `send` to its outcome. Each model call is a
+//!   real call of `ClaudeLlm` (its request built in full, with its prefix
+//!   cache, and dropped by a [`Sink`] transport), then the turn comes from
+//!   a script.
 //! - `store_turn/{memory,sqlite}_bare`: the same with the bare script, so
 //!   nearly all of the turn is the agent and the store.
 //! - `store_turn/commit_floor`: one bare commit.
@@ -22,20 +22,17 @@
 
 #![allow(missing_docs)]
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
-use kesoku::llm::{
-    Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
-    TurnStatus,
-};
+use kesoku::llm::{Agent, ClaudeLlm, Llm, ScriptedLlm, TurnStatus};
 use kesoku::store::{MemoryStore, SqliteStore, Store};
 use kesoku::{
     DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
 };
+use kesoku_bench::{Encoded, Sink};
 use serde_json::json;
 
 /// The session's length when its timed turns start.
@@ -51,72 +48,6 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 fn session_id() -> String {
     format!("turn-{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// A model that builds a request body from the messages it is sent as
-/// the backends do with their prefix cache (`kesoku-llm/src/prefix.rs`):
-/// it checks each message against the ones it kept from the session's
-/// last request, encodes only the new ones as JSON, and copies the kept
-/// text into the body; then it plays its script.
-struct Encoding {
-    script: ScriptedLlm,
-    /// Each session's last request.
-    kept: Mutex<HashMap<String, Kept>>,
-}
-
-/// A session's last request: the ids of its messages, and their JSON.
-#[derive(Default)]
-struct Kept {
-    ids: Vec<String>,
-    json: Vec<u8>,
-}
-
-impl Encoding {
-    fn new(script: ScriptedLlm) -> Self {
-        Encoding {
-            script,
-            kept: Mutex::default(),
-        }
-    }
-
-    fn body(&self, session_id: &str, messages: &[Message]) -> Vec<u8> {
-        let mut kept = self.kept.lock().expect("not poisoned");
-        let Kept { ids, json } = kept.entry(session_id.to_owned()).or_default();
-        let same =
-            ids.len() <= messages.len() && ids.iter().zip(messages).all(|(id, m)| *id == m.id);
-        if !same {
-            ids.clear();
-            json.clear();
-        }
-        for m in &messages[ids.len()..] {
-            json.push(b',');
-            serde_json::to_writer(&mut *json, m).expect("a message encodes");
-            ids.push(m.id.clone());
-        }
-        let mut body = Vec::with_capacity(json.len() + 2);
-        body.push(b'[');
-        body.extend_from_slice(json.get(1..).unwrap_or_default());
-        body.push(b']');
-        body
-    }
-}
-
-impl Llm for Encoding {
-    fn provider(&self) -> &'static str {
-        "Encoding"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        session_id: &'a str,
-        messages: &'a [Message],
-        tools: &'a [ToolDeclaration],
-        options: &'a LlmOptions,
-    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
-        // What a transport would send.
-        std::hint::black_box(self.body(session_id, messages));
-        self.script.complete(session_id, messages, tools, options)
-    }
 }
 
 /// Each prompt: one call of `get_weather`, then the answer.
@@ -250,6 +181,9 @@ async fn fresh_session(agent: &Agent, store: &Arc<dyn Store>) -> String {
 fn turns(c: &mut Criterion) {
     let rt = runtime();
     let tools = registry();
+    // Shared by every agent, so its lowered schemas stay cached as in a
+    // long-lived agent.
+    let claude: Arc<dyn Llm> = Arc::new(ClaudeLlm::new("k").with_transport(Sink::new("claude")));
     let mut group = c.benchmark_group("store_turn");
     group.sample_size(20).sampling_mode(SamplingMode::Flat);
     let cases = [
@@ -269,7 +203,10 @@ fn turns(c: &mut Criterion) {
                 // A store and an agent per batch keep memory bounded.
                 let (store, _dir) = kind.open();
                 let builder = if encoding {
-                    Agent::builder(Encoding::new(model()))
+                    Agent::builder(Encoded {
+                        backend: Arc::clone(&claude),
+                        script: model(),
+                    })
                 } else {
                     Agent::builder(model())
                 };

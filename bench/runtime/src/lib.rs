@@ -66,3 +66,38 @@ impl kesoku::llm::HttpTransport for Sink {
         Box::pin(async move { Ok(reply) })
     }
 }
+
+/// A model mocked where the network would be: each call is first a real
+/// call of `backend` (whose transport should be a [`Sink`]: the request is
+/// built in full and dropped), then the turn comes from `script`.
+pub struct Encoded<L> {
+    /// A real backend over a [`Sink`].
+    pub backend: std::sync::Arc<dyn kesoku::llm::Llm>,
+    /// What the model answers.
+    pub script: L,
+}
+
+impl<L: kesoku::llm::Llm> kesoku::llm::Llm for Encoded<L> {
+    fn provider(&self) -> &'static str {
+        "Encoded"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [kesoku::Message],
+        tools: &'a [kesoku::llm::ToolDeclaration],
+        options: &'a kesoku::llm::LlmOptions,
+    ) -> kesoku::llm::LlmFuture<'a, Result<kesoku::llm::AssistantTurn, kesoku::llm::LlmError>> {
+        Box::pin(async move {
+            let sent = self
+                .backend
+                .complete(session_id, messages, tools, options)
+                .await?;
+            std::hint::black_box(sent);
+            self.script
+                .complete(session_id, messages, tools, options)
+                .await
+        })
+    }
+}
