@@ -23,6 +23,8 @@ store_suite!(
     a_lost_lease_orders_the_old_holders_writes_first,
     expired_turns_are_requeued,
     claim_next_takes_each_prompt_once_in_order,
+    insert_claimed_stores_and_leases_at_once_or_not_at_all,
+    finish_turn_posts_settles_and_releases_at_once_or_not_at_all,
 );
 
 /// A session's lease is held by one holder at a time, renewed by it,
@@ -690,4 +692,163 @@ async fn leases_follow_their_model_under_random_operations(f: Fixture) {
     if let Err(e) = result {
         panic!("{e}");
     }
+}
+
+/// `insert_claimed` stores a prompt and leases its session in one step:
+/// refused (`None`, nothing written) while another holder's lease is
+/// live; a duplicate id takes no lease; once stored, the holder's lease
+/// fences its writes and no one else can lease the session.
+async fn insert_claimed_stores_and_leases_at_once_or_not_at_all(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let prompt =
+        |id: &str| msg(id, "s", Role::User, "2+2?", at(1, 0)).with_status(Status::Processing);
+    assert!(other.lease("s", "w2", long).await.unwrap());
+    assert_eq!(
+        f.store.insert_claimed(&prompt("p0"), "w1", long).await,
+        Ok(None),
+        "stored under another holder's live lease"
+    );
+    assert_eq!(f.store.get("p0").await.unwrap(), None, "a refusal wrote p0");
+    assert!(other.release("s", "w2").await.unwrap());
+
+    let seq = f
+        .store
+        .insert_claimed(&prompt("p1"), "w1", long)
+        .await
+        .unwrap()
+        .expect("the session's lease was free");
+    let stored = f.store.get("p1").await.unwrap().expect("p1 was not stored");
+    assert_eq!(stored.status, Status::Processing);
+    assert_eq!(
+        f.store.history("s").await.unwrap().len(),
+        1,
+        "p1 stored more than once"
+    );
+    assert!(
+        !other.lease("s", "w2", long).await.unwrap(),
+        "w1 holds no lease"
+    );
+    let answer = msg("a1", "s", Role::Assistant, "4", at(1, 0));
+    assert_eq!(f.store.insert_leased(&answer, "w1").await, Ok(seq + 1));
+    assert!(f.store.release("s", "w1").await.unwrap());
+
+    // The same id again: refused, and no lease is left behind.
+    assert_eq!(
+        f.store.insert_claimed(&prompt("p1"), "w1", long).await,
+        Err(StoreError::Duplicate { id: "p1".into() })
+    );
+    assert!(
+        other.lease("s", "w2", long).await.unwrap(),
+        "a refused insert kept its lease"
+    );
+}
+
+/// `finish_turn` posts the turn's last messages, settles its prompt and
+/// releases the lease, all or nothing: a lost lease or a duplicate post
+/// writes nothing, and leaves the prompt as it was.
+async fn finish_turn_posts_settles_and_releases_at_once_or_not_at_all(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let from = [Status::Processing, Status::PendingAgent];
+    let prompt = msg("p", "s", Role::User, "2+2?", at(1, 0)).with_status(Status::Processing);
+    let post = |id: &str| msg(id, "s", Role::Assistant, "4", at(2, 0));
+    let seq = f
+        .store
+        .insert_claimed(&prompt, "w1", Duration::from_millis(150))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Expired: refused, nothing written.
+    match f
+        .store
+        .finish_turn("s", "w1", &[post("a1")], "p", &from, Status::Processed)
+        .await
+    {
+        Err(StoreError::LeaseLost {
+            session, holder, ..
+        }) => {
+            assert_eq!((session.as_str(), holder.as_str()), ("s", "w1"));
+        }
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+    assert_eq!(
+        f.store.get("a1").await.unwrap(),
+        None,
+        "a refusal posted a1"
+    );
+    assert_eq!(
+        f.store.get("p").await.unwrap().unwrap().status,
+        Status::Processing,
+        "a refusal settled the prompt"
+    );
+
+    assert!(f.store.lease("s", "w1", long).await.unwrap());
+    f.store.insert_leased(&post("a0"), "w1").await.unwrap();
+    // A duplicate among the posts: refused, nothing written, lease kept.
+    assert_eq!(
+        f.store
+            .finish_turn(
+                "s",
+                "w1",
+                &[post("a1"), post("a0")],
+                "p",
+                &from,
+                Status::Processed
+            )
+            .await,
+        Err(StoreError::Duplicate { id: "a0".into() })
+    );
+    assert_eq!(
+        f.store.get("a1").await.unwrap(),
+        None,
+        "a refusal posted a1"
+    );
+    assert_eq!(
+        f.store.get("p").await.unwrap().unwrap().status,
+        Status::Processing
+    );
+    assert!(
+        !other.lease("s", "w2", long).await.unwrap(),
+        "a refusal released"
+    );
+
+    let seqs = f
+        .store
+        .finish_turn(
+            "s",
+            "w1",
+            &[post("a1"), post("a2")],
+            "p",
+            &from,
+            Status::Processed,
+        )
+        .await
+        .unwrap();
+    assert_eq!(seqs, [seq + 2, seq + 3]);
+    let ids: Vec<String> = f
+        .store
+        .history("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, ["p", "a0", "a1", "a2"]);
+    assert_eq!(
+        f.store.get("p").await.unwrap().unwrap().status,
+        Status::Processed
+    );
+    assert!(
+        other.lease("s", "w2", long).await.unwrap(),
+        "finish_turn kept the lease"
+    );
+    // Released: the old holder's finish is refused.
+    assert!(matches!(
+        f.store
+            .finish_turn("s", "w1", &[], "p", &from, Status::Error)
+            .await,
+        Err(StoreError::LeaseLost { .. })
+    ));
 }

@@ -2,7 +2,7 @@
 
 use std::sync::LazyLock;
 
-use deadpool_postgres::Client;
+use deadpool_postgres::{Client, GenericClient};
 use kesoku_core::__private::row::{Row, parse_time, variant};
 use kesoku_core::Message;
 use kesoku_core::store::{Seq, SessionInfo};
@@ -90,6 +90,20 @@ pub(crate) async fn insert(
     row: &Row,
     holder: Option<&str>,
 ) -> Result<Inserted, Failure> {
+    let inserted = insert_row(client, row, holder).await?;
+    if let Inserted::At(_) = inserted {
+        flushed(client).await?;
+    }
+    Ok(inserted)
+}
+
+/// [`insert`] on a connection or in a transaction, without waiting for
+/// the flush.
+async fn insert_row(
+    client: &impl GenericClient,
+    row: &Row,
+    holder: Option<&str>,
+) -> Result<Inserted, Failure> {
     static PLAIN: LazyLock<String> = LazyLock::new(|| insert_sql(false));
     static FENCED: LazyLock<String> = LazyLock::new(|| insert_sql(true));
     let sql = if holder.is_some() { &FENCED } else { &PLAIN };
@@ -117,8 +131,101 @@ pub(crate) async fn insert(
         Err(e) if is_duplicate(&e) => return Ok(Inserted::Duplicate),
         Err(e) => return Err(e.into()),
     };
-    flushed(client).await?;
     Ok(Inserted::At(seq))
+}
+
+/// Takes `holder`'s lease of `row`'s session for `ttl_ms` and saves `row`
+/// in one transaction, then waits for the flush; `None` (nothing written)
+/// when another holder's lease is live.
+pub(crate) async fn insert_claimed(
+    client: &mut Client,
+    row: &Row,
+    holder: &str,
+    ttl_ms: f64,
+) -> Result<Option<Inserted>, Failure> {
+    let tx = client.transaction().await?;
+    if !lease(&tx, &row.session_id, holder, ttl_ms).await? {
+        return Ok(None);
+    }
+    // The lease is taken before the counter, as a leased insert takes
+    // them: no two transactions wait on each other. A duplicate drops
+    // `tx`, and the lease with it.
+    let inserted = insert_row(&tx, row, None).await?;
+    if let Inserted::At(_) = inserted {
+        tx.commit().await?;
+        flushed(client).await?;
+    }
+    Ok(Some(inserted))
+}
+
+/// What [`finish_turn`] did.
+pub(crate) enum Finished {
+    /// All done: the posts' seqs.
+    Done(Vec<Seq>),
+    /// Post `i` is stored already: nothing written.
+    Duplicate(usize),
+    /// `holder` does not hold the live lease of this session (for the
+    /// write of this id): nothing written.
+    NotLeased { session: String, id: String },
+}
+
+/// Ends `holder`'s turn of `session_id` in one transaction: saves `rows`,
+/// sets `prompt`'s status to `to` if it is one of `from`, and drops the
+/// lease; then waits for the flush. Nothing is written when a part is
+/// refused.
+pub(crate) async fn finish_turn(
+    client: &mut Client,
+    session_id: &str,
+    holder: &str,
+    rows: &[Row],
+    prompt: &str,
+    from: &[String],
+    to: &str,
+) -> Result<Finished, Failure> {
+    let tx = client.transaction().await?;
+    // Locked for the transaction: the lease cannot change hands before
+    // the commit, and is deleted by it.
+    let held = tx
+        .prepare_cached(
+            "SELECT 1 FROM kesoku_leases
+             WHERE session_id = $1 AND holder = $2 AND expires > clock_timestamp()
+             FOR UPDATE",
+        )
+        .await?;
+    if tx
+        .query_opt(&held, &[&session_id, &holder])
+        .await?
+        .is_none()
+    {
+        return Ok(Finished::NotLeased {
+            session: session_id.to_owned(),
+            id: prompt.to_owned(),
+        });
+    }
+    let mut seqs = Vec::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        let fence = (row.session_id != session_id).then_some(holder);
+        match insert_row(&tx, row, fence).await? {
+            Inserted::At(seq) => seqs.push(seq),
+            Inserted::Duplicate => return Ok(Finished::Duplicate(i)),
+            Inserted::NotLeased => {
+                return Ok(Finished::NotLeased {
+                    session: row.session_id.clone(),
+                    id: row.id.clone(),
+                });
+            }
+        }
+    }
+    if let Leased::NotLeased(session) = transition_leased(&tx, prompt, from, to, holder).await? {
+        return Ok(Finished::NotLeased {
+            session,
+            id: prompt.to_owned(),
+        });
+    }
+    release(&tx, session_id, holder).await?;
+    tx.commit().await?;
+    flushed(client).await?;
+    Ok(Finished::Done(seqs))
 }
 
 /// Returns once everything this connection committed is on disk (as the
@@ -203,7 +310,7 @@ pub(crate) enum Leased {
 /// message's session, whose row it locks `FOR SHARE` (as a leased insert
 /// does) so no other worker takes it before this commits.
 pub(crate) async fn transition_leased(
-    client: &Client,
+    client: &impl GenericClient,
     id: &str,
     from: &[String],
     to: &str,
@@ -269,7 +376,7 @@ pub(crate) async fn last_seq(client: &tokio_postgres::Client) -> Result<Seq, Fai
 /// Takes or renews `holder`'s lease of `session_id` for `ttl_ms`, on the
 /// database's clock; whether `holder` holds it now.
 pub(crate) async fn lease(
-    client: &Client,
+    client: &impl GenericClient,
     session_id: &str,
     holder: &str,
     ttl_ms: f64,
@@ -310,7 +417,7 @@ pub(crate) async fn renew(
 
 /// Drops `holder`'s lease of `session_id`; whether it held it.
 pub(crate) async fn release(
-    client: &Client,
+    client: &impl GenericClient,
     session_id: &str,
     holder: &str,
 ) -> Result<bool, Failure> {

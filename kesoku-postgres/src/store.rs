@@ -435,6 +435,81 @@ impl Leases for PostgresStore {
             |c| async move { sql::requeue_expired(&c).await },
         )
     }
+
+    fn insert_claimed<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<Seq>> {
+        let row = Row::encode(message);
+        let ttl_ms = ttl.as_secs_f64() * 1000.0;
+        Box::pin(async move {
+            let inserted = self
+                .call(
+                    || format!("save prompt `{}` and lease its session", message.id),
+                    |mut c| async move { sql::insert_claimed(&mut c, &row, holder, ttl_ms).await },
+                )
+                .await?;
+            match inserted {
+                None => Ok(None),
+                Some(sql::Inserted::At(seq)) => Ok(Some(seq)),
+                Some(sql::Inserted::Duplicate) => Err(StoreError::Duplicate {
+                    id: message.id.clone(),
+                }),
+                // Not from an unfenced insert; named all the same.
+                Some(sql::Inserted::NotLeased) => Err(StoreError::LeaseLost {
+                    id: message.id.clone(),
+                    session: message.session_id.clone(),
+                    holder: holder.to_owned(),
+                }),
+            }
+        })
+    }
+
+    fn finish_turn<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        posts: &'a [Message],
+        prompt: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, Vec<Seq>> {
+        let rows: Vec<Row> = posts.iter().map(Row::encode).collect();
+        let from_names: Vec<String> = from.iter().map(|s| name(*s)).collect();
+        let to_name = name(to);
+        Box::pin(async move {
+            let finished = self
+                .call(
+                    move || format!("end the turn of prompt `{prompt}` in session `{session_id}`"),
+                    |mut c| async move {
+                        sql::finish_turn(
+                            &mut c,
+                            session_id,
+                            holder,
+                            &rows,
+                            prompt,
+                            &from_names,
+                            &to_name,
+                        )
+                        .await
+                    },
+                )
+                .await?;
+            match finished {
+                sql::Finished::Done(seqs) => Ok(seqs),
+                sql::Finished::Duplicate(i) => Err(StoreError::Duplicate {
+                    id: posts[i].id.clone(),
+                }),
+                sql::Finished::NotLeased { session, id } => Err(StoreError::LeaseLost {
+                    id,
+                    session,
+                    holder: holder.to_owned(),
+                }),
+            }
+        })
+    }
 }
 
 impl DeltaRelay for PostgresStore {

@@ -22,20 +22,90 @@ pub(crate) fn insert(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     if let Some(holder) = holder {
         // Under the write lock: no lease changes hands before the commit.
-        let held = tx
-            .prepare_cached(
-                "SELECT 1 FROM leases WHERE session_id = ?1 AND holder = ?2 AND expires > ?3",
-            )?
-            .exists(params![row.session_id, holder, now_ms()])?;
-        if !held {
-            return Err(Failure::LeaseLost {
-                id: row.id.clone(),
-                session: row.session_id.clone(),
-                holder: holder.to_owned(),
-            });
-        }
+        require_lease(&tx, &row.session_id, holder, &row.id, now_ms())?;
     }
-    tx.prepare_cached(
+    let seq = insert_row(&tx, row)?;
+    tx.commit()?;
+    Ok(seq)
+}
+
+/// Takes `holder`'s lease of `row`'s session for `ttl_ms` and saves `row`
+/// in one transaction; its seq, or `None` (nothing written) when another
+/// holder's lease is live.
+pub(crate) fn insert_claimed(
+    conn: &mut Connection,
+    row: &Row,
+    holder: &str,
+    ttl_ms: i64,
+) -> Result<Option<Seq>, Failure> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !take_lease(&tx, &row.session_id, holder, ttl_ms)? {
+        return Ok(None);
+    }
+    // A duplicate drops `tx`, and the lease with it.
+    let seq = insert_row(&tx, row)?;
+    tx.commit()?;
+    Ok(Some(seq))
+}
+
+/// Ends `holder`'s turn of `session_id` in one transaction: saves `rows`,
+/// sets `prompt`'s status to `to` if it is one of `from`, and drops the
+/// lease; the rows' seqs. Nothing is written when a part is refused.
+pub(crate) fn finish_turn(
+    conn: &mut Connection,
+    session_id: &str,
+    holder: &str,
+    rows: &[Row],
+    prompt: &str,
+    from: &[String],
+    to: &str,
+) -> Result<Vec<Seq>, Failure> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms();
+    // Under the write lock: the lease cannot change hands before the commit.
+    require_lease(&tx, session_id, holder, prompt, now)?;
+    let mut seqs = Vec::with_capacity(rows.len());
+    for row in rows {
+        if row.session_id != session_id {
+            require_lease(&tx, &row.session_id, holder, &row.id, now)?;
+        }
+        seqs.push(insert_row(&tx, row)?);
+    }
+    settle_leased(&tx, prompt, from, to, holder, now)?;
+    release(&tx, session_id, holder)?;
+    tx.commit()?;
+    Ok(seqs)
+}
+
+/// Fails with [`Failure::LeaseLost`] (for the write of `id`) unless
+/// `holder` holds the lease of `session`, live at `now`.
+fn require_lease(
+    conn: &Connection,
+    session: &str,
+    holder: &str,
+    id: &str,
+    now: i64,
+) -> Result<(), Failure> {
+    let held = conn
+        .prepare_cached(
+            "SELECT 1 FROM leases WHERE session_id = ?1 AND holder = ?2 AND expires > ?3",
+        )?
+        .exists(params![session, holder, now])?;
+    if held {
+        Ok(())
+    } else {
+        Err(Failure::LeaseLost {
+            id: id.to_owned(),
+            session: session.to_owned(),
+            holder: holder.to_owned(),
+        })
+    }
+}
+
+/// Saves `row` and counts it in its session, inside the caller's
+/// transaction; its seq.
+fn insert_row(conn: &Connection, row: &Row) -> Result<Seq, Failure> {
+    conn.prepare_cached(
         "INSERT INTO sessions (id, title, created, updated, messages) VALUES (?1, ?2, ?3, ?3, 1)
          ON CONFLICT (id) DO UPDATE SET
              title = coalesce(sessions.title, excluded.title),
@@ -43,7 +113,7 @@ pub(crate) fn insert(
              messages = sessions.messages + 1",
     )?
     .execute(params![row.session_id, row.title, row.timestamp])?;
-    let inserted = tx
+    let inserted = conn
         .prepare_cached(
             "INSERT INTO messages
                  (id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id)
@@ -62,7 +132,8 @@ pub(crate) fn insert(
             row.parent_id,
         ]);
     match inserted {
-        // Dropping `tx` rolls the session's update back too.
+        // The caller's transaction, dropped, rolls the session's update
+        // back too.
         Err(rusqlite::Error::SqliteFailure(e, _))
             if e.extended_code == ffi::SQLITE_CONSTRAINT_UNIQUE =>
         {
@@ -70,9 +141,7 @@ pub(crate) fn insert(
         }
         other => other?,
     };
-    let seq = tx.last_insert_rowid();
-    tx.commit()?;
-    Ok(seq)
+    Ok(conn.last_insert_rowid())
 }
 
 /// The message with this id.
@@ -151,28 +220,31 @@ pub(crate) fn transition_leased(
     holder: &str,
 ) -> Result<bool, Failure> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let session: Option<String> = tx
+    let changed = settle_leased(&tx, id, from, to, holder, now_ms())?;
+    tx.commit()?;
+    Ok(changed)
+}
+
+/// [`transition`] inside the caller's transaction, only while `holder`
+/// holds the lease of the message's session, live at `now`; `false` for
+/// an unknown id.
+fn settle_leased(
+    conn: &Connection,
+    id: &str,
+    from: &[String],
+    to: &str,
+    holder: &str,
+    now: i64,
+) -> Result<bool, Failure> {
+    let session: Option<String> = conn
         .prepare_cached("SELECT session_id FROM messages WHERE id = ?1")?
         .query_row([id], |row| row.get(0))
         .optional()?;
     let Some(session) = session else {
         return Ok(false);
     };
-    let held = tx
-        .prepare_cached(
-            "SELECT 1 FROM leases WHERE session_id = ?1 AND holder = ?2 AND expires > ?3",
-        )?
-        .exists(params![session, holder, now_ms()])?;
-    if !held {
-        return Err(Failure::LeaseLost {
-            id: id.to_owned(),
-            session,
-            holder: holder.to_owned(),
-        });
-    }
-    let changed = transition(&tx, id, from, to)?;
-    tx.commit()?;
-    Ok(changed)
+    require_lease(conn, &session, holder, id, now)?;
+    transition(conn, id, from, to)
 }
 
 /// Every session, the most recently updated first.
@@ -220,6 +292,16 @@ pub(crate) fn lease(
     holder: &str,
     ttl_ms: i64,
 ) -> Result<bool, Failure> {
+    take_lease(conn, session_id, holder, ttl_ms)
+}
+
+/// [`lease`] on any connection (inside a caller's transaction too).
+fn take_lease(
+    conn: &Connection,
+    session_id: &str,
+    holder: &str,
+    ttl_ms: i64,
+) -> Result<bool, Failure> {
     let now = now_ms();
     let changed = conn
         .prepare_cached(
@@ -249,11 +331,7 @@ pub(crate) fn renew(
 }
 
 /// Drops `holder`'s lease of `session_id`; whether it held it.
-pub(crate) fn release(
-    conn: &mut Connection,
-    session_id: &str,
-    holder: &str,
-) -> Result<bool, Failure> {
+pub(crate) fn release(conn: &Connection, session_id: &str, holder: &str) -> Result<bool, Failure> {
     let changed = conn
         .prepare_cached("DELETE FROM leases WHERE session_id = ?1 AND holder = ?2")?
         .execute(params![session_id, holder])?;

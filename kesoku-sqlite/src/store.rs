@@ -432,6 +432,44 @@ impl Leases for SqliteStore {
             sql::requeue_expired,
         )
     }
+
+    fn insert_claimed<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<Seq>> {
+        let row = codec::encode(message);
+        let who = holder.to_owned();
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        self.call(
+            Lane::Write,
+            Where::Here,
+            || format!("save prompt `{}` and lease its session", message.id),
+            move |conn| sql::insert_claimed(conn, &row, &who, ttl_ms),
+        )
+    }
+
+    fn finish_turn<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        posts: &'a [Message],
+        prompt: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, Vec<Seq>> {
+        let rows: Vec<codec::Row> = posts.iter().map(codec::encode).collect();
+        let (session, who, id) = (session_id.to_owned(), holder.to_owned(), prompt.to_owned());
+        let from_names: Vec<String> = from.iter().map(|s| codec::name(*s)).collect();
+        let to_name = codec::name(to);
+        self.call(
+            Lane::Write,
+            Where::Here,
+            move || format!("end the turn of prompt `{prompt}` in session `{session_id}`"),
+            move |conn| sql::finish_turn(conn, &session, &who, &rows, &id, &from_names, &to_name),
+        )
+    }
 }
 
 impl DeltaRelay for SqliteStore {}

@@ -5,6 +5,8 @@
 
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
@@ -12,8 +14,8 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
-use super::retry::retried_store;
-use super::run::{end_panicked, turn};
+use super::retry::{retried, retried_store};
+use super::run::{Ending, end_panicked, turn};
 use super::sessions::Slot;
 use super::shared::Shared;
 
@@ -68,15 +70,141 @@ pub(crate) async fn take(
         tokio::time::sleep(retry).await;
         retry = (retry * 2).min(LEASE_RETRY_MAX);
     };
-    let outcome = if shared.gateway.claim(&message.id).await? {
+    let (outcome, released) = if shared.gateway.claim(&message.id).await? {
         run_leased(shared, &slot, &holder, message, seq, valid_until).await
     } else {
-        None
+        (None, false)
     };
     // The permit first: `release` wakes `serve`, which needs it free.
     drop(permit);
-    release(shared, session, &holder).await;
+    release(shared, session, &holder, released).await;
     outcome.transpose()
+}
+
+/// How [`start`] went.
+pub(crate) enum Started {
+    /// The turn ran here to its end.
+    Ran(TurnOutcome),
+    /// The prompt (at its `Seq`) was stored and its turn begun here, but
+    /// the lease was lost: the turn ends on another worker.
+    Lost(Message, Seq),
+    /// The turn cannot start at once (no permit free, or the session
+    /// leased); nothing was stored.
+    NotNow(Message),
+}
+
+/// Starts the turn of the new `pending_agent` user `message` in one write
+/// when it can start at once, with a permit free and its session's lease
+/// free: stores it `processing` with the session leased
+/// ([`Gateway::post_claimed`](kesoku_core::Gateway::post_claimed)) and
+/// runs the turn, as [`take`] would after storing it, leasing and
+/// claiming (three writes).
+pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, AgentError> {
+    let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
+        return Ok(Started::NotNow(message));
+    };
+    let holder = shared.claim_holder();
+    let mut claimed = message;
+    claimed.status = Status::Processing;
+    let asked = Instant::now();
+    let session = claimed.session_id.clone();
+    let stored = retried(shared.lease, "storing a prompt", |again| {
+        let (claimed, holder) = (&claimed, &holder);
+        async move {
+            match shared
+                .gateway
+                .post_claimed(claimed.clone(), holder, shared.lease)
+                .await
+            {
+                Ok(Some(seq)) => Ok(Stored::At(seq)),
+                // An earlier try's answer was lost after its commit.
+                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => {
+                    Ok(Stored::Earlier)
+                }
+                Ok(None) if again => Ok(Stored::RefusedAfterFailure),
+                Ok(None) => Ok(Stored::Refused),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await;
+    let seq = match stored {
+        Ok(Stored::At(seq)) => seq,
+        Ok(Stored::Refused) => {
+            claimed.status = Status::PendingAgent;
+            return Ok(Started::NotNow(claimed));
+        }
+        Ok(Stored::RefusedAfterFailure) if !was_stored(shared, &claimed).await? => {
+            claimed.status = Status::PendingAgent;
+            return Ok(Started::NotNow(claimed));
+        }
+        // Stored by a try whose answer was lost; the lease may have gone
+        // since (a renewal finds out), or be another worker's already.
+        Ok(Stored::Earlier | Stored::RefusedAfterFailure) => {
+            let Some(seq) = stored_seq(shared, &claimed).await? else {
+                // Not where it was stored (a store changed by hand):
+                // posting it again says so (a duplicate id).
+                claimed.status = Status::PendingAgent;
+                return Ok(Started::NotNow(claimed));
+            };
+            seq
+        }
+        Err(e) => {
+            // A store that leases and stores in two steps may hold the
+            // lease now.
+            drop(permit);
+            release(shared, &session, &holder, false).await;
+            return Err(e.into());
+        }
+    };
+    shared.sessions.saw_user_message(&session, seq);
+    // The database's clock started the lease after `asked`.
+    let valid_until = asked + shared.lease;
+    match run_claimed(shared, holder, claimed.clone(), seq, permit, valid_until).await? {
+        Some(outcome) => Ok(Started::Ran(outcome)),
+        None => Ok(Started::Lost(claimed, seq)),
+    }
+}
+
+/// What a try of [`start`]'s one write found.
+enum Stored {
+    At(Seq),
+    /// An earlier try stored it.
+    Earlier,
+    /// Another holder's lease is live.
+    Refused,
+    /// Another holder's lease is live, after a try that failed (and may
+    /// have stored it, before that lease was taken).
+    RefusedAfterFailure,
+}
+
+/// Whether `message` is stored (by a try whose answer was lost).
+async fn was_stored(shared: &Shared, message: &Message) -> Result<bool, AgentError> {
+    let store = shared.gateway.store();
+    let found = retried_store(shared.lease, "reading a prompt", || store.get(&message.id)).await?;
+    Ok(found.is_some())
+}
+
+/// The `Seq` of `message`, stored by a try whose answer was lost: among
+/// the `processing` messages (a few, where it is while its lease holds),
+/// else in its session's history. Rare, so a read is fine.
+async fn stored_seq(shared: &Shared, message: &Message) -> Result<Option<Seq>, AgentError> {
+    let store = shared.gateway.store();
+    let processing = retried_store(shared.lease, "finding a prompt", || {
+        store.with_status(Status::Processing)
+    })
+    .await?;
+    if let Some((seq, _)) = processing.iter().find(|(_, m)| m.id == message.id) {
+        return Ok(Some(*seq));
+    }
+    let history = retried_store(shared.lease, "finding a prompt", || {
+        store.history_after(&message.session_id, 0)
+    })
+    .await?;
+    Ok(history
+        .iter()
+        .find(|(_, m)| m.id == message.id)
+        .map(|(seq, _)| *seq))
 }
 
 /// Runs the turn of `message` (at `seq`), which `holder` claimed with its
@@ -93,14 +221,15 @@ pub(crate) async fn run_claimed(
 ) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
     let session = message.session_id.clone();
-    let outcome = run_leased(shared, &slot, &holder, message, seq, valid_until).await;
+    let (outcome, released) = run_leased(shared, &slot, &holder, message, seq, valid_until).await;
     drop(permit);
-    release(shared, &session, &holder).await;
+    release(shared, &session, &holder, released).await;
     outcome.transpose()
 }
 
 /// Runs the turn while keeping the session's lease; `None` when the lease
-/// could not be renewed in time.
+/// could not be renewed in time. And whether the turn released the lease
+/// itself (with its last write).
 async fn run_leased(
     shared: &Shared,
     slot: &Slot,
@@ -108,14 +237,15 @@ async fn run_leased(
     message: Message,
     seq: Seq,
     valid_until: Instant,
-) -> Option<Result<TurnOutcome, AgentError>> {
+) -> (Option<Result<TurnOutcome, AgentError>>, bool) {
     let session = message.session_id.clone();
     let user = message.clone();
+    let ending = Ending::default();
     // A panic anywhere in the turn (a model backend, a stream's decoder,
     // the agent's own code) is caught here, with the lease still kept, so
     // the prompt is settled and its calls answered (`end_panicked`).
     let work = async {
-        match AssertUnwindSafe(turn(shared, slot, holder, message, seq))
+        match AssertUnwindSafe(turn(shared, slot, holder, message, seq, &ending))
             .catch_unwind()
             .await
         {
@@ -137,7 +267,7 @@ async fn run_leased(
         }
     };
     let mut work = pin!(work);
-    tokio::select! {
+    let outcome = tokio::select! {
         biased;
         outcome = &mut work => match outcome {
             // A post found the lease gone (this worker stalled past it):
@@ -149,7 +279,7 @@ async fn run_leased(
             }
             outcome => Some(outcome),
         },
-        () = keep_lease(shared, &session, holder, valid_until) => {
+        () = keep_lease(shared, &session, holder, valid_until, &ending) => {
             // Another worker may have the session by now: this one stops
             // at once and posts nothing more. Whoever resumes the turn
             // answers its open calls.
@@ -157,7 +287,8 @@ async fn run_leased(
             slot.set_running(0);
             None
         }
-    }
+    };
+    (outcome, ending.released.load(Ordering::Acquire))
 }
 
 /// A panic's message, when it has one.
@@ -169,10 +300,14 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
-/// Gives up the session's lease, tried again while the store fails for a
-/// moment (else it expires on its own, and the session's next prompt
-/// waits for that).
-async fn release(shared: &Shared, session: &str, holder: &str) {
+/// Gives up the session's lease unless the turn did (`released`), tried
+/// again while the store fails for a moment (else it expires on its own,
+/// and the session's next prompt waits for that); then wakes `serve`.
+async fn release(shared: &Shared, session: &str, holder: &str, released: bool) {
+    if released {
+        shared.released.notify_one();
+        return;
+    }
     let store = shared.gateway.store();
     let released = retried_store(shared.lease, "releasing a session's lease", || {
         store.release(session, holder)
@@ -204,8 +339,24 @@ const RENEW_RETRY: Duration = Duration::from_millis(20);
 /// less a margin, as this process's clock measures it from when the last
 /// successful renewal was sent, which is never later than the
 /// database's). A renewal the store failed is tried again soon, with
-/// backoff, not a third of a lease later.
-async fn keep_lease(shared: &Shared, session: &str, holder: &str, mut valid_until: Instant) {
+/// backoff, not a third of a lease later. Once the turn's last write is
+/// on its way (`ending`), it never returns: that write is fenced by the
+/// lease itself, and releases it.
+async fn keep_lease(
+    shared: &Shared,
+    session: &str,
+    holder: &str,
+    valid_until: Instant,
+    ending: &Ending,
+) {
+    keep_until_lost(shared, session, holder, valid_until).await;
+    if ending.started.load(Ordering::Acquire) {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// [`keep_lease`] until the lease is lost or about to expire.
+async fn keep_until_lost(shared: &Shared, session: &str, holder: &str, mut valid_until: Instant) {
     let store = shared.gateway.store();
     let every = shared.lease / 3;
     let margin = shared.lease / 10;

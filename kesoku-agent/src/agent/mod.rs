@@ -116,6 +116,15 @@ impl Agent {
         let message = Message::new(session_id, Role::User, MessageType::Text, text)
             .with_sender("user")
             .with_status(Status::PendingAgent);
+        // One write when the turn can start at once; else the prompt is
+        // posted for whoever holds the session, and taken in turn.
+        let message = match claim::start(&self.shared, message).await? {
+            claim::Started::Ran(outcome) => return Ok(outcome),
+            claim::Started::Lost(message, seq) => {
+                return self.finished_elsewhere(&message, seq).await;
+            }
+            claim::Started::NotNow(message) => message,
+        };
         let seq = self.shared.gateway.post(message.clone()).await?;
         self.shared.sessions.saw_user_message(session_id, seq);
         match claim::take(&self.shared, message.clone(), seq).await? {

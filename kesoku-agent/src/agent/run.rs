@@ -10,6 +10,7 @@
 use std::fmt::Write as _;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use kesoku_core::store::StoreError;
 use kesoku_core::store::{Seq, Store};
@@ -23,7 +24,7 @@ use kesoku_core::{Delta, DeltaKind};
 
 use super::machine::{Call, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
-use super::retry::{retried, retried_store};
+use super::retry::{is_transient, retried, retried_store};
 use super::sessions::Slot;
 use super::shared::Shared;
 use super::view::{View, healing_result, orphans};
@@ -43,6 +44,15 @@ async fn whole(
     .await?)
 }
 
+/// How a turn ends, as its lease keeper (`claim.rs`) needs to know: once
+/// the turn's last write is on its way, that write releases the lease,
+/// so a renewal that finds it gone is not a loss; and whether it did.
+#[derive(Debug, Default)]
+pub(crate) struct Ending {
+    pub(crate) started: AtomicBool,
+    pub(crate) released: AtomicBool,
+}
+
 /// Runs the turn of the claimed user `message` (at `seq`) to its end.
 pub(crate) async fn turn(
     shared: &Shared,
@@ -50,6 +60,7 @@ pub(crate) async fn turn(
     holder: &str,
     message: Message,
     seq: Seq,
+    ending: &Ending,
 ) -> Result<TurnOutcome, AgentError> {
     let span = tracing::info_span!(
         "agent_turn",
@@ -68,6 +79,7 @@ pub(crate) async fn turn(
         posted: Vec::new(),
         cancel: CancellationToken::new(),
         declarations: Arc::default(),
+        ending,
     };
     let outcome = turn.run().instrument(span.clone()).await;
     slot.set_running(0);
@@ -122,6 +134,7 @@ struct Turn<'a> {
     /// The tools as the model sees them this turn (a live registry is
     /// read once, as the turn starts).
     declarations: Arc<Vec<ToolDeclaration>>,
+    ending: &'a Ending,
 }
 
 impl Turn<'_> {
@@ -137,23 +150,32 @@ impl Turn<'_> {
         let finish = self.drive(&mut view.messages).await;
         view.messages.truncate(kept);
         self.shared.sessions.put_view(&self.user.session_id, view);
-        self.finish(finish?).await
+        let (finish, last) = finish?;
+        self.finish(finish, last).await
     }
 
     /// Follows the machine's decisions from the `view` (the session's
-    /// history, which the turn's posts are added to) until it finishes.
-    async fn drive(&mut self, view: &mut Vec<Message>) -> Result<Finish, AgentError> {
+    /// history, which the turn's posts are added to) until it finishes;
+    /// how, with the posts of that last decision, which the turn's last
+    /// write makes (`finish`).
+    async fn drive(
+        &mut self,
+        view: &mut Vec<Message>,
+    ) -> Result<(Finish, Vec<Message>), AgentError> {
         let mut decision = Machine::start(&self.user, self.shared.max_steps, view);
         // Made when first needed: a turn found answered, or interrupted
         // before it began, reads no tools and makes no workspace.
         let mut runner = None;
         loop {
+            if let Next::Finish(finish) = decision.next {
+                return Ok((finish, decision.post));
+            }
             for m in decision.post {
                 self.post(m.clone()).await?;
                 view.push(m);
             }
             decision = match decision.next {
-                Next::Finish(finish) => return Ok(finish),
+                Next::Finish(_) => unreachable!("returned above"),
                 Next::Ask(ask) => {
                     tracing::Span::current().record("steps", ask.step());
                     if self.interrupted() {
@@ -363,11 +385,6 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// Sets the user message's final status (it is `processing`, ours).
-    async fn settle(&self, to: Status) -> Result<(), AgentError> {
-        settle(self.shared, self.holder, &self.user.id, to).await
-    }
-
     fn outcome(&mut self, status: TurnStatus, answer: Option<String>) -> TurnOutcome {
         TurnOutcome {
             status,
@@ -376,13 +393,47 @@ impl Turn<'_> {
         }
     }
 
-    /// Ends the turn as the machine decided: settles the prompt (the
-    /// tools still waiting are cancelled first, on interruption).
-    async fn finish(&mut self, finish: Finish) -> Result<TurnOutcome, AgentError> {
+    /// Ends the turn as the machine decided (the tools still waiting are
+    /// cancelled first, on interruption): posts `last`, settles the prompt
+    /// and releases the lease, in one write. When that write fails for a
+    /// moment, the same in steps, each tried again; the lease is then
+    /// released after the turn (`claim.rs`).
+    async fn finish(
+        &mut self,
+        finish: Finish,
+        last: Vec<Message>,
+    ) -> Result<TurnOutcome, AgentError> {
         if finish.status == TurnStatus::Interrupted {
             self.cancel.cancel();
         }
-        self.settle(finish.settle).await?;
+        let shared = self.shared;
+        self.ending.started.store(true, Ordering::Release);
+        let ended = shared
+            .gateway
+            .finish_turn(
+                &self.user.session_id,
+                self.holder,
+                &last,
+                &self.user.id,
+                SETTLED_FROM,
+                finish.settle,
+            )
+            .await;
+        match ended {
+            Ok(_) => {
+                self.ending.released.store(true, Ordering::Release);
+                self.posted.extend(last);
+            }
+            Err(GatewayError::Store(e)) if is_transient(&e) => {
+                tracing::warn!(error = %e, "ending a turn failed; ending it in steps");
+                for m in last {
+                    post_again(shared, self.holder, &m).await?;
+                    self.posted.push(m);
+                }
+                settle(shared, self.holder, &self.user.id, finish.settle).await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
         Ok(self.outcome(finish.status, finish.answer))
     }
 }
@@ -392,12 +443,26 @@ impl Turn<'_> {
 /// message stored already after one that failed had it stored: the
 /// failure came after the commit.
 async fn post(shared: &Shared, holder: &str, message: &Message) -> Result<(), AgentError> {
+    post_tried(shared, holder, message, false).await
+}
+
+/// [`post`] after a try that failed already (a turn's last write, say).
+async fn post_again(shared: &Shared, holder: &str, message: &Message) -> Result<(), AgentError> {
+    post_tried(shared, holder, message, true).await
+}
+
+async fn post_tried(
+    shared: &Shared,
+    holder: &str,
+    message: &Message,
+    tried: bool,
+) -> Result<(), AgentError> {
     retried(
         shared.lease,
         "posting a turn's message",
         |again| async move {
             match shared.gateway.post_leased(message.clone(), holder).await {
-                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => Ok(()),
+                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again || tried => Ok(()),
                 other => other.map(drop),
             }
         },
@@ -406,18 +471,19 @@ async fn post(shared: &Shared, holder: &str, message: &Message) -> Result<(), Ag
     Ok(())
 }
 
+/// The statuses a turn's prompt is settled from: `processing` (it is
+/// ours), or `pending_agent` when it was put back meanwhile.
+const SETTLED_FROM: &[Status] = &[Status::Processing, Status::PendingAgent];
+
 /// Sets the status of the turn's user message `id` to `to` (from
 /// `processing`, or `pending_agent` when it was put back meanwhile),
 /// fenced by `holder`'s lease; tried again while the store fails for a
 /// moment (a try after a lost answer finds it set, and changes nothing).
 async fn settle(shared: &Shared, holder: &str, id: &str, to: Status) -> Result<(), AgentError> {
     retried(shared.lease, "settling a turn's prompt", |_| {
-        shared.gateway.transition_leased(
-            id,
-            &[Status::Processing, Status::PendingAgent],
-            to,
-            holder,
-        )
+        shared
+            .gateway
+            .transition_leased(id, SETTLED_FROM, to, holder)
     })
     .await?;
     Ok(())

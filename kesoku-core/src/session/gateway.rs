@@ -252,6 +252,96 @@ impl Gateway {
         Ok(seq)
     }
 
+    /// Starts a turn on the prompt `message` (which the caller has made
+    /// `processing`) in one write: stores it with its session leased to
+    /// `holder` for `ttl` ([`Leases::insert_claimed`](crate::store::Leases::insert_claimed)),
+    /// then delivers it. `None` when another holder's lease is live:
+    /// nothing is stored or delivered, and the caller posts the prompt
+    /// `pending_agent` for whoever holds the session.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use kesoku_core::{Gateway, Message, MessageType, Role, Status};
+    ///
+    /// let gateway = Gateway::in_memory();
+    /// let prompt = || {
+    ///     Message::new("s", Role::User, MessageType::Text, "Add 2 and 2")
+    ///         .with_status(Status::Processing)
+    /// };
+    /// let ttl = Duration::from_secs(10);
+    /// assert!(gateway.post_claimed(prompt(), "worker-1", ttl).await.unwrap().is_some());
+    /// // The session's turn is worker-1's: worker-2 stores nothing.
+    /// assert_eq!(gateway.post_claimed(prompt(), "worker-2", ttl).await.unwrap(), None);
+    /// assert_eq!(gateway.history("s").await.unwrap().len(), 1);
+    /// # });
+    /// ```
+    pub async fn post_claimed(
+        &self,
+        message: Message,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Seq>, GatewayError> {
+        let seq = self
+            .inner
+            .store
+            .insert_claimed(&message, holder, ttl)
+            .await?;
+        if let Some(seq) = seq {
+            let _ = self.inner.live.send((seq, Arc::new(message)));
+        }
+        Ok(seq)
+    }
+
+    /// Ends `holder`'s turn of `session_id` in one write: stores `posts`,
+    /// sets the prompt's status to `to` if it is one of `from`, and
+    /// releases the lease ([`Leases::finish_turn`](crate::store::Leases::finish_turn)),
+    /// then delivers the posts. Only while `holder` holds the session:
+    /// otherwise [`StoreError::LeaseLost`] and nothing is delivered.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use kesoku_core::{Gateway, Message, MessageType, Role, Status};
+    ///
+    /// let gateway = Gateway::in_memory();
+    /// let prompt = Message::new("s", Role::User, MessageType::Text, "Add 2 and 2")
+    ///     .with_status(Status::Processing);
+    /// gateway.post_claimed(prompt.clone(), "w1", Duration::from_secs(10)).await.unwrap();
+    /// let answer = Message::new("s", Role::Assistant, MessageType::Text, "4");
+    /// let from = [Status::Processing];
+    /// gateway
+    ///     .finish_turn("s", "w1", &[answer], &prompt.id, &from, Status::Processed)
+    ///     .await
+    ///     .unwrap();
+    /// let history = gateway.history("s").await.unwrap();
+    /// assert_eq!((history[0].status, history[1].content.as_str()), (Status::Processed, "4"));
+    /// // The lease was released: another worker may take the session.
+    /// assert!(gateway.store().lease("s", "w2", Duration::from_secs(10)).await.unwrap());
+    /// # });
+    /// ```
+    pub async fn finish_turn(
+        &self,
+        session_id: &str,
+        holder: &str,
+        posts: &[Message],
+        prompt: &str,
+        from: &[Status],
+        to: Status,
+    ) -> Result<Vec<Seq>, GatewayError> {
+        let seqs = self
+            .inner
+            .store
+            .finish_turn(session_id, holder, posts, prompt, from, to)
+            .await?;
+        if self.inner.live.receiver_count() > 0 {
+            for (seq, message) in seqs.iter().zip(posts) {
+                let _ = self.inner.live.send((*seq, Arc::new(message.clone())));
+            }
+        }
+        Ok(seqs)
+    }
+
     /// Delivers `delta` to the listeners of its session, now, without
     /// storing it, and through a store that relays deltas
     /// ([`DeltaRelay::publish_delta`](crate::store::DeltaRelay::publish_delta)) to other processes' listeners. Nobody

@@ -362,6 +362,113 @@ impl Leases for MemoryStore {
         }
         Box::pin(std::future::ready(Ok(found)))
     }
+
+    fn insert_claimed<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<Seq>> {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let free = m
+            .leases
+            .get(&message.session_id)
+            .is_none_or(|(h, until)| h == holder || *until <= now);
+        let result = if !free {
+            Ok(None)
+        } else if m.by_id.contains_key(&message.id) {
+            // Checked first: a refused insert takes no lease.
+            Err(StoreError::Duplicate {
+                id: message.id.clone(),
+            })
+        } else {
+            m.leases
+                .insert(message.session_id.clone(), (holder.to_owned(), now + ttl));
+            Self::insert_locked(&mut m, message).map(Some)
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn finish_turn<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        posts: &'a [Message],
+        prompt: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, Vec<Seq>> {
+        let mut m = self.lock();
+        let result = Self::finish_locked(&mut m, session_id, holder, posts, prompt, from, to);
+        Box::pin(std::future::ready(result))
+    }
+}
+
+impl MemoryStore {
+    /// [`Leases::finish_turn`] under the lock: every check before any
+    /// change, so a refusal writes nothing.
+    fn finish_locked(
+        m: &mut Memory,
+        session_id: &str,
+        holder: &str,
+        posts: &[Message],
+        prompt: &str,
+        from: &[Status],
+        to: Status,
+    ) -> Result<Vec<Seq>, StoreError> {
+        let now = Instant::now();
+        let held = |m: &Memory, session: &str| {
+            m.leases
+                .get(session)
+                .is_some_and(|(h, until)| h == holder && *until > now)
+        };
+        if !held(m, session_id) {
+            return Err(StoreError::LeaseLost {
+                id: prompt.to_owned(),
+                session: session_id.to_owned(),
+                holder: holder.to_owned(),
+            });
+        }
+        let mut ids = std::collections::HashSet::new();
+        for message in posts {
+            if !held(m, &message.session_id) {
+                return Err(StoreError::LeaseLost {
+                    id: message.id.clone(),
+                    session: message.session_id.clone(),
+                    holder: holder.to_owned(),
+                });
+            }
+            if m.by_id.contains_key(&message.id) || !ids.insert(message.id.as_str()) {
+                return Err(StoreError::Duplicate {
+                    id: message.id.clone(),
+                });
+            }
+        }
+        let prompt_at = m.by_id.get(prompt).copied();
+        if let Some(i) = prompt_at
+            && !held(m, &m.log[i].session_id)
+        {
+            return Err(StoreError::LeaseLost {
+                id: prompt.to_owned(),
+                session: m.log[i].session_id.clone(),
+                holder: holder.to_owned(),
+            });
+        }
+        let mut seqs = Vec::with_capacity(posts.len());
+        for message in posts {
+            seqs.push(Self::insert_locked(m, message)?);
+        }
+        if let Some(i) = prompt_at
+            && from.contains(&m.log[i].status)
+        {
+            m.log[i].status = to;
+        }
+        if m.leases.get(session_id).is_some_and(|(h, _)| h == holder) {
+            m.leases.remove(session_id);
+        }
+        Ok(seqs)
+    }
 }
 
 impl DeltaRelay for MemoryStore {}
