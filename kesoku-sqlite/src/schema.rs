@@ -61,15 +61,130 @@ CREATE TABLE leases (
 ) STRICT;
 ";
 
+/// Version 3: fewer pages written per insert (about 4 in place of 8).
+///
+/// - `messages.seq` without `AUTOINCREMENT`: a new seq is the largest
+///   plus one, as before, since the store never deletes a message; the
+///   `sqlite_sequence` row is no longer written by every insert.
+/// - The status index holds only the statuses that wait for someone
+///   ([`WAITING`]): a message that moves on leaves it, and most are
+///   never in it. A query for another status reads the table in order.
+/// - No index of sessions by their last update: every insert moved the
+///   session's entry; listing the sessions sorts them instead.
+///
+/// The table is copied whole, once, when an older file is opened.
+const V3: &str = "
+CREATE TABLE messages_v3 (
+    seq        INTEGER PRIMARY KEY,
+    id         TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    sender     TEXT NOT NULL,
+    role       TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    content    TEXT NOT NULL,
+    metadata   TEXT NOT NULL,
+    timestamp  TEXT NOT NULL,
+    parent_id  TEXT
+) STRICT;
+INSERT INTO messages_v3
+    (seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id)
+SELECT seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id
+FROM messages ORDER BY seq;
+DROP TABLE messages;
+ALTER TABLE messages_v3 RENAME TO messages;
+DELETE FROM sqlite_sequence WHERE name = 'messages';
+
+-- The history of a session, in order.
+CREATE INDEX messages_by_session ON messages (session_id, seq);
+-- The messages waiting with status S, in order. Written as ORs, so that
+-- a query for one of them (`status = 'processing'`) may use it.
+CREATE INDEX messages_waiting ON messages (status, seq)
+    WHERE status = 'pending_agent' OR status = 'processing' OR status = 'pending';
+DROP INDEX sessions_by_updated;
+";
+
+/// The statuses [`V3`]'s index holds, by their stored names: a query for
+/// one of them names it as a literal, so the index serves it.
+pub(crate) const WAITING: [&str; 3] = ["pending_agent", "processing", "pending"];
+
 /// Every migration, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1), M::up(V2)])
+    Migrations::new(vec![M::up(V1), M::up(V2), M::up(V3)])
 }
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::Connection;
+
     #[test]
     fn migrations_are_valid() {
         assert_eq!(super::migrations().validate(), Ok(()));
+    }
+
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = stmt.query_map([], |row| row.get::<_, String>(3)).unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    }
+
+    /// A file of version 2 keeps its messages, seqs and sessions through
+    /// version 3; the next seq follows the largest; a waiting status is
+    /// found through the partial index.
+    #[test]
+    fn version_3_keeps_every_message_and_its_seq() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+        super::migrations().to_version(&mut conn, 2).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions VALUES ('s', 'T', '2026', '2027', 3);
+             INSERT INTO messages VALUES
+                 (1, 'a', 's', 'user', 'user', 'text', 'processed', 'hi', '{}', '2026', NULL),
+                 (5, 'b', 's', 'agent', 'assistant', 'text', 'pending', 'yo', '{}', '2026', 'a'),
+                 (9, 'c', 's', 'user', 'user', 'text', 'processing', '?', '{}', '2027', NULL);",
+        )
+        .unwrap();
+        super::migrations().to_latest(&mut conn).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT seq, id, status, parent_id FROM messages ORDER BY seq")
+            .unwrap();
+        let rows: Vec<(i64, String, String, Option<String>)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (1, "a".into(), "processed".into(), None),
+                (5, "b".into(), "pending".into(), Some("a".into())),
+                (9, "c".into(), "processing".into(), None),
+            ]
+        );
+        conn.execute(
+            "INSERT INTO messages (id, session_id, sender, role, type, status, content, metadata, timestamp)
+             VALUES ('d', 's', 'user', 'user', 'text', 'pending_agent', '!', '{}', '2028')",
+            [],
+        )
+        .unwrap();
+        assert_eq!(conn.last_insert_rowid(), 10);
+        for waiting in super::WAITING {
+            let found = plan(
+                &conn,
+                &format!("SELECT seq FROM messages WHERE status = '{waiting}' ORDER BY seq"),
+            );
+            assert!(found.contains("messages_waiting"), "{waiting}: {found}");
+        }
+        let found = plan(
+            &conn,
+            "SELECT seq FROM messages WHERE session_id = 's' AND seq > 3 ORDER BY seq",
+        );
+        assert!(found.contains("messages_by_session"), "{found}");
+        let sessions: i64 = conn
+            .query_row("SELECT messages FROM sessions WHERE id = 's'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(sessions, 3, "the session's row changed");
     }
 }

@@ -8,6 +8,7 @@ use rusqlite::{
 
 use crate::codec::{self, COLUMNS, Row};
 use crate::error::{Failure, Undecodable};
+use crate::schema;
 
 /// Saves `row` and its session in one transaction; its seq. With a
 /// `holder`, only while that holder's lease of the session is live.
@@ -186,8 +187,20 @@ pub(crate) fn with_status(
     conn: &mut Connection,
     status: &str,
 ) -> Result<Vec<(Seq, Message)>, Failure> {
-    let sql = format!("SELECT {COLUMNS} FROM messages WHERE status = ?1 ORDER BY seq");
-    messages(conn, &sql, [status])
+    // A waiting status is named as a literal, for the planner to see
+    // that the partial index holds it (it cannot see that of `?1`); it
+    // is one of our own names, never the caller's text.
+    match schema::WAITING.iter().find(|w| **w == status) {
+        Some(waiting) => {
+            let sql =
+                format!("SELECT {COLUMNS} FROM messages WHERE status = '{waiting}' ORDER BY seq");
+            messages(conn, &sql, [])
+        }
+        None => {
+            let sql = format!("SELECT {COLUMNS} FROM messages WHERE status = ?1 ORDER BY seq");
+            messages(conn, &sql, [status])
+        }
+    }
 }
 
 /// Sets the status of `id` to `to` if it is one of `from`, in one
