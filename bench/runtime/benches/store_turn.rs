@@ -7,7 +7,10 @@
 //!
 //! - `store_turn/{memory,sqlite}`: a warm turn (the agent ran two turns
 //!   of the session before, as every turn of a conversation but its first
-//!   finds it), timed from `send` to its outcome. Each model call is a
+//!   finds it), timed from `send` to its outcome. The sessions are
+//!   prefilled before the store the agent uses is opened (a file is
+//!   closed and opened again, which copies the log into it), so the
+//!   turns pay for checkpointing their own writes, not the prefill's. Each model call is a
 //!   real call of `ClaudeLlm` (its request built in full, with its prefix
 //!   cache, and dropped by a [`Sink`] transport), then the turn comes from
 //!   a script.
@@ -142,17 +145,48 @@ impl Kind {
         }
     }
 
-    /// A new store; the temp dir lives as long as it is used.
-    fn open(self) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
+    /// A new store holding `sessions` prefilled sessions (their ids); the
+    /// temp dir lives as long as it is used. A file is closed after the
+    /// prefill and opened again, which checkpoints the prefill's writes:
+    /// a timed turn pays for copying its own writes into the file, as in
+    /// a long run, not for copying the prefill's.
+    fn open(self, sessions: u64) -> (Arc<dyn Store>, Vec<String>, Option<tempfile::TempDir>) {
+        let ids: Vec<String> = (0..sessions).map(|_| session_id()).collect();
+        let prefill = |store: Arc<dyn Store>| {
+            let ids = ids.clone();
+            async move {
+                for session in &ids {
+                    for m in history(session, MESSAGES - 4 * WARM_TURNS) {
+                        store.insert(&m).await.expect("prefill");
+                    }
+                }
+            }
+        };
         match self {
-            Kind::Memory => (Arc::new(MemoryStore::new()), None),
+            Kind::Memory => {
+                let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+                block_on(prefill(Arc::clone(&store)));
+                (store, ids, None)
+            }
             Kind::Sqlite => {
                 let dir = tempfile::tempdir().expect("a temp dir");
-                let store = SqliteStore::open(dir.path().join("turn.sqlite")).expect("a database");
-                (Arc::new(store), Some(dir))
+                let path = dir.path().join("turn.sqlite");
+                let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("a database"));
+                block_on(prefill(store));
+                let store = SqliteStore::open(&path).expect("the database again");
+                (Arc::new(store), ids, Some(dir))
             }
         }
     }
+}
+
+/// Runs `work` to its end on a runtime of its own.
+fn block_on(work: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(work);
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -164,18 +198,13 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-/// A fresh session of [`MESSAGES`] after its warm turns.
-async fn fresh_session(agent: &Agent, store: &Arc<dyn Store>) -> String {
-    let session = session_id();
-    let before = MESSAGES - 4 * WARM_TURNS;
-    for m in history(&session, before) {
-        store.insert(&m).await.expect("prefill");
-    }
+/// Runs the warm turns of a prefilled session, bringing it to
+/// [`MESSAGES`].
+async fn warm_up(agent: &Agent, session: &str) {
     for _ in 0..WARM_TURNS {
-        let outcome = agent.send(&session, "And in Lyon?").await.expect("a turn");
+        let outcome = agent.send(session, "And in Lyon?").await.expect("a turn");
         assert_eq!(outcome.status, TurnStatus::Completed);
     }
-    session
 }
 
 fn turns(c: &mut Criterion) {
@@ -201,7 +230,7 @@ fn turns(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 // A store and an agent per batch keep memory bounded.
-                let (store, _dir) = kind.open();
+                let (store, sessions, _dir) = kind.open(iters.div_ceil(TURNS_PER_SESSION));
                 let builder = if encoding {
                     Agent::builder(Encoded {
                         backend: Arc::clone(&claude),
@@ -218,13 +247,16 @@ fn turns(c: &mut Criterion) {
                     .expect("an agent");
                 rt.block_on(async {
                     let mut timed = Duration::ZERO;
-                    let mut session = String::new();
+                    let mut session = "";
                     for i in 0..iters {
                         if i % TURNS_PER_SESSION == 0 {
-                            session = fresh_session(&agent, &store).await;
+                            #[allow(clippy::cast_possible_truncation)] // a few sessions
+                            let next = (i / TURNS_PER_SESSION) as usize;
+                            session = &sessions[next];
+                            warm_up(&agent, session).await;
                         }
                         let start = Instant::now();
-                        let outcome = agent.send(&session, "And in Paris?").await.expect("a turn");
+                        let outcome = agent.send(session, "And in Paris?").await.expect("a turn");
                         timed += start.elapsed();
                         assert_eq!(outcome.status, TurnStatus::Completed);
                         assert_eq!(outcome.messages.len(), 3, "a call, its result, the answer");
