@@ -190,16 +190,12 @@ pub(crate) fn with_status(
     // A waiting status is named as a literal, for the planner to see
     // that the partial index holds it (it cannot see that of `?1`); it
     // is one of our own names, never the caller's text.
-    match schema::WAITING.iter().find(|w| **w == status) {
-        Some(waiting) => {
-            let sql =
-                format!("SELECT {COLUMNS} FROM messages WHERE status = '{waiting}' ORDER BY seq");
-            messages(conn, &sql, [])
-        }
-        None => {
-            let sql = format!("SELECT {COLUMNS} FROM messages WHERE status = ?1 ORDER BY seq");
-            messages(conn, &sql, [status])
-        }
+    if let Some(waiting) = schema::WAITING.iter().find(|w| **w == status) {
+        let sql = format!("SELECT {COLUMNS} FROM messages WHERE status = '{waiting}' ORDER BY seq");
+        messages(conn, &sql, [])
+    } else {
+        let sql = format!("SELECT {COLUMNS} FROM messages WHERE status = ?1 ORDER BY seq");
+        messages(conn, &sql, [status])
     }
 }
 
