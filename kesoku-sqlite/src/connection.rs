@@ -64,6 +64,14 @@ pub(crate) fn take_log_frames() -> i32 {
     LOG_FRAMES.replace(0)
 }
 
+/// A connection that only runs checkpoints, for a file [`writer`] has
+/// prepared: beside the writer, so no write waits for one.
+pub(crate) fn checkpointer(path: &Path, options: &SqliteOptions) -> Result<Connection, String> {
+    let conn = Connection::open(path).map_err(|e| e.to_string())?;
+    configure(&conn, options).map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
 /// A connection that only reads, for a file [`writer`] has prepared.
 pub(crate) fn reader(path: &Path, options: &SqliteOptions) -> Result<Connection, String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;

@@ -118,9 +118,11 @@ impl SqliteStore {
             .map(|_| connection::reader(&path, options))
             .collect::<Result<Vec<_>, _>>()
             .map_err(fail)?;
+        let checkpointer = connection::checkpointer(&path, options).map_err(fail)?;
         let connections = Connections {
             writer,
             readers,
+            checkpointer: Some(checkpointer),
             busy_timeout: options.busy_timeout,
         };
         Self::start(Some(path), place, connections)
@@ -144,6 +146,7 @@ impl SqliteStore {
         let connections = Connections {
             writer,
             readers: Vec::new(),
+            checkpointer: None,
             busy_timeout: SqliteOptions::default().busy_timeout,
         };
         Self::start(None, place, connections)

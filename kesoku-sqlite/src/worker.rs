@@ -17,17 +17,18 @@
 //! own thread, which waits out the busy timeout as before, off the async
 //! runtime's workers. So do calls that may read a lot (a whole history).
 //!
-//! Nor does a call here run a checkpoint (copying the log into the file,
-//! with two fsyncs: milliseconds), as a commit that fills the log would.
-//! The writer's thread runs one once the log holds [`CHECKPOINT_FRAMES`],
-//! between writes as `SQLite`'s own did, so it completes and the log
-//! starts over; a checkpoint beside a busy writer would never catch up
-//! with it. A
-//! commit is as durable as before: `synchronous=NORMAL`, the same
-//! connection.
+//! Nor does a write wait for a checkpoint (copying the log into the
+//! file, with two fsyncs: milliseconds), as a commit that fills the log
+//! would: once the log holds [`CHECKPOINT_FRAMES`], a thread of its own
+//! runs one on a connection of its own, beside the writer (`PASSIVE`:
+//! it copies what is committed and waits for no one). Once it has copied
+//! everything, the next write starts the log over. A writer that never
+//! pauses could outrun it: past [`LOG_CAP`] frames, a write waits for a
+//! checkpoint, as with `SQLite`'s own. A commit is as durable as before:
+//! `synchronous=NORMAL`, the same connection.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread;
@@ -66,17 +67,35 @@ type Shared = Arc<Mutex<Connection>>;
 /// How long the log grows before a checkpoint, in frames (pages
 /// written): what `SQLite` itself waits for.
 const CHECKPOINT_FRAMES: i32 = 1_000;
+/// How long the log may grow while checkpoints run beside the writer:
+/// past it, a write waits for one (about 12 MiB with 4 KiB pages).
+const LOG_CAP: i32 = 3 * CHECKPOINT_FRAMES;
 
 /// A store's connections, opened.
 pub(crate) struct Connections {
     pub(crate) writer: Connection,
     pub(crate) readers: Vec<Connection>,
+    /// For a file; a database in memory has no log.
+    pub(crate) checkpointer: Option<Connection>,
     pub(crate) busy_timeout: Duration,
 }
 
-/// Whether the log is due a checkpoint after a write on this thread.
-fn checkpoint_due() -> bool {
-    connection::take_log_frames() >= CHECKPOINT_FRAMES
+/// What the log needs after a write on this thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Log {
+    Short,
+    /// A checkpoint, beside the writer.
+    Due,
+    /// A checkpoint, before the write's caller goes on.
+    Full,
+}
+
+fn log_after_write() -> Log {
+    match connection::take_log_frames() {
+        n if n >= LOG_CAP => Log::Full,
+        n if n >= CHECKPOINT_FRAMES => Log::Due,
+        _ => Log::Short,
+    }
 }
 
 /// Copies the log into the file. PASSIVE waits for no one; one that
@@ -99,6 +118,47 @@ pub(crate) struct Workers {
     read_queue: Option<mpsc::Sender<Job>>,
     /// The connections' busy timeout, restored after a call here.
     busy_timeout: Duration,
+    checkpoints: Option<Checkpoints>,
+}
+
+/// The checkpointer's thread: each job runs after a checkpoint.
+#[derive(Clone)]
+struct Checkpoints {
+    queue: mpsc::Sender<Box<dyn FnOnce() + Send>>,
+    /// A checkpoint is queued and not yet begun: one is enough.
+    queued: Arc<AtomicBool>,
+}
+
+impl Checkpoints {
+    fn start(conn: Connection) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let queued = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&queued);
+        thread::Builder::new()
+            .name("kesoku-sqlite-checkpointer".into())
+            .spawn(move || {
+                while let Ok(then) = rx.recv() {
+                    // Cleared first: a write that fills the log while this
+                    // one runs queues the next.
+                    flag.store(false, Ordering::Release);
+                    checkpoint(&conn);
+                    then();
+                }
+            })?;
+        Ok(Checkpoints { queue: tx, queued })
+    }
+
+    /// Queues a checkpoint unless one is queued already.
+    fn nudge(&self) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            let _ = self.queue.send(Box::new(|| {}));
+        }
+    }
+
+    /// Runs `then` after a checkpoint (on the checkpointer's thread).
+    fn then(&self, then: Box<dyn FnOnce() + Send>) {
+        let _ = self.queue.send(then);
+    }
 }
 
 /// The result of a call: run here already, or queued on a thread.
@@ -126,8 +186,10 @@ impl Workers {
         let Connections {
             writer,
             readers,
+            checkpointer,
             busy_timeout,
         } = connections;
+        let checkpoints = checkpointer.map(Checkpoints::start).transpose()?;
         let writer = Arc::new(Mutex::new(writer));
         let write_backlog = Arc::new(AtomicUsize::new(0));
         let (write_tx, write_rx) = mpsc::channel::<Job>();
@@ -180,6 +242,7 @@ impl Workers {
             readers,
             read_queue,
             busy_timeout,
+            checkpoints,
         })
     }
 
@@ -204,42 +267,61 @@ impl Workers {
                 roll_back(&conn);
             }
             let _ = conn.busy_timeout(self.busy_timeout);
-            let due = write && checkpoint_due();
+            let log = if write { log_after_write() } else { Log::Short };
             drop(conn);
             match result {
                 // Busy before it changed anything (a write takes the lock
                 // first), so it can run again.
                 Ok(Err(Failure::Sql(e))) if is_busy(&e) => {}
-                // The write that filled the log waits for its checkpoint,
-                // as with SQLite's own, but on the writer's thread.
-                Ok(result) if due => {
-                    let (tx, rx) = oneshot::channel();
-                    self.queue(
-                        Lane::Write,
-                        Box::new(move |conn: &mut Connection| {
-                            checkpoint(conn);
-                            let _ = tx.send(result);
-                        }),
-                    );
-                    return Reply::Queued(rx);
-                }
-                Ok(result) => return Reply::Done(Some(result)),
+                Ok(result) => return self.after_write(log, result),
                 // As on a thread: the reply is lost, the connection kept.
                 Err(_) => return Reply::Done(None),
             }
         }
         let (tx, rx) = oneshot::channel();
+        let checkpoints = self.checkpoints.clone();
         self.queue(
             lane,
             Box::new(move |conn: &mut Connection| {
                 let result = job(conn);
-                if write && checkpoint_due() {
-                    checkpoint(conn);
+                if write {
+                    match (log_after_write(), &checkpoints) {
+                        // On the writer's thread, which may wait: so do
+                        // the writes queued behind this one.
+                        (Log::Full, Some(c)) => {
+                            let (done, checkpointed) = mpsc::channel::<()>();
+                            c.then(Box::new(move || {
+                                let _ = done.send(());
+                            }));
+                            let _ = checkpointed.recv();
+                        }
+                        (Log::Due, Some(c)) => c.nudge(),
+                        _ => {}
+                    }
                 }
                 let _ = tx.send(result);
             }),
         );
         Reply::Queued(rx)
+    }
+
+    /// The reply of a call run here, after what its write left the log
+    /// needing: nothing, a checkpoint beside the writer, or one first.
+    fn after_write<T: Send + 'static>(&self, log: Log, result: Result<T, Failure>) -> Reply<T> {
+        match (log, &self.checkpoints) {
+            (Log::Full, Some(c)) => {
+                let (tx, rx) = oneshot::channel();
+                c.then(Box::new(move || {
+                    let _ = tx.send(result);
+                }));
+                Reply::Queued(rx)
+            }
+            (Log::Due, Some(c)) => {
+                c.nudge();
+                Reply::Done(Some(result))
+            }
+            _ => Reply::Done(Some(result)),
+        }
     }
 
     /// Queues `job` on a thread of `lane`.
@@ -323,6 +405,7 @@ mod tests {
         let connections = Connections {
             writer,
             readers: Vec::new(),
+            checkpointer: Some(connection::checkpointer(&path, &options).unwrap()),
             busy_timeout: options.busy_timeout,
         };
         (Workers::start(connections).unwrap(), path)
@@ -405,6 +488,44 @@ mod tests {
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 0);
+    }
+
+    /// Writes that fill the log past a checkpoint's due, but not to its
+    /// cap, all return at once on the caller's thread; the checkpointer's
+    /// thread copies the log into the file meanwhile.
+    #[test]
+    fn a_write_that_fills_the_log_does_not_wait_for_its_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workers, path) = workers(&dir);
+        let setup = workers.run(Lane::Write, Where::Here, |conn| {
+            Ok(conn.execute_batch("CREATE TABLE big (b BLOB NOT NULL)")?)
+        });
+        wait(setup).unwrap().unwrap();
+        // About 25 frames each: the log passes CHECKPOINT_FRAMES (1,000)
+        // about halfway, and stays under LOG_CAP (3,000).
+        for i in 0..80 {
+            let reply = workers.run(Lane::Write, Where::Here, move |conn| {
+                let blob = vec![u8::try_from(i % 251).unwrap(); 100_000];
+                Ok(conn.execute("INSERT INTO big (b) VALUES (?1)", [blob])?)
+            });
+            assert!(matches!(reply, Reply::Done(_)), "write {i} waited");
+            wait(reply).unwrap().unwrap();
+        }
+        // The checkpointer copies the log into the file (about 4 MB of
+        // it by the due; the file held a few pages before), which no
+        // write here did: the writer does not checkpoint by itself.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let file = std::fs::metadata(&path).unwrap().len();
+            if file > 3_000_000 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the file holds {file} bytes"
+            );
+            thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     #[test]

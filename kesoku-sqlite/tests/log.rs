@@ -1,7 +1,8 @@
 //! The write-ahead log stays short under a writer that never pauses: the
-//! store checkpoints it between writes (its writer connection does not
-//! checkpoint by itself, so that no call pays for one on its caller's
-//! thread).
+//! store checkpoints it on a thread of its own, beside the writer, and a
+//! write waits for a checkpoint only once the log is long (its writer
+//! connection does not checkpoint by itself, so that no call pays for
+//! one on its caller's thread).
 
 use kesoku_core::store::MessageLog;
 use kesoku_core::{Message, MessageType, Role};
