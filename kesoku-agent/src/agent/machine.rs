@@ -119,6 +119,13 @@ impl Machine {
             steps: 0,
             nudged: false,
         };
+        // Whatever answers the prompt was stored after it, and the prompt
+        // is at or near the end: the rest of a long history is not read.
+        let from = history
+            .iter()
+            .rposition(|m| m.id == machine.prompt)
+            .unwrap_or(0);
+        let history = &history[from..];
         if let Some(finish) = machine.answered(history) {
             return Decision::finish(Vec::new(), finish);
         }
