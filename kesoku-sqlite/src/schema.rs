@@ -104,13 +104,31 @@ CREATE INDEX messages_waiting ON messages (status, seq)
 DROP INDEX sessions_by_updated;
 ";
 
+/// Version 4: a lease is one row in one b-tree.
+///
+/// - `leases` `WITHOUT ROWID`: keyed by the session itself, where before
+///   a rowid table kept a second b-tree (its primary key's index) beside
+///   the rows, so taking and dropping a lease wrote two pages each, in
+///   every turn.
+const V4: &str = "
+CREATE TABLE leases_v4 (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    holder     TEXT NOT NULL,
+    expires    INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+INSERT INTO leases_v4 (session_id, holder, expires)
+SELECT session_id, holder, expires FROM leases;
+DROP TABLE leases;
+ALTER TABLE leases_v4 RENAME TO leases;
+";
+
 /// The statuses [`V3`]'s index holds, by their stored names: a query for
 /// one of them names it as a literal, so the index serves it.
 pub(crate) const WAITING: [&str; 3] = ["pending_agent", "processing", "pending"];
 
 /// Every migration, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1), M::up(V2), M::up(V3)])
+    Migrations::new(vec![M::up(V1), M::up(V2), M::up(V3), M::up(V4)])
 }
 
 #[cfg(test)]
@@ -126,6 +144,44 @@ mod tests {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let rows = stmt.query_map([], |row| row.get::<_, String>(3)).unwrap();
         rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    }
+
+    /// A file of version 3 keeps its leases through version 4, whose
+    /// table is one b-tree: no index beside it, the rows keyed by session.
+    #[test]
+    fn version_4_keeps_every_lease_in_one_b_tree() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::migrations().to_version(&mut conn, 3).unwrap();
+        conn.execute_batch(
+            "INSERT INTO leases VALUES ('s1', 'agent-a', 100), ('s2', 'agent-b', 200);",
+        )
+        .unwrap();
+        super::migrations().to_latest(&mut conn).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT session_id, holder, expires FROM leases ORDER BY session_id")
+            .unwrap();
+        let rows: Vec<(String, String, i64)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("s1".into(), "agent-a".into(), 100),
+                ("s2".into(), "agent-b".into(), 200),
+            ]
+        );
+        let indexes: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'leases'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 0, "a second b-tree beside the leases");
+        let duplicate = conn.execute("INSERT INTO leases VALUES ('s1', 'agent-c', 300)", []);
+        assert!(duplicate.is_err(), "one lease per session");
     }
 
     /// A file of version 2 keeps its messages, seqs and sessions through

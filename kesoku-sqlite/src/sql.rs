@@ -2,13 +2,57 @@
 
 use kesoku_core::Message;
 use kesoku_core::store::{Seq, SessionInfo};
-use rusqlite::{
-    Connection, OptionalExtension as _, Params, TransactionBehavior, ffi, params, params_from_iter,
-};
+use std::ops::Deref;
+
+use rusqlite::{Connection, OptionalExtension as _, Params, ffi, params, params_from_iter};
 
 use crate::codec::{self, COLUMNS, Row};
 use crate::error::{Failure, Undecodable};
 use crate::schema;
+
+/// A write transaction, begun `IMMEDIATE`: it takes the write lock up
+/// front, waiting out another writer through the busy timeout (a deferred
+/// one that reads first could only fail with `SQLITE_BUSY` when it tries
+/// to write). Rolled back unless committed.
+///
+/// Unlike rusqlite's `Transaction`, its `BEGIN` and `COMMIT` are cached
+/// statements: parsing them anew took a few microseconds of each write.
+struct Immediate<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Immediate<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Immediate { conn, open: true })
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Deref for Immediate<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        // A failed COMMIT may leave the transaction open, or SQLite may
+        // have rolled it back already; either way the connection must
+        // leave it.
+        if self.open && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
 
 /// Saves `row` and its session in one transaction; its seq. With a
 /// `holder`, only while that holder's lease of the session is live.
@@ -17,10 +61,7 @@ pub(crate) fn insert(
     row: &Row,
     holder: Option<&str>,
 ) -> Result<Seq, Failure> {
-    // IMMEDIATE takes the write lock up front, waiting out another writer
-    // through the busy timeout; a deferred transaction that reads first
-    // could only fail with SQLITE_BUSY when it tries to write.
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = Immediate::begin(conn)?;
     if let Some(holder) = holder {
         // Under the write lock: no lease changes hands before the commit.
         require_lease(&tx, &row.session_id, holder, &row.id, now_ms())?;
@@ -39,7 +80,7 @@ pub(crate) fn insert_claimed(
     holder: &str,
     ttl_ms: i64,
 ) -> Result<Option<Seq>, Failure> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = Immediate::begin(conn)?;
     if !take_lease(&tx, &row.session_id, holder, ttl_ms)? {
         return Ok(None);
     }
@@ -61,7 +102,7 @@ pub(crate) fn finish_turn(
     from: &[String],
     to: &str,
 ) -> Result<Vec<Seq>, Failure> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = Immediate::begin(conn)?;
     let now = now_ms();
     // Under the write lock: the lease cannot change hands before the commit.
     require_lease(&tx, session_id, holder, prompt, now)?;
@@ -72,7 +113,7 @@ pub(crate) fn finish_turn(
         }
         seqs.push(insert_row(&tx, row)?);
     }
-    settle_leased(&tx, prompt, from, to, holder, now)?;
+    settle_leased(&tx, prompt, from, to, holder, now, Some(session_id))?;
     release(&tx, session_id, holder)?;
     tx.commit()?;
     Ok(seqs)
@@ -228,15 +269,17 @@ pub(crate) fn transition_leased(
     to: &str,
     holder: &str,
 ) -> Result<bool, Failure> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let changed = settle_leased(&tx, id, from, to, holder, now_ms())?;
+    let tx = Immediate::begin(conn)?;
+    let changed = settle_leased(&tx, id, from, to, holder, now_ms(), None)?;
     tx.commit()?;
     Ok(changed)
 }
 
 /// [`transition`] inside the caller's transaction, only while `holder`
-/// holds the lease of the message's session, live at `now`; `false` for
-/// an unknown id.
+/// holds the lease of the message's session, live at `now` (not checked
+/// again for `held`, a session whose lease the caller checked in this
+/// transaction); `false` for an unknown id.
+#[allow(clippy::too_many_arguments)] // One statement's inputs.
 fn settle_leased(
     conn: &Connection,
     id: &str,
@@ -244,6 +287,7 @@ fn settle_leased(
     to: &str,
     holder: &str,
     now: i64,
+    held: Option<&str>,
 ) -> Result<bool, Failure> {
     let session: Option<String> = conn
         .prepare_cached("SELECT session_id FROM messages WHERE id = ?1")?
@@ -252,7 +296,9 @@ fn settle_leased(
     let Some(session) = session else {
         return Ok(false);
     };
-    require_lease(conn, &session, holder, id, now)?;
+    if held != Some(session.as_str()) {
+        require_lease(conn, &session, holder, id, now)?;
+    }
     transition(conn, id, from, to)
 }
 
@@ -356,7 +402,7 @@ pub(crate) fn claim_next(
     ttl_ms: i64,
 ) -> Result<Option<(Seq, Message)>, Failure> {
     let now = now_ms();
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = Immediate::begin(conn)?;
     let sql = format!(
         "SELECT {COLUMNS} FROM messages m
          WHERE m.status = 'pending_agent' AND m.role = 'user'
@@ -392,7 +438,7 @@ pub(crate) fn break_lease(conn: &mut Connection, session_id: &str) -> Result<boo
 /// Puts the `processing` user messages of sessions without a live lease
 /// back to `pending_agent`; those messages.
 pub(crate) fn requeue_expired(conn: &mut Connection) -> Result<Vec<(Seq, Message)>, Failure> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let tx = Immediate::begin(conn)?;
     let sql = format!(
         "UPDATE messages SET status = 'pending_agent'
          WHERE status = 'processing' AND role = 'user'
