@@ -91,7 +91,7 @@ pub use kesoku_macros::ToolArg;
 ///
 /// See the [crate docs](crate) and [`docs::tools`] for the doc comment format,
 /// the options (`name`, `description`, `coerce`, `timeout`, `sequential`,
-/// `allow_undocumented_args`, `register`, `title`, `read_only`, `destructive`,
+/// `approval`, `allow_undocumented_args`, `register`, `title`, `read_only`, `destructive`,
 /// `idempotent`, `open_world`, `crate`) and the parameter attributes
 /// (`#[arg(default = ...)]`, `#[arg(default)]`, `#[inject]`).
 pub use kesoku_macros::tool;

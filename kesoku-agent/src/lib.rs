@@ -36,9 +36,13 @@
 //! | `agent::toolset` | the tools, fixed or read live from a registry |
 //! | `agent::retry` | trying again while the store fails for a moment |
 //! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`] |
+//! | `agent::approval` | a person in the loop: [`Approval`], how waiting calls and decisions are stored |
 //! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
 
 mod agent;
 pub mod tools;
 
-pub use agent::{Agent, AgentBuilder, AgentError, TurnOutcome, TurnStatus};
+pub use agent::{
+    Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, PendingApproval,
+    TurnOutcome, TurnStatus, Verdict,
+};

@@ -26,6 +26,8 @@ pub(crate) struct ToolOptions {
     pub(crate) timeout: Option<syn::LitStr>,
     /// The tool runs alone, never beside another call.
     pub(crate) sequential: Flag,
+    /// A person must approve each call before it runs.
+    pub(crate) approval: Flag,
     /// `register = false`: not added to the default registry; users add
     /// its `TOOL` to theirs (for a library's built-in tools).
     pub(crate) register: Option<bool>,

@@ -109,7 +109,7 @@ fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
                 cx.error_at(
                     e.span(),
                     format!(
-                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `allow_undocumented_args`, `register = false`, `title = \"...\"`, `read_only`, `destructive`, `idempotent`, `open_world` and `crate = path`"
+                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `approval`, `allow_undocumented_args`, `register = false`, `title = \"...\"`, `read_only`, `destructive`, `idempotent`, `open_world` and `crate = path`"
                     ),
                 );
             }
@@ -319,6 +319,9 @@ fn schema_options(
     }
     if opts.sequential.is_present() {
         with.push(quote!(.with_sequential(true)));
+    }
+    if opts.approval.is_present() {
+        with.push(quote!(.with_approval(true)));
     }
     if let Some(title) = &opts.title {
         with.push(quote!(.with_title(#title)));

@@ -10,6 +10,7 @@ use kesoku_core::store::{MemoryStore, Store};
 use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry};
 use tokio::sync::Semaphore;
 
+use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
 use super::toolset::Toolset;
@@ -34,6 +35,7 @@ pub struct AgentBuilder {
     states: Vec<AddState>,
     lease: Duration,
     view_budget: usize,
+    approval: Policy,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -70,6 +72,7 @@ impl AgentBuilder {
             states: Vec::new(),
             lease: Duration::from_secs(10),
             view_budget: VIEW_BUDGET,
+            approval: Arc::new(marked_only),
         }
     }
 
@@ -115,6 +118,40 @@ impl AgentBuilder {
     /// once.
     pub fn streaming(mut self, on: bool) -> Self {
         self.streaming = on;
+        self
+    }
+
+    /// Decides, for each call the model asks for, whether it runs
+    /// ([`Approval::Allow`]), waits for a person's yes
+    /// ([`Approval::Ask`]: the turn pauses, see
+    /// [`TurnStatus::AwaitingApproval`](super::TurnStatus::AwaitingApproval)),
+    /// or is refused with a reason the model reads ([`Approval::Deny`]).
+    /// Default: ask for the tools marked `#[tool(approval)]`, allow the
+    /// rest.
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, Approval};
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// // Ask for every destructive tool (MCP tools' hints included) and
+    /// // every marked one.
+    /// let agent = Agent::builder(ScriptedLlm::from_json(serde_json::json!([])).unwrap())
+    ///     .approval(|check| {
+    ///         if check.marked || check.hints.destructive == Some(true) {
+    ///             Approval::Ask
+    ///         } else {
+    ///             Approval::Allow
+    ///         }
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(agent);
+    /// ```
+    pub fn approval(
+        mut self,
+        policy: impl Fn(&ApprovalCheck<'_>) -> Approval + Send + Sync + 'static,
+    ) -> Self {
+        self.approval = Arc::new(policy);
         self
     }
 
@@ -263,6 +300,7 @@ impl AgentBuilder {
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::new(self.view_budget),
+                approval: self.approval,
                 // Made absolute once, as `Sandbox::new` does: a later
                 // `chdir` must not move every session's workspace.
                 sessions_dir: self

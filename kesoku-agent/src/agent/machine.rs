@@ -12,18 +12,23 @@
 //! | [`Ask`] | [`replied`](Ask::replied) | nudge and ask again, run its calls, or finish `completed` |
 //! | [`Ask`] | [`failed`](Ask::failed) | finish `failed` |
 //! | [`Ask`] | [`interrupted`](Ask::interrupted) | finish `interrupted` |
-//! | [`Run`] | [`results`](Run::results) | ask again, or finish at the step limit |
+//! | [`Run`] | [`results`](Run::results) | ask again, finish at the step limit, or pause for approval |
 //!
 //! Where a turn stands is read from its messages (those answering the
 //! prompt, and the results answering its calls), so a turn can be picked
-//! up from the store by any worker: a pause before a call (for a
-//! person's approval, say) would be one more state, left and re-entered
-//! through [`Machine::start`]. The step count and the nudge are one
-//! run's: a turn resumed elsewhere starts them again, as it always has.
+//! up from the store by any worker. A pause for a person's approval is
+//! such a state: a step whose calls the policy asks about runs the others,
+//! then finishes `awaiting_approval`; [`Machine::start`] re-enters it once
+//! the calls are decided (`approval.rs`). The step count and the nudge
+//! are one run's: a turn resumed elsewhere starts them again, as it
+//! always has.
+
+use std::collections::HashMap;
 
 use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
 use kesoku_llm::{AssistantTurn, LlmError};
 
+use super::approval::{self, Approval, Verdict};
 use super::outcome::TurnStatus;
 use super::view::{healing_result, orphans};
 
@@ -75,6 +80,12 @@ pub(crate) struct Ask(Machine);
 pub(crate) struct Run {
     machine: Machine,
     calls: Vec<Call>,
+    /// Calls of the step stored as waiting for a person: with some, the
+    /// turn pauses after these results.
+    asked: usize,
+    /// Results of calls that will not run (refused by the policy, or
+    /// denied by a person), posted before the step's others.
+    refused: Vec<Message>,
 }
 
 /// How the turn ends: its status and answer, and the status its prompt
@@ -94,6 +105,11 @@ impl Finish {
             settle,
         }
     }
+
+    /// A pause until a person decides the waiting calls.
+    fn pause() -> Self {
+        Finish::new(TurnStatus::AwaitingApproval, None, Status::AwaitingApproval)
+    }
 }
 
 impl Decision {
@@ -107,11 +123,19 @@ impl Decision {
 
 impl Machine {
     /// The turn of `prompt` (a user message), at most `max_steps` model
-    /// calls a run, from `history`, the session as stored. A turn whose
-    /// last message answers the prompt is over (its worker died before
-    /// settling it); one with calls left without results runs them; else
-    /// the model is asked.
-    pub(crate) fn start(prompt: &Message, max_steps: usize, history: &[Message]) -> Decision {
+    /// calls a run, from `history`, the session as stored, and the
+    /// `decisions` on its calls that waited for a person (by call message
+    /// id). A turn whose last message answers the prompt is over (its
+    /// worker died before settling it); one with a waiting call not yet
+    /// decided pauses again; one with calls left without results runs
+    /// them (the approved ones; the denied ones are answered with their
+    /// reasons); else the model is asked.
+    pub(crate) fn start(
+        prompt: &Message,
+        max_steps: usize,
+        history: &[Message],
+        decisions: &HashMap<&str, Verdict>,
+    ) -> Decision {
         let machine = Machine {
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),
@@ -129,17 +153,38 @@ impl Machine {
         if let Some(finish) = machine.answered(history) {
             return Decision::finish(Vec::new(), finish);
         }
-        let waiting: Vec<Call> = orphans(history)
+        let mut run = Vec::new();
+        // Denied: answered with the step's results.
+        let mut post = Vec::new();
+        let mut undecided = 0;
+        for call in orphans(history)
             .into_iter()
             .filter(|m| m.parent_id.as_deref() == Some(machine.prompt.as_str()))
-            .map(|m| (request_of(m), m.clone()))
-            .collect();
-        if !waiting.is_empty() {
+        {
+            if !approval::is_asked(call) {
+                run.push((request_of(call), call.clone()));
+                continue;
+            }
+            match decisions.get(call.id.as_str()) {
+                None => undecided += 1,
+                Some(Verdict::Approve) => run.push((request_of(call), call.clone())),
+                Some(Verdict::Deny(reason)) => {
+                    post.push(approval::denied_result(call, reason.as_deref()));
+                }
+            }
+        }
+        if undecided > 0 {
+            // Taken before its calls were decided: it waits on.
+            return Decision::finish(Vec::new(), Finish::pause());
+        }
+        if !run.is_empty() || !post.is_empty() {
             return Decision {
                 post: Vec::new(),
                 next: Next::Run(Run {
                     machine,
-                    calls: waiting,
+                    calls: run,
+                    asked: 0,
+                    refused: post,
                 }),
             };
         }
@@ -216,7 +261,11 @@ impl Ask {
     /// text gets one nudge a run, and is the (empty) answer after it. With
     /// calls, its text (if not empty) and each call are posted, then the
     /// calls run.
-    pub(crate) fn replied(self, turn: AssistantTurn) -> Decision {
+    pub(crate) fn replied(
+        self,
+        turn: AssistantTurn,
+        policy: &dyn Fn(&ToolRequest) -> Approval,
+    ) -> Decision {
         let mut machine = self.0;
         if turn.calls.is_empty() {
             if turn.text.trim().is_empty() && !machine.nudged {
@@ -240,20 +289,36 @@ impl Ask {
         if let Some(m) = turn.text_message.filter(|m| !m.content.is_empty()) {
             post.push(machine.answering(*m, Status::Responded));
         }
-        let calls: Vec<Call> = turn
-            .calls
-            .into_iter()
-            .map(|call| {
-                (
-                    call.request,
-                    machine.answering(call.message, Status::Responded),
-                )
-            })
-            .collect();
-        post.extend(calls.iter().map(|(_, m)| m.clone()));
+        let mut calls: Vec<Call> = Vec::with_capacity(turn.calls.len());
+        let mut denied = Vec::new();
+        let mut asked = 0;
+        for call in turn.calls {
+            let mut m = machine.answering(call.message, Status::Responded);
+            match policy(&call.request) {
+                Approval::Allow => calls.push((call.request, m.clone())),
+                Approval::Ask => {
+                    m.metadata.insert(approval::ASKED.into(), "asked".into());
+                    asked += 1;
+                }
+                Approval::Deny(reason) => {
+                    let name = &call.request.name;
+                    denied.push(approval::refused_result(
+                        &m,
+                        &format!("the call to `{name}` is not allowed: {reason}"),
+                        "denied",
+                    ));
+                }
+            }
+            post.push(m);
+        }
         Decision {
             post,
-            next: Next::Run(Run { machine, calls }),
+            next: Next::Run(Run {
+                machine,
+                calls,
+                asked,
+                refused: denied,
+            }),
         }
     }
 
@@ -294,9 +359,10 @@ impl Run {
     /// call left without one gets an error result (it may or may not have
     /// run), and a result of no call here is kept, after them. Then the
     /// next step.
-    pub(crate) fn results(self, results: Vec<Message>) -> Decision {
+    pub(crate) fn results(mut self, results: Vec<Message>) -> Decision {
         let mut results: Vec<Option<Message>> = results.into_iter().map(Some).collect();
         let mut post = Vec::with_capacity(self.calls.len());
+        post.append(&mut self.refused);
         for (_, call) in &self.calls {
             let mine = results
                 .iter_mut()
@@ -308,6 +374,9 @@ impl Run {
             post.push(mine.unwrap_or_else(|| healing_result(call)));
         }
         post.extend(results.into_iter().flatten());
+        if self.asked > 0 {
+            return Decision::finish(post, Finish::pause());
+        }
         self.machine.next_step(post)
     }
 }

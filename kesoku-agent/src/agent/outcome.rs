@@ -1,7 +1,9 @@
 //! What a turn ends with ([`TurnOutcome`]), and why an agent call failed
 //! ([`AgentError`]).
 
-use kesoku_core::{GatewayError, Message};
+use kesoku_core::{GatewayError, Message, MessageType};
+
+use super::approval::{self, PendingApproval};
 
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +22,11 @@ pub enum TurnStatus {
     /// could not be read; an assistant message names the error, and the
     /// user message is `error`.
     Failed,
+    /// Some calls wait for a person's decision
+    /// ([`TurnOutcome::pending_approvals`]); the others ran. The user
+    /// message is `awaiting_approval` and the session's lease is released;
+    /// once every waiting call is decided, any worker resumes the turn.
+    AwaitingApproval,
 }
 
 /// The end of one turn: how it ended, the final text, and every message
@@ -35,6 +42,25 @@ pub struct TurnOutcome {
     /// model's texts, its tool calls, their results, and the final answer
     /// or the note that ended the turn.
     pub messages: Vec<Message>,
+}
+
+impl TurnOutcome {
+    /// The calls this turn left waiting for a person's decision, in the
+    /// model's order: empty unless it ended
+    /// [`AwaitingApproval`](TurnStatus::AwaitingApproval).
+    pub fn pending_approvals(&self) -> Vec<PendingApproval> {
+        let answered: std::collections::HashSet<&str> = self
+            .messages
+            .iter()
+            .filter(|m| m.kind == MessageType::ToolResult)
+            .filter_map(|m| m.parent_id.as_deref())
+            .collect();
+        self.messages
+            .iter()
+            .filter(|m| approval::is_asked(m) && !answered.contains(m.id.as_str()))
+            .map(PendingApproval::of)
+            .collect()
+    }
 }
 
 /// Why an agent could not be built or could not run a turn. A turn that

@@ -22,6 +22,7 @@ use tracing::Instrument;
 use futures_util::StreamExt as _;
 use kesoku_core::{Delta, DeltaKind};
 
+use super::approval::{self, ApprovalCheck, Verdict};
 use super::machine::{Call, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::retry::{is_transient, retried, retried_store};
@@ -162,7 +163,12 @@ impl Turn<'_> {
         &mut self,
         view: &mut Vec<Message>,
     ) -> Result<(Finish, Vec<Message>), AgentError> {
-        let mut decision = Machine::start(&self.user, self.shared.max_steps, view);
+        let decisions = self.decisions(view).await?;
+        let decided: std::collections::HashMap<&str, Verdict> = decisions
+            .iter()
+            .map(|(id, v)| (id.as_str(), v.clone()))
+            .collect();
+        let mut decision = Machine::start(&self.user, self.shared.max_steps, view, &decided);
         // Made when first needed: a turn found answered, or interrupted
         // before it began, reads no tools and makes no workspace.
         let mut runner = None;
@@ -186,7 +192,20 @@ impl Turn<'_> {
                         }
                         match self.ask(view, ask.step()).await {
                             None => ask.interrupted(),
-                            Some(Ok(reply)) => ask.replied(reply),
+                            Some(Ok(reply)) => {
+                                let registry = self.shared.tools.current().0;
+                                let policy = &self.shared.approval;
+                                ask.replied(reply, &|request| {
+                                    let tool = registry.get(&request.name);
+                                    policy(&ApprovalCheck {
+                                        request,
+                                        hints: tool
+                                            .map(kesoku_core::Tool::hints)
+                                            .unwrap_or_default(),
+                                        marked: tool.is_some_and(kesoku_core::Tool::needs_approval),
+                                    })
+                                })
+                            }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "the model call failed; the turn ends");
                                 ask.failed(&e)
@@ -241,17 +260,61 @@ impl Turn<'_> {
         if !view.has_orphans() {
             return Ok(view);
         }
+        // This turn's own calls that wait for a person are its machine's
+        // to answer; another prompt's were left by a user who moved on.
+        let prompt = self.user.id.as_str();
+        let mut moved_on = Vec::new();
         let healed: Vec<Message> = orphans(&view.messages)
             .into_iter()
-            .map(healing_result)
+            .filter(|m| !(approval::is_asked(m) && m.parent_id.as_deref() == Some(prompt)))
+            .map(|m| {
+                if approval::is_asked(m) {
+                    moved_on.extend(m.parent_id.clone());
+                    approval::moved_on_result(m)
+                } else {
+                    healing_result(m)
+                }
+            })
             .collect();
+        if healed.is_empty() {
+            return Ok(view);
+        }
         for result in healed {
             self.post(result).await?;
+        }
+        moved_on.dedup();
+        for older in moved_on {
+            // Its turn will not resume: every call it waited on is answered.
+            store
+                .transition(&older, &[Status::AwaitingApproval], Status::Interrupted)
+                .await
+                .map_err(GatewayError::from)?;
         }
         // Read again, so each healed result stands after its call.
         Ok(View::new(
             whole(&**store, &session, self.shared.lease).await?,
         ))
+    }
+
+    /// The decisions on this turn's calls that wait for a person, by call
+    /// message id: each read by its own id (decisions are never in the
+    /// model's view).
+    async fn decisions(&self, view: &[Message]) -> Result<Vec<(String, Verdict)>, AgentError> {
+        let prompt = self.user.id.as_str();
+        let store = self.shared.gateway.store();
+        let mut out = Vec::new();
+        for call in orphans(view)
+            .into_iter()
+            .filter(|m| approval::is_asked(m) && m.parent_id.as_deref() == Some(prompt))
+        {
+            let id = approval::decision_id(&call.id);
+            let found =
+                retried_store(self.shared.lease, "reading a decision", || store.get(&id)).await?;
+            if let Some(d) = found {
+                out.push((call.id.clone(), approval::verdict_of(&d)));
+            }
+        }
+        Ok(out)
     }
 
     /// Notes the session's user messages in `history`: one newer than
@@ -433,6 +496,21 @@ impl Turn<'_> {
                 settle(shared, self.holder, &self.user.id, finish.settle).await?;
             }
             Err(e) => return Err(e.into()),
+        }
+        if finish.status == TurnStatus::AwaitingApproval {
+            // A person may have decided every call before the pause was
+            // stored: then no decider could put the turn back.
+            let store = shared.gateway.store();
+            match approval::put_back_if_decided(&**store, &self.user.session_id, &self.user.id)
+                .await
+            {
+                Ok(true) => shared.released.notify_one(),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "could not check the decisions of a paused turn; the next decision will"
+                ),
+            }
         }
         Ok(self.outcome(finish.status, finish.answer))
     }

@@ -10,6 +10,7 @@ use kesoku_core::ToolContext;
 use kesoku_core::gateway::Gateway;
 use tokio::sync::Semaphore;
 
+use super::approval::Policy;
 use super::sessions::Sessions;
 use super::toolset::Toolset;
 use crate::tools::{Sandbox, TurnModel};
@@ -46,6 +47,8 @@ pub(crate) struct Shared {
     /// Told when a turn gives up its session's lease, so `serve` asks at
     /// once for a prompt that waited on that session.
     pub(crate) released: tokio::sync::Notify,
+    /// Which calls run, wait for a person, or are refused.
+    pub(crate) approval: Policy,
 }
 
 impl Shared {

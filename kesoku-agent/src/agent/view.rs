@@ -7,6 +7,8 @@ use std::collections::{HashMap, HashSet};
 use kesoku_core::store::Seq;
 use kesoku_core::{Message, MessageType, Status, ToolRequest, keys};
 
+use super::approval;
+
 /// The tool calls of `history` that have no result: a turn cut short
 /// before they ran, or a crash. Each gets an error result, so every
 /// provider's rule that a call is answered holds.
@@ -52,9 +54,10 @@ pub(crate) fn healing_result(call: &Message) -> Message {
 }
 
 /// Whether the model is shown `m`: progress notes tools posted are for
-/// the user only.
+/// the user only, and a person's decision on a call is the agent's (the
+/// model reads a denial in the call's result).
 pub(crate) fn for_model(m: &Message) -> bool {
-    !m.metadata.get("progress").is_some_and(|p| p == true)
+    !m.metadata.get("progress").is_some_and(|p| p == true) && !approval::is_decision(m)
 }
 
 /// Orders `history` for the model in one pass: each group of consecutive

@@ -34,6 +34,10 @@ use crate::schema::tree::{JSON_SCHEMA_DIALECT, ObjectSchema, Renderer, Schema};
 /// ```
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent `#[tool(...)]` flags, each read on its own"
+)]
 pub struct ToolSchema {
     /// The tool name the model calls.
     pub name: &'static str,
@@ -49,6 +53,9 @@ pub struct ToolSchema {
     pub timeout: Option<std::time::Duration>,
     /// `#[tool(sequential)]`: the tool runs alone, never beside another call.
     pub sequential: bool,
+    /// `#[tool(approval)]`: a person must say yes before each call runs
+    /// (an agent's approval policy reads it).
+    pub approval: bool,
     /// Whether every argument type is [`ToolArg::EXACT`](crate::ToolArg::EXACT):
     /// then arguments that decode strictly skip the validator.
     pub exact: bool,
@@ -87,6 +94,7 @@ impl ToolSchema {
             coerce: true,
             timeout: None,
             sequential: false,
+            approval: false,
             exact: false,
             location,
             title: None,
@@ -141,6 +149,13 @@ impl ToolSchema {
     #[must_use]
     pub const fn with_sequential(mut self, sequential: bool) -> Self {
         self.sequential = sequential;
+        self
+    }
+
+    /// Says whether a person must approve each call before it runs.
+    #[must_use]
+    pub const fn with_approval(mut self, approval: bool) -> Self {
+        self.approval = approval;
         self
     }
 

@@ -56,6 +56,10 @@ pub enum Status {
     Delivered,
     /// Answered (tool results).
     Responded,
+    /// A user message whose turn paused until a person approves or denies
+    /// its waiting tool calls; it is taken up again once every call is
+    /// decided.
+    AwaitingApproval,
 }
 
 /// One message of a session, as the seed system stores it.

@@ -137,6 +137,7 @@ pub struct DynamicTool {
     schema: DynamicSchema,
     timeout: Option<Duration>,
     sequential: bool,
+    approval: bool,
     title: Option<String>,
     hints: ToolHints,
     output: Option<Value>,
@@ -191,6 +192,7 @@ impl DynamicTool {
             schema,
             timeout: None,
             sequential: false,
+            approval: false,
             title: None,
             hints: ToolHints::new(),
             output: None,
@@ -221,6 +223,14 @@ impl DynamicTool {
     #[must_use]
     pub fn sequential(mut self) -> Self {
         self.sequential = true;
+        self
+    }
+
+    /// Makes each call wait for a person's approval (as
+    /// `#[tool(approval)]`).
+    #[must_use]
+    pub fn needs_approval(mut self) -> Self {
+        self.approval = true;
         self
     }
 
@@ -412,6 +422,15 @@ impl Tool {
         match &self.kind {
             Kind::Static(d) => d.schema.sequential,
             Kind::Dynamic(t) => t.sequential,
+        }
+    }
+
+    /// Whether each call waits for a person's approval
+    /// (`#[tool(approval)]`, [`DynamicTool::needs_approval`]).
+    pub fn needs_approval(&self) -> bool {
+        match &self.kind {
+            Kind::Static(d) => d.schema.approval,
+            Kind::Dynamic(t) => t.approval,
         }
     }
 

@@ -4,8 +4,21 @@ use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
 use kesoku_llm::{AssistantTurn, LlmError, PROVIDER_KEY};
 use serde_json::json;
 
+use std::collections::HashMap;
+
 use super::{Decision, Finish, Machine, NUDGE, Next, Run};
+use crate::agent::approval::{self, Approval, Verdict};
 use crate::agent::outcome::TurnStatus;
+
+/// No decisions: no call waits for a person.
+fn none() -> HashMap<&'static str, Verdict> {
+    HashMap::new()
+}
+
+/// The policy that runs every call.
+fn allow(_: &ToolRequest) -> Approval {
+    Approval::Allow
+}
 
 fn prompt() -> Message {
     Message::new("s", Role::User, MessageType::Text, "Add 2 and 3")
@@ -51,7 +64,12 @@ fn finished(d: Decision) -> (Vec<Message>, Finish) {
 
 fn start(max_steps: usize) -> super::Ask {
     let p = prompt();
-    let (post, ask) = asked(Machine::start(&p, max_steps, std::slice::from_ref(&p)));
+    let (post, ask) = asked(Machine::start(
+        &p,
+        max_steps,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     assert!(post.is_empty());
     ask
 }
@@ -59,7 +77,7 @@ fn start(max_steps: usize) -> super::Ask {
 #[test]
 fn a_new_prompt_asks_the_model_first() {
     let p = prompt();
-    let (post, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p)));
+    let (post, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
     assert!(post.is_empty());
     assert_eq!(ask.step(), 1);
     assert_eq!(ask.0.prompt, p.id);
@@ -72,13 +90,13 @@ fn prompt_id_of(ask: &super::Ask) -> String {
 #[test]
 fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
     let p = prompt();
-    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p)));
+    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
     let mut turn = reply("5", &[]);
     let text = turn.text_message.as_mut().unwrap();
     text.metadata
         .insert(PROVIDER_KEY.into(), json!({"sig": "x"}));
     let id = text.id.clone();
-    let (post, finish) = finished(ask.replied(turn));
+    let (post, finish) = finished(ask.replied(turn, &allow));
     assert_eq!(
         finish,
         Finish::new(TurnStatus::Completed, Some("5".into()), Status::Processed)
@@ -94,7 +112,7 @@ fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
 fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
     let ask = start(5);
     let prompt_id = prompt_id_of(&ask);
-    let (post, ask) = asked(ask.replied(reply("", &[])));
+    let (post, ask) = asked(ask.replied(reply("", &[]), &allow));
     assert_eq!(post.len(), 1);
     let nudge = &post[0];
     assert_eq!((nudge.role, nudge.kind), (Role::System, MessageType::Text));
@@ -104,7 +122,7 @@ fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
     assert_eq!(ask.step(), 2, "the nudge costs a step");
 
     // Blank, not only empty, and not nudged twice.
-    let (post, finish) = finished(ask.replied(reply(" \n", &[])));
+    let (post, finish) = finished(ask.replied(reply(" \n", &[]), &allow));
     assert!(post.is_empty(), "{post:?}");
     assert_eq!(
         finish,
@@ -114,8 +132,8 @@ fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
 
 #[test]
 fn a_nudge_answered_with_text_completes() {
-    let (_, ask) = asked(start(5).replied(reply("", &[])));
-    let (post, finish) = finished(ask.replied(reply("Here.", &[])));
+    let (_, ask) = asked(start(5).replied(reply("", &[]), &allow));
+    let (post, finish) = finished(ask.replied(reply("Here.", &[]), &allow));
     assert_eq!(post.len(), 1);
     assert_eq!(finish.answer.as_deref(), Some("Here."));
 }
@@ -126,7 +144,7 @@ fn a_reply_with_text_and_calls_posts_the_text_then_each_call_and_runs_them() {
     let prompt_id = prompt_id_of(&ask);
     let turn = reply("Let me add.", &["c1", "c2"]);
     let ids: Vec<String> = turn.messages().map(|m| m.id.clone()).collect();
-    let (post, run) = ran(ask.replied(turn));
+    let (post, run) = ran(ask.replied(turn, &allow));
     assert_eq!(post.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), ids);
     assert_eq!(post[0].content, "Let me add.");
     for m in &post {
@@ -151,7 +169,7 @@ fn empty_text_beside_calls_is_not_posted() {
     turn.text_message = Some(Box::new(
         Message::new("s", Role::Assistant, MessageType::Text, "").with_sender("mock"),
     ));
-    let (post, run) = ran(start(5).replied(turn));
+    let (post, run) = ran(start(5).replied(turn, &allow));
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].kind, MessageType::ToolCall);
     assert_eq!(run.calls().len(), 1);
@@ -159,7 +177,7 @@ fn empty_text_beside_calls_is_not_posted() {
 
 #[test]
 fn results_are_posted_in_call_order_then_the_model_is_asked_again() {
-    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2", "c3"])));
+    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2", "c3"]), &allow));
     let calls: Vec<Message> = run.calls().iter().map(|(_, m)| m.clone()).collect();
     let results: Vec<Message> = calls.iter().rev().map(|c| result_of(c, &c.id)).collect();
     let (post, ask) = asked(run.results(results));
@@ -171,7 +189,7 @@ fn results_are_posted_in_call_order_then_the_model_is_asked_again() {
 
 #[test]
 fn a_call_left_without_a_result_gets_an_error_result_and_a_stray_result_is_kept() {
-    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2"])));
+    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2"]), &allow));
     let c1 = run.calls()[0].1.clone();
     let c2 = run.calls()[1].1.clone();
     let stray = Message::new("s", Role::Tool, MessageType::ToolResult, "?").with_parent("other");
@@ -189,7 +207,7 @@ fn the_step_limit_ends_the_turn_after_max_steps_model_calls() {
     let mut ask = start(2);
     for step in 1..=2 {
         assert_eq!(ask.step(), step);
-        let (_, run) = ran(ask.replied(reply("", &[&format!("c{step}")])));
+        let (_, run) = ran(ask.replied(reply("", &[&format!("c{step}")]), &allow));
         let result = result_of(&run.calls()[0].1, "5");
         let d = run.results(vec![result.clone()]);
         if step == 2 {
@@ -217,7 +235,7 @@ fn the_step_limit_ends_the_turn_after_max_steps_model_calls() {
 
 #[test]
 fn a_nudge_at_the_last_step_reaches_the_step_limit() {
-    let (post, finish) = finished(start(1).replied(reply("", &[])));
+    let (post, finish) = finished(start(1).replied(reply("", &[]), &allow));
     assert_eq!(finish.status, TurnStatus::StepLimit);
     assert_eq!(post[0].content, NUDGE);
     assert!(post[1].metadata.contains_key("step_limit"));
@@ -242,7 +260,7 @@ fn a_failed_model_call_fails_the_turn_with_a_note_naming_the_error() {
 
 #[test]
 fn an_interruption_ends_the_turn_posting_nothing() {
-    let (_, run) = ran(start(5).replied(reply("", &["c1"])));
+    let (_, run) = ran(start(5).replied(reply("", &["c1"]), &allow));
     let result = result_of(&run.calls()[0].1, "5");
     let (_, ask) = asked(run.results(vec![result]));
     let (post, finish) = finished(ask.interrupted());
@@ -275,7 +293,7 @@ fn assistant(text: &str) -> Message {
 fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let p = prompt();
     let h = history(&p, vec![assistant("5")]);
-    let (post, finish) = finished(Machine::start(&p, 5, &h));
+    let (post, finish) = finished(Machine::start(&p, 5, &h, &none()));
     assert!(post.is_empty(), "nothing is posted again");
     assert_eq!(
         finish,
@@ -284,12 +302,12 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
 
     let mut failed = assistant("The model call failed");
     failed.metadata.insert("error".into(), "boom".into());
-    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![failed])));
+    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![failed]), &none()));
     assert_eq!(finish, Finish::new(TurnStatus::Failed, None, Status::Error));
 
     let mut limit = assistant("I stopped");
     limit.metadata.insert("step_limit".into(), true.into());
-    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![limit])));
+    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![limit]), &none()));
     assert_eq!(
         finish,
         Finish::new(TurnStatus::Completed, None, Status::Processed)
@@ -304,7 +322,7 @@ fn a_turn_whose_last_message_is_not_an_answer_goes_on() {
     let call = Message::tool_call("s", &add("c1"));
     let result = result_of(&call, "5");
     let h = history(&p, vec![other, call, result]);
-    let (post, ask) = asked(Machine::start(&p, 5, &h));
+    let (post, ask) = asked(Machine::start(&p, 5, &h, &none()));
     assert!(post.is_empty());
     assert_eq!(ask.step(), 1);
 }
@@ -324,7 +342,7 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
             elsewhere,
         ],
     );
-    let (post, run) = ran(Machine::start(&p, 5, &h));
+    let (post, run) = ran(Machine::start(&p, 5, &h, &none()));
     assert!(post.is_empty());
     assert_eq!(run.calls().len(), 1);
     let (request, message) = &run.calls()[0];
@@ -339,7 +357,109 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
 #[test]
 fn no_steps_at_all_is_the_step_limit_at_once() {
     let p = prompt();
-    let (post, finish) = finished(Machine::start(&p, 0, std::slice::from_ref(&p)));
+    let (post, finish) = finished(Machine::start(&p, 0, std::slice::from_ref(&p), &none()));
     assert_eq!(finish.status, TurnStatus::StepLimit);
     assert_eq!(post.len(), 1);
+}
+
+/// Asks for `delete`, refuses `wipe`, allows the rest.
+fn careful(request: &ToolRequest) -> Approval {
+    match request.name.as_str() {
+        "delete" => Approval::Ask,
+        "wipe" => Approval::Deny("never on Sundays".into()),
+        _ => Approval::Allow,
+    }
+}
+
+fn turn_with(calls: &[(&str, &str)]) -> AssistantTurn {
+    AssistantTurn::new(
+        "s",
+        "mock",
+        "",
+        calls
+            .iter()
+            .map(|(id, name)| ToolRequest::new(*id, *name, json!({}))),
+    )
+}
+
+#[test]
+fn a_step_with_a_call_to_ask_about_runs_the_others_then_pauses() {
+    let (post, run) = ran(start(5).replied(
+        turn_with(&[("c1", "add"), ("c2", "delete"), ("c3", "wipe")]),
+        &careful,
+    ));
+    // Every call is stored; only the one asked about is marked.
+    assert_eq!(post.len(), 3);
+    let marked: Vec<bool> = post.iter().map(approval::is_asked).collect();
+    assert_eq!(marked, [false, true, false]);
+    // Only the allowed call runs.
+    let names: Vec<&str> = run.calls().iter().map(|(r, _)| r.name.as_str()).collect();
+    assert_eq!(names, ["add"]);
+    let (post2, finish) = finished(run.results(vec![result_of(&post[0], "5")]));
+    assert_eq!(finish.status, TurnStatus::AwaitingApproval);
+    assert_eq!(finish.settle, Status::AwaitingApproval);
+    // The refused call's result carries the policy's reason; the waiting
+    // call has none.
+    assert_eq!(post2.len(), 2);
+    assert_eq!(post2[0].parent_id.as_deref(), Some(post[2].id.as_str()));
+    assert!(
+        post2[0].content.contains("never on Sundays"),
+        "{}",
+        post2[0].content
+    );
+    assert_eq!(post2[1].parent_id.as_deref(), Some(post[0].id.as_str()));
+}
+
+#[test]
+fn a_refused_call_is_answered_and_the_turn_goes_on() {
+    let (post, run) = ran(start(5).replied(turn_with(&[("c1", "wipe")]), &careful));
+    assert!(run.calls().is_empty());
+    let (post2, ask) = asked(run.results(Vec::new()));
+    assert_eq!(post2.len(), 1);
+    assert_eq!(post2[0].parent_id.as_deref(), Some(post[0].id.as_str()));
+    assert_eq!(post2[0].metadata[keys::ERROR_KIND], "denied");
+    assert_eq!(ask.step(), 2);
+}
+
+fn asked_call(p: &Message, id: &str) -> Message {
+    let mut m = Message::tool_call("s", &ToolRequest::new(id, "delete", json!({"n": 1})))
+        .with_parent(&p.id);
+    m.metadata.insert(approval::ASKED.into(), "asked".into());
+    m
+}
+
+#[test]
+fn a_turn_taken_before_its_calls_are_decided_pauses_again() {
+    let p = prompt();
+    let (c1, c2) = (asked_call(&p, "c1"), asked_call(&p, "c2"));
+    let h = history(&p, vec![c1.clone(), c2]);
+    let decided = HashMap::from([(c1.id.as_str(), Verdict::Approve)]);
+    let (post, finish) = finished(Machine::start(&p, 5, &h, &decided));
+    assert!(post.is_empty());
+    assert_eq!(finish.status, TurnStatus::AwaitingApproval);
+}
+
+#[test]
+fn a_resumed_turn_runs_the_approved_calls_and_answers_the_denied_ones() {
+    let p = prompt();
+    let (c1, c2) = (asked_call(&p, "c1"), asked_call(&p, "c2"));
+    let h = history(&p, vec![c1.clone(), c2.clone()]);
+    let decided = HashMap::from([
+        (c1.id.as_str(), Verdict::Approve),
+        (c2.id.as_str(), Verdict::Deny(Some("keep it".into()))),
+    ]);
+    let (post, run) = ran(Machine::start(&p, 5, &h, &decided));
+    assert!(post.is_empty());
+    assert_eq!(run.calls().len(), 1);
+    assert_eq!(run.calls()[0].1.id, c1.id);
+    assert_eq!(run.calls()[0].0.arguments, json!({"n": 1}));
+    let (post, ask) = asked(run.results(vec![result_of(&c1, "deleted")]));
+    let parents: Vec<&str> = post.iter().filter_map(|m| m.parent_id.as_deref()).collect();
+    assert_eq!(parents, [c2.id.as_str(), c1.id.as_str()]);
+    assert!(
+        post[0].content.contains("not approved: keep it"),
+        "{}",
+        post[0].content
+    );
+    assert_eq!(ask.step(), 1);
 }

@@ -1,0 +1,322 @@
+//! A person in the loop, on a `SQLite` file: a turn pauses on a call that
+//! needs approval, the process that asked goes away, and another one
+//! decides and resumes it; a denial's reason reaches the model; a second
+//! decision, an unknown id and a newer prompt are each handled once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kesoku::agent::{Approval, ApprovalError};
+use kesoku::llm::{
+    Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
+    TurnStatus,
+};
+use kesoku::store::{MessageLog, SqliteStore, Store};
+use kesoku::{DynamicTool, Message, MessageType, Status, ToolOutput, ToolRegistry, keys};
+use serde_json::json;
+
+/// A scripted model that records the text of every message it is sent.
+struct Recorder {
+    script: ScriptedLlm,
+    seen: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+impl Llm for Recorder {
+    fn provider(&self) -> &'static str {
+        "Recorder"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        session_id: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDeclaration],
+        options: &'a LlmOptions,
+    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(messages.iter().map(|m| m.content.clone()).collect());
+        self.script.complete(session_id, messages, tools, options)
+    }
+}
+
+/// `delete_note`, which needs a person's yes, counting its runs; `list`,
+/// which does not.
+fn registry(runs: &Arc<AtomicUsize>) -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    let counter = Arc::clone(runs);
+    let delete = DynamicTool::new(
+        "delete_note",
+        "Deletes a note.",
+        json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}),
+        move |args, _| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolOutput::new(json!(format!("deleted {}", args["title"].as_str().unwrap()))))
+            }
+        },
+    )
+    .unwrap()
+    .needs_approval();
+    tools.register(delete).unwrap();
+    let list = DynamicTool::new(
+        "list",
+        "Lists the notes.",
+        json!({"type": "object", "properties": {}}),
+        |_, _| async move { Ok(ToolOutput::new(json!(["a", "b"]))) },
+    )
+    .unwrap();
+    tools.register(list).unwrap();
+    tools
+}
+
+/// An agent on `store` with `script`; what its model was sent.
+fn agent(
+    store: &Arc<dyn Store>,
+    runs: &Arc<AtomicUsize>,
+    script: serde_json::Value,
+) -> (Agent, Arc<Mutex<Vec<Vec<String>>>>) {
+    let seen = Arc::default();
+    let model = Recorder {
+        script: ScriptedLlm::from_json(script).unwrap(),
+        seen: Arc::clone(&seen),
+    };
+    let agent = Agent::builder(model)
+        .registry(registry(runs))
+        .store(Arc::clone(store))
+        .build()
+        .unwrap();
+    (agent, seen)
+}
+
+fn open(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    Arc::new(SqliteStore::open(dir.path().join("approval.sqlite")).unwrap())
+}
+
+/// The model's first reply: list the notes and delete one.
+fn asks_to_delete() -> serde_json::Value {
+    json!({"tool_calls": [
+        {"id": "c1", "name": "list", "arguments": {}},
+        {"id": "c2", "name": "delete_note", "arguments": {"title": "groceries"}}
+    ]})
+}
+
+#[tokio::test]
+async fn a_paused_turn_is_approved_and_resumed_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let prompt_id;
+    let waiting_id;
+    {
+        let store = open(&dir);
+        let (agent, _) = agent(&store, &runs, json!([asks_to_delete()]));
+        let outcome = agent.send("s", "Delete my groceries note").await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::AwaitingApproval);
+        let pending = outcome.pending_approvals();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].tool, "delete_note");
+        assert_eq!(pending[0].call_id, "c2");
+        assert_eq!(pending[0].arguments, json!({"title": "groceries"}));
+        // The call that needs no yes ran; the other did not.
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        let listed = outcome
+            .messages
+            .iter()
+            .filter(|m| m.kind == MessageType::ToolResult)
+            .count();
+        assert_eq!(listed, 1, "the list call's result only");
+        prompt_id = pending[0].prompt_id.clone();
+        waiting_id = pending[0].id.clone();
+        let prompt = store.get(&prompt_id).await.unwrap().unwrap();
+        assert_eq!(prompt.status, Status::AwaitingApproval);
+        // The session's lease is free: another worker may take the session.
+        assert!(
+            store
+                .lease("s", "someone-else", std::time::Duration::from_secs(1))
+                .await
+                .unwrap()
+        );
+        assert!(store.release("s", "someone-else").await.unwrap());
+    }
+    // A new process: the same waiting call, approved, and the turn resumed.
+    let store = open(&dir);
+    let (agent, seen) = agent(&store, &runs, json!([{"text": "Done: {{c2}}"}]));
+    let pending = agent.pending_approvals("s").await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].id, waiting_id);
+    assert!(
+        agent.approve(&waiting_id).await.unwrap(),
+        "the last decision puts it back"
+    );
+    let outcome = agent
+        .resume(&prompt_id)
+        .await
+        .unwrap()
+        .expect("the turn ran here");
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(outcome.answer.as_deref(), Some("Done: deleted groceries"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved call ran once");
+    // The model saw each call answered, and no decision message.
+    let sent = seen.lock().unwrap().concat();
+    assert!(
+        sent.iter().any(|t| t.contains("deleted groceries")),
+        "{sent:?}"
+    );
+    assert!(!sent.iter().any(|t| t == "approved"), "{sent:?}");
+    assert_eq!(
+        store.get(&prompt_id).await.unwrap().unwrap().status,
+        Status::Processed
+    );
+    assert!(agent.pending_approvals("s").await.unwrap().is_empty());
+    // Deciding again: answered already.
+    assert!(matches!(
+        agent.approve(&waiting_id).await,
+        Err(ApprovalError::AlreadyDecided { approved: true, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_denial_reason_reaches_the_model_and_the_tool_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let (agent, seen) = agent(
+        &store,
+        &runs,
+        json!([asks_to_delete(), {"text": "Kept it."}]),
+    );
+    let outcome = agent.send("s", "Delete my groceries note").await.unwrap();
+    let pending = outcome.pending_approvals();
+    assert!(
+        agent
+            .deny(&pending[0].id, Some("I still need that list"))
+            .await
+            .unwrap()
+    );
+    // A second decision, an unknown id and a message that is no waiting
+    // call are refused, and change nothing.
+    assert!(matches!(
+        agent.approve(&pending[0].id).await,
+        Err(ApprovalError::AlreadyDecided {
+            approved: false,
+            ..
+        })
+    ));
+    assert!(matches!(
+        agent.approve("no-such-id").await,
+        Err(ApprovalError::Unknown { .. })
+    ));
+    let err = agent.approve(&pending[0].prompt_id).await.unwrap_err();
+    assert!(matches!(err, ApprovalError::NotWaiting { .. }), "{err}");
+    assert!(err.to_string().contains(&pending[0].prompt_id));
+    let outcome = agent.resume(&pending[0].prompt_id).await.unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(outcome.answer.as_deref(), Some("Kept it."));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let last_request = seen.lock().unwrap().last().unwrap().clone();
+    assert!(
+        last_request
+            .iter()
+            .any(|t| t.contains("not approved: I still need that list")),
+        "{last_request:?}"
+    );
+    // The call has exactly one result.
+    let history = store.history("s").await.unwrap();
+    let results = history
+        .iter()
+        .filter(|m| m.parent_id.as_deref() == Some(pending[0].id.as_str()))
+        .filter(|m| m.kind == MessageType::ToolResult)
+        .count();
+    assert_eq!(results, 1);
+}
+
+#[tokio::test]
+async fn a_newer_prompt_answers_the_waiting_calls_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let (agent, seen) = agent(
+        &store,
+        &runs,
+        json!([asks_to_delete(), {"text": "Sure, what next?"}]),
+    );
+    let first = agent.send("s", "Delete my groceries note").await.unwrap();
+    let pending = first.pending_approvals();
+    let outcome = agent.send("s", "Never mind, something else").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let sent = seen.lock().unwrap().last().unwrap().clone();
+    assert!(
+        sent.iter().any(|t| t.contains("the user moved on")),
+        "{sent:?}"
+    );
+    let old = store.get(&pending[0].prompt_id).await.unwrap().unwrap();
+    assert_eq!(old.status, Status::Interrupted);
+    // Too late to decide: the call is answered.
+    let err = agent.approve(&pending[0].id).await.unwrap_err();
+    assert!(matches!(err, ApprovalError::Answered { .. }), "{err}");
+    assert!(agent.pending_approvals("s").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_policy_asks_for_destructive_tools_and_refuses_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let mut tools = ToolRegistry::new();
+    let drop_table = DynamicTool::new(
+        "drop_table",
+        "Drops a table.",
+        json!({"type": "object", "properties": {}}),
+        |_, _| async move { Ok(ToolOutput::new(json!("dropped"))) },
+    )
+    .unwrap()
+    .with_hints(kesoku::ToolHints::new().with_destructive(true));
+    tools.register(drop_table).unwrap();
+    let model = || {
+        ScriptedLlm::from_json(json!([
+            {"tool_calls": [{"id": "c1", "name": "drop_table", "arguments": {}}]},
+            {"tool_calls": [{"id": "c2", "name": "drop_table", "arguments": {}}]},
+            {"text": "Could not."}
+        ]))
+        .unwrap()
+    };
+    let asking = Agent::builder(model())
+        .registry(tools.clone())
+        .store(Arc::clone(&store))
+        .approval(|check| {
+            if check.hints.destructive == Some(true) {
+                Approval::Ask
+            } else {
+                Approval::Allow
+            }
+        })
+        .build()
+        .unwrap();
+    let outcome = asking.send("a", "Drop it").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::AwaitingApproval);
+    assert_eq!(outcome.pending_approvals()[0].tool, "drop_table");
+    let refusing = Agent::builder(model())
+        .registry(tools)
+        .store(store)
+        .approval(|check| {
+            if check.request.name == "drop_table" {
+                Approval::Deny("tables are never dropped here".into())
+            } else {
+                Approval::Allow
+            }
+        })
+        .build()
+        .unwrap();
+    let outcome = refusing.send("b", "Drop it").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    let refused: Vec<&Message> = outcome
+        .messages
+        .iter()
+        .filter(|m| m.kind == MessageType::ToolResult)
+        .collect();
+    assert_eq!(refused.len(), 2);
+    assert!(refused[0].content.contains("tables are never dropped here"));
+    assert_eq!(refused[0].metadata[keys::ERROR_KIND], "denied");
+}
