@@ -567,7 +567,11 @@ mod tests {
         };
         let reply = read(&workers);
         assert!(matches!(reply, Reply::Done(_)));
-        assert_eq!(wait(reply).unwrap().unwrap(), (7, false), "not on the writer");
+        assert_eq!(
+            wait(reply).unwrap().unwrap(),
+            (7, false),
+            "not on the writer"
+        );
         // The writer busy with a write on its thread: the read goes on.
         let (go, gate) = mpsc::channel::<()>();
         let gate = std::sync::Mutex::new(gate);
@@ -579,7 +583,10 @@ mod tests {
         });
         running.recv().unwrap();
         let reply = read(&workers);
-        assert!(matches!(reply, Reply::Done(_)), "the read waited for the writer");
+        assert!(
+            matches!(reply, Reply::Done(_)),
+            "the read waited for the writer"
+        );
         assert_eq!(wait(reply).unwrap().unwrap(), (7, true), "not on a reader");
         go.send(()).unwrap();
         wait(write).unwrap().unwrap();
