@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use kesoku::agent::{Approval, ApprovalError};
 use kesoku::llm::{
-    Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
-    TurnStatus,
+    Agent, AgentBuilder, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm,
+    ToolDeclaration, TurnStatus,
 };
 use kesoku::store::{MessageLog, SqliteStore, Store};
 use kesoku::{DynamicTool, Message, MessageType, Status, ToolOutput, ToolRegistry, keys};
@@ -77,18 +77,28 @@ fn agent(
     store: &Arc<dyn Store>,
     runs: &Arc<AtomicUsize>,
     script: serde_json::Value,
-) -> (Agent, Arc<Mutex<Vec<Vec<String>>>>) {
+) -> (Agent, Seen) {
+    agent_with(store, runs, script, |b| b)
+}
+
+type Seen = Arc<Mutex<Vec<Vec<String>>>>;
+
+/// [`agent`], its builder changed by `tweak`.
+fn agent_with(
+    store: &Arc<dyn Store>,
+    runs: &Arc<AtomicUsize>,
+    script: serde_json::Value,
+    tweak: impl FnOnce(AgentBuilder) -> AgentBuilder,
+) -> (Agent, Seen) {
     let seen = Arc::default();
     let model = Recorder {
         script: ScriptedLlm::from_json(script).unwrap(),
         seen: Arc::clone(&seen),
     };
-    let agent = Agent::builder(model)
+    let builder = Agent::builder(model)
         .registry(registry(runs))
-        .store(Arc::clone(store))
-        .build()
-        .unwrap();
-    (agent, seen)
+        .store(Arc::clone(store));
+    (tweak(builder).build().unwrap(), seen)
 }
 
 fn open(dir: &tempfile::TempDir) -> Arc<dyn Store> {
@@ -319,4 +329,75 @@ async fn a_policy_asks_for_destructive_tools_and_refuses_with_a_reason() {
     assert_eq!(refused.len(), 2);
     assert!(refused[0].content.contains("tables are never dropped here"));
     assert_eq!(refused[0].metadata[keys::ERROR_KIND], "denied");
+}
+
+#[tokio::test]
+async fn a_call_past_its_deadline_is_denied_and_the_turn_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let (agent, seen) = agent_with(
+        &store,
+        &runs,
+        json!([asks_to_delete(), {"text": "Nobody answered."}, asks_to_delete(), {"text": "Late."}]),
+        |b| b.approval_deadline(std::time::Duration::from_millis(50)),
+    );
+    let first = agent.send("a", "Delete my groceries note").await.unwrap();
+    let second = agent.send("b", "Delete my groceries note").await.unwrap();
+    assert_eq!(agent.expire_approvals().await.unwrap(), 0, "not yet");
+    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    // A decision after the deadline is refused: the call is denied.
+    let late = &second.pending_approvals()[0];
+    assert!(matches!(
+        agent.approve(&late.id).await,
+        Err(ApprovalError::Expired { .. })
+    ));
+    // The other, by the sweep.
+    assert_eq!(agent.expire_approvals().await.unwrap(), 1);
+    assert_eq!(agent.expire_approvals().await.unwrap(), 0, "once");
+    let prompt = &first.pending_approvals()[0].prompt_id;
+    let outcome = agent.resume(prompt).await.unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    let sent = seen.lock().unwrap().last().unwrap().clone();
+    assert!(
+        sent.iter().any(|t| t.contains("approval deadline")),
+        "{sent:?}"
+    );
+    let outcome = agent.resume(&late.prompt_id).await.unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran unapproved");
+}
+
+#[tokio::test]
+async fn a_serving_worker_resumes_a_turn_another_process_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let (front, _) = agent(&store, &runs, json!([asks_to_delete()]));
+    let outcome = front.send("s", "Delete my groceries note").await.unwrap();
+    let waiting = outcome.pending_approvals().remove(0);
+    // A worker in another process (its own store handle on the file).
+    let other = open(&dir);
+    let (worker, _) = agent_with(&other, &runs, json!([{"text": "Done: {{c2}}"}]), |b| {
+        b.lease(std::time::Duration::from_millis(500))
+    });
+    let serving = tokio::spawn(async move { worker.serve().await });
+    assert!(front.approve(&waiting.id).await.unwrap());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let prompt = store.get(&waiting.prompt_id).await.unwrap().unwrap();
+        if prompt.status == Status::Processed {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still {:?}",
+            prompt.status
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    serving.abort();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let history = store.history("s").await.unwrap();
+    assert_eq!(history.last().unwrap().content, "Done: deleted groceries");
 }

@@ -122,13 +122,29 @@ DROP TABLE leases;
 ALTER TABLE leases_v4 RENAME TO leases;
 ";
 
-/// The statuses [`V3`]'s index holds, by their stored names: a query for
-/// one of them names it as a literal, so the index serves it.
-pub(crate) const WAITING: [&str; 3] = ["pending_agent", "processing", "pending"];
+/// Version 5: prompts paused for a person's approval are found through
+/// the index of waiting statuses too (every sweep of a serving agent
+/// looks for those whose deadline passed).
+const V5: &str = "
+DROP INDEX messages_waiting;
+CREATE INDEX messages_waiting ON messages (status, seq)
+    WHERE status = 'pending_agent' OR status = 'processing' OR status = 'pending'
+       OR status = 'awaiting_approval';
+";
+
+/// The statuses the index of waiting messages holds ([`V3`], [`V5`]), by
+/// their stored names: a query for one of them names it as a literal, so
+/// the index serves it.
+pub(crate) const WAITING: [&str; 4] = [
+    "pending_agent",
+    "processing",
+    "pending",
+    "awaiting_approval",
+];
 
 /// Every migration, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1), M::up(V2), M::up(V3), M::up(V4)])
+    Migrations::new(vec![M::up(V1), M::up(V2), M::up(V3), M::up(V4), M::up(V5)])
 }
 
 #[cfg(test)]

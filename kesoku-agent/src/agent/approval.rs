@@ -26,6 +26,11 @@ use serde_json::Value;
 pub(crate) const ASKED: &str = "approval";
 /// The metadata key of a decision: the id of the call message it decides.
 pub(crate) const DECIDES: &str = "approval_of";
+/// The metadata key of a waiting call's deadline (RFC 3339): past it, the
+/// call is answered as denied.
+pub(crate) const DEADLINE: &str = "approval_deadline";
+/// The reason a call is denied with when its deadline passed.
+pub(crate) const DEADLINE_PASSED: &str = "no one decided before the approval deadline";
 /// A decision's message id: the call message's, and this.
 pub(crate) const DECISION_SUFFIX: &str = ".decision";
 
@@ -145,6 +150,12 @@ pub enum ApprovalError {
         /// Its result's text.
         result: String,
     },
+    /// Its approval deadline passed: it is denied (the model is told so).
+    #[error("the call `{id}` is denied: its approval deadline passed")]
+    Expired {
+        /// The id given.
+        id: String,
+    },
     /// Someone decided it first.
     #[error("the call `{id}` was already {}", if *.approved { "approved" } else { "denied" })]
     AlreadyDecided {
@@ -162,6 +173,13 @@ pub enum ApprovalError {
 /// Whether `m` is a call stored as waiting for a person.
 pub(crate) fn is_asked(m: &Message) -> bool {
     m.kind == MessageType::ToolCall && m.metadata.get(ASKED).is_some_and(|v| v == "asked")
+}
+
+/// Whether the deadline of the waiting `call` has passed at `now`.
+pub(crate) fn expired(call: &Message, now: chrono::DateTime<chrono::Utc>) -> bool {
+    call.meta_str(DEADLINE)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|deadline| deadline <= now)
 }
 
 /// Whether `m` is a decision (never shown to the model).

@@ -36,6 +36,7 @@ pub struct AgentBuilder {
     lease: Duration,
     view_budget: usize,
     approval: Policy,
+    approval_deadline: Option<Duration>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -73,6 +74,7 @@ impl AgentBuilder {
             lease: Duration::from_secs(10),
             view_budget: VIEW_BUDGET,
             approval: Arc::new(marked_only),
+            approval_deadline: None,
         }
     }
 
@@ -152,6 +154,17 @@ impl AgentBuilder {
         policy: impl Fn(&ApprovalCheck<'_>) -> Approval + Send + Sync + 'static,
     ) -> Self {
         self.approval = Arc::new(policy);
+        self
+    }
+
+    /// How long a call may wait for a person's decision: past it, it is
+    /// answered as denied ("no one decided before the approval deadline")
+    /// and its turn goes on. The deadline is stored with the call, so any
+    /// agent serving the store enforces it ([`Agent::serve`] at each sweep,
+    /// or [`Agent::expire_approvals`]). Default: none, a call waits until
+    /// it is decided or the user moves on.
+    pub fn approval_deadline(mut self, deadline: Duration) -> Self {
+        self.approval_deadline = Some(deadline);
         self
     }
 
@@ -301,6 +314,7 @@ impl AgentBuilder {
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::new(self.view_budget),
                 approval: self.approval,
+                approval_deadline: self.approval_deadline,
                 // Made absolute once, as `Sandbox::new` does: a later
                 // `chdir` must not move every session's workspace.
                 sessions_dir: self

@@ -215,6 +215,12 @@ impl Agent {
             return Err(already(d));
         }
         let history = self.shared.gateway.history(&call.session_id).await?;
+        let expired = approval::expired(&call, chrono::Utc::now());
+        let verdict = if expired {
+            Verdict::Deny(Some(approval::DEADLINE_PASSED.into()))
+        } else {
+            verdict
+        };
         if let Some(result) = history
             .iter()
             .find(|m| m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(id))
@@ -248,7 +254,57 @@ impl Agent {
             // This process's `serve` takes it at once.
             self.shared.released.notify_one();
         }
+        if expired {
+            return Err(ApprovalError::Expired { id: id.to_owned() });
+        }
         Ok(back)
+    }
+
+    /// Denies every waiting call whose approval deadline
+    /// ([`AgentBuilder::approval_deadline`]) has passed, and puts back the
+    /// turns that no longer wait; how many calls it denied. [`serve`](Self::serve)
+    /// calls it at each sweep; an agent that does not serve may call it
+    /// now and then.
+    pub async fn expire_approvals(&self) -> Result<usize, AgentError> {
+        let store = self.shared.gateway.store();
+        let paused = store
+            .with_status(Status::AwaitingApproval)
+            .await
+            .map_err(GatewayError::from)?;
+        let now = chrono::Utc::now();
+        let mut denied = 0;
+        for (_, prompt) in paused {
+            let history = self.shared.gateway.history(&prompt.session_id).await?;
+            let mut any = false;
+            for call in approval::waiting(&history, &prompt.id) {
+                if !approval::expired(call, now) {
+                    continue;
+                }
+                let verdict = Verdict::Deny(Some(approval::DEADLINE_PASSED.into()));
+                match self
+                    .shared
+                    .gateway
+                    .post(approval::decision(call, &verdict))
+                    .await
+                {
+                    Ok(_) => {
+                        denied += 1;
+                        any = true;
+                    }
+                    // Decided meanwhile.
+                    Err(GatewayError::Store(StoreError::Duplicate { .. })) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if any
+                && approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id)
+                    .await
+                    .map_err(GatewayError::from)?
+            {
+                self.shared.released.notify_one();
+            }
+        }
+        Ok(denied)
     }
 
     /// Approves the waiting call `id`; see [`decide`](Self::decide).
@@ -430,6 +486,9 @@ impl Agent {
                 _ = sweep.tick() => {
                     if let Err(e) = self.requeue().await {
                         tracing::warn!(error = %e, "could not requeue dead workers' turns; retrying");
+                    }
+                    if let Err(e) = self.expire_approvals().await {
+                        tracing::warn!(error = %e, "could not deny the calls past their approval deadline; retrying");
                     }
                 }
                 Some(done) = turns.join_next(), if !turns.is_empty() => {

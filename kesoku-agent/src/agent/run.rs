@@ -176,7 +176,19 @@ impl Turn<'_> {
             if let Next::Finish(finish) = decision.next {
                 return Ok((finish, decision.post));
             }
-            for m in decision.post {
+            for mut m in decision.post {
+                if let Some(wait) = self.shared.approval_deadline
+                    && approval::is_asked(&m)
+                {
+                    let deadline = chrono::Utc::now()
+                        + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+                    m.metadata.insert(
+                        approval::DEADLINE.into(),
+                        deadline
+                            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                            .into(),
+                    );
+                }
                 self.post(m.clone()).await?;
                 view.push(m);
             }

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) released: tokio::sync::Notify,
     /// Which calls run, wait for a person, or are refused.
     pub(crate) approval: Policy,
+    /// How long a call waits for a decision, if not for ever.
+    pub(crate) approval_deadline: Option<Duration>,
 }
 
 impl Shared {
