@@ -91,8 +91,8 @@ pub use kesoku_macros::ToolArg;
 ///
 /// See the [crate docs](crate) and [`docs::tools`] for the doc comment format,
 /// the options (`name`, `description`, `coerce`, `timeout`, `sequential`,
-/// `approval`, `allow_undocumented_args`, `register`, `title`, `read_only`, `destructive`,
-/// `idempotent`, `open_world`, `crate`) and the parameter attributes
+/// `approval`, `max_uses`, `allow_undocumented_args`, `register`, `title`,
+/// `read_only`, `destructive`, `idempotent`, `open_world`, `crate`) and the parameter attributes
 /// (`#[arg(default = ...)]`, `#[arg(default)]`, `#[inject]`).
 pub use kesoku_macros::tool;
 

@@ -28,6 +28,8 @@ pub(crate) struct ToolOptions {
     pub(crate) sequential: Flag,
     /// A person must approve each call before it runs.
     pub(crate) approval: Flag,
+    /// At most this many calls of the tool in one agent turn.
+    pub(crate) max_uses: Option<SpannedValue<u32>>,
     /// `register = false`: not added to the default registry; users add
     /// its `TOOL` to theirs (for a library's built-in tools).
     pub(crate) register: Option<bool>,

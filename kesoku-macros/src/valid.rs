@@ -99,6 +99,14 @@ fn check_hints(cx: &Ctxt, opts: &ToolOptions) {
             "`destructive` contradicts `read_only`: a tool that changes nothing destroys nothing; drop one of them",
         );
     }
+    if let Some(uses) = &opts.max_uses
+        && **uses == 0
+    {
+        cx.error_at(
+            uses.span(),
+            "`max_uses = 0` allows no call at all: remove the tool from the registry instead, or allow at least 1",
+        );
+    }
     if let Some(t) = &opts.title
         && t.value().trim().is_empty()
     {

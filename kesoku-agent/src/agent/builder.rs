@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kesoku_core::gateway::Gateway;
 use kesoku_core::store::{MemoryStore, Store};
-use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry};
+use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry, ToolRunner};
 use tokio::sync::Semaphore;
 
 use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
@@ -37,6 +37,8 @@ pub struct AgentBuilder {
     view_budget: usize,
     approval: Policy,
     approval_deadline: Option<Duration>,
+    max_parallel_calls: usize,
+    max_uses_per_turn: Option<usize>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -75,6 +77,8 @@ impl AgentBuilder {
             view_budget: VIEW_BUDGET,
             approval: Arc::new(marked_only),
             approval_deadline: None,
+            max_parallel_calls: ToolRunner::DEFAULT_MAX_CONCURRENCY,
+            max_uses_per_turn: None,
         }
     }
 
@@ -165,6 +169,25 @@ impl AgentBuilder {
     /// it is decided or the user moves on.
     pub fn approval_deadline(mut self, deadline: Duration) -> Self {
         self.approval_deadline = Some(deadline);
+        self
+    }
+
+    /// How many calls of one step run at once (the rest wait for a free
+    /// place, in the model's order; `#[tool(sequential)]` tools still run
+    /// alone). Default: the runner's,
+    /// [`ToolRunner::DEFAULT_MAX_CONCURRENCY`](kesoku_core::ToolRunner::DEFAULT_MAX_CONCURRENCY).
+    pub fn max_parallel_calls(mut self, calls: usize) -> Self {
+        self.max_parallel_calls = calls;
+        self
+    }
+
+    /// How many calls of one tool a turn may make, for the tools that set
+    /// no limit of their own (`#[tool(max_uses = N)]`,
+    /// `DynamicTool::with_max_uses`). A call past it is not run: its
+    /// result is an error naming the limit, which the model reads.
+    /// Default: no limit.
+    pub fn max_uses_per_turn(mut self, uses: usize) -> Self {
+        self.max_uses_per_turn = Some(uses);
         self
     }
 
@@ -280,6 +303,16 @@ impl AgentBuilder {
                 "max_concurrent_turns must be at least 1".into(),
             ));
         }
+        if self.max_parallel_calls == 0 {
+            return Err(AgentError::Config(
+                "max_parallel_calls must be at least 1 (no call of a step could run)".into(),
+            ));
+        }
+        if self.max_uses_per_turn == Some(0) {
+            return Err(AgentError::Config(
+                "max_uses_per_turn must be at least 1 (no tool could be called); give the agent no tools instead".into(),
+            ));
+        }
         let tools = self
             .tools
             .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())));
@@ -315,6 +348,8 @@ impl AgentBuilder {
                 sessions: Sessions::new(self.view_budget),
                 approval: self.approval,
                 approval_deadline: self.approval_deadline,
+                max_parallel_calls: self.max_parallel_calls,
+                max_uses_per_turn: self.max_uses_per_turn,
                 // Made absolute once, as `Sandbox::new` does: a later
                 // `chdir` must not move every session's workspace.
                 sessions_dir: self

@@ -49,6 +49,8 @@ pub(crate) struct Machine {
     steps: usize,
     /// Whether this run has nudged the model after an empty reply.
     nudged: bool,
+    /// Calls of each tool this turn has stored (for per-turn use limits).
+    uses: HashMap<String, usize>,
 }
 
 /// What to do next: post these messages (in order, each added to the
@@ -142,6 +144,7 @@ impl Machine {
             max_steps,
             steps: 0,
             nudged: false,
+            uses: HashMap::new(),
         };
         // Whatever answers the prompt was stored after it, and the prompt
         // is at or near the end: the rest of a long history is not read.
@@ -150,6 +153,14 @@ impl Machine {
             .rposition(|m| m.id == machine.prompt)
             .unwrap_or(0);
         let history = &history[from..];
+        let mut machine = machine;
+        for call in history.iter().filter(|m| {
+            m.kind == MessageType::ToolCall
+                && m.parent_id.as_deref() == Some(machine.prompt.as_str())
+        }) {
+            let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
+            *machine.uses.entry(tool.to_owned()).or_default() += 1;
+        }
         if let Some(finish) = machine.answered(history) {
             return Decision::finish(Vec::new(), finish);
         }
@@ -265,6 +276,7 @@ impl Ask {
         self,
         turn: AssistantTurn,
         policy: &dyn Fn(&ToolRequest) -> Approval,
+        max_uses: &dyn Fn(&str) -> Option<usize>,
     ) -> Decision {
         let mut machine = self.0;
         if turn.calls.is_empty() {
@@ -294,6 +306,23 @@ impl Ask {
         let mut asked = 0;
         for call in turn.calls {
             let mut m = machine.answering(call.message, Status::Responded);
+            let name = &call.request.name;
+            let used = machine.uses.get(name).copied().unwrap_or(0);
+            if let Some(limit) = max_uses(name)
+                && used >= limit
+            {
+                denied.push(approval::refused_result(
+                    &m,
+                    &format!(
+                        "`{name}` may be called at most {limit} time{} in one turn, and was called {used}; this call did not run",
+                        if limit == 1 { "" } else { "s" }
+                    ),
+                    "limit",
+                ));
+                post.push(m);
+                continue;
+            }
+            *machine.uses.entry(name.clone()).or_default() += 1;
             match policy(&call.request) {
                 Approval::Allow => calls.push((call.request, m.clone())),
                 Approval::Ask => {
@@ -301,7 +330,6 @@ impl Ask {
                     asked += 1;
                 }
                 Approval::Deny(reason) => {
-                    let name = &call.request.name;
                     denied.push(approval::refused_result(
                         &m,
                         &format!("the call to `{name}` is not allowed: {reason}"),

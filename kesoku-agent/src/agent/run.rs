@@ -207,16 +207,28 @@ impl Turn<'_> {
                             Some(Ok(reply)) => {
                                 let registry = self.shared.tools.current().0;
                                 let policy = &self.shared.approval;
-                                ask.replied(reply, &|request| {
-                                    let tool = registry.get(&request.name);
-                                    policy(&ApprovalCheck {
-                                        request,
-                                        hints: tool
-                                            .map(kesoku_core::Tool::hints)
-                                            .unwrap_or_default(),
-                                        marked: tool.is_some_and(kesoku_core::Tool::needs_approval),
-                                    })
-                                })
+                                let default_uses = self.shared.max_uses_per_turn;
+                                ask.replied(
+                                    reply,
+                                    &|request| {
+                                        let tool = registry.get(&request.name);
+                                        policy(&ApprovalCheck {
+                                            request,
+                                            hints: tool
+                                                .map(kesoku_core::Tool::hints)
+                                                .unwrap_or_default(),
+                                            marked: tool
+                                                .is_some_and(kesoku_core::Tool::needs_approval),
+                                        })
+                                    },
+                                    &|name| {
+                                        registry
+                                            .get(name)
+                                            .and_then(kesoku_core::Tool::max_uses)
+                                            .map(|n| n as usize)
+                                            .or(default_uses)
+                                    },
+                                )
                             }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "the model call failed; the turn ends");
@@ -243,7 +255,8 @@ impl Turn<'_> {
         let ctx = self.context().await?;
         let (registry, declarations) = self.shared.tools.current();
         self.declarations = declarations;
-        let mut runner = ToolRunner::new(registry, ctx);
+        let mut runner =
+            ToolRunner::new(registry, ctx).with_max_concurrency(self.shared.max_parallel_calls);
         if let Some(limit) = self.shared.tool_timeout {
             runner = runner.with_default_timeout(limit);
         }

@@ -51,6 +51,10 @@ pub(crate) struct Shared {
     pub(crate) approval: Policy,
     /// How long a call waits for a decision, if not for ever.
     pub(crate) approval_deadline: Option<Duration>,
+    /// At most this many calls of one step run at once.
+    pub(crate) max_parallel_calls: usize,
+    /// The per-turn use limit of a tool that sets none itself.
+    pub(crate) max_uses_per_turn: Option<usize>,
 }
 
 impl Shared {

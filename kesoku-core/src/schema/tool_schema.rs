@@ -56,6 +56,9 @@ pub struct ToolSchema {
     /// `#[tool(approval)]`: a person must say yes before each call runs
     /// (an agent's approval policy reads it).
     pub approval: bool,
+    /// `#[tool(max_uses = N)]`: at most this many calls of the tool in one
+    /// agent turn; a call past it gets an error result naming the limit.
+    pub max_uses: Option<u32>,
     /// Whether every argument type is [`ToolArg::EXACT`](crate::ToolArg::EXACT):
     /// then arguments that decode strictly skip the validator.
     pub exact: bool,
@@ -95,6 +98,7 @@ impl ToolSchema {
             timeout: None,
             sequential: false,
             approval: false,
+            max_uses: None,
             exact: false,
             location,
             title: None,
@@ -156,6 +160,13 @@ impl ToolSchema {
     #[must_use]
     pub const fn with_approval(mut self, approval: bool) -> Self {
         self.approval = approval;
+        self
+    }
+
+    /// Sets how many calls of the tool one agent turn may make.
+    #[must_use]
+    pub const fn with_max_uses(mut self, uses: u32) -> Self {
+        self.max_uses = Some(uses);
         self
     }
 

@@ -138,6 +138,7 @@ pub struct DynamicTool {
     timeout: Option<Duration>,
     sequential: bool,
     approval: bool,
+    max_uses: Option<u32>,
     title: Option<String>,
     hints: ToolHints,
     output: Option<Value>,
@@ -193,6 +194,7 @@ impl DynamicTool {
             timeout: None,
             sequential: false,
             approval: false,
+            max_uses: None,
             title: None,
             hints: ToolHints::new(),
             output: None,
@@ -231,6 +233,14 @@ impl DynamicTool {
     #[must_use]
     pub fn needs_approval(mut self) -> Self {
         self.approval = true;
+        self
+    }
+
+    /// Allows at most `uses` calls of the tool in one agent turn (as
+    /// `#[tool(max_uses = N)]`).
+    #[must_use]
+    pub fn with_max_uses(mut self, uses: u32) -> Self {
+        self.max_uses = Some(uses);
         self
     }
 
@@ -431,6 +441,15 @@ impl Tool {
         match &self.kind {
             Kind::Static(d) => d.schema.approval,
             Kind::Dynamic(t) => t.approval,
+        }
+    }
+
+    /// How many calls of the tool one agent turn may make, if it says
+    /// (`#[tool(max_uses = N)]`, [`DynamicTool::with_max_uses`]).
+    pub fn max_uses(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Static(d) => d.schema.max_uses,
+            Kind::Dynamic(t) => t.max_uses,
         }
     }
 

@@ -15,6 +15,11 @@ fn none() -> HashMap<&'static str, Verdict> {
     HashMap::new()
 }
 
+/// No tool has a use limit.
+fn no_limit(_: &str) -> Option<usize> {
+    None
+}
+
 /// The policy that runs every call.
 fn allow(_: &ToolRequest) -> Approval {
     Approval::Allow
@@ -96,7 +101,7 @@ fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
     text.metadata
         .insert(PROVIDER_KEY.into(), json!({"sig": "x"}));
     let id = text.id.clone();
-    let (post, finish) = finished(ask.replied(turn, &allow));
+    let (post, finish) = finished(ask.replied(turn, &allow, &no_limit));
     assert_eq!(
         finish,
         Finish::new(TurnStatus::Completed, Some("5".into()), Status::Processed)
@@ -112,7 +117,7 @@ fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
 fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
     let ask = start(5);
     let prompt_id = prompt_id_of(&ask);
-    let (post, ask) = asked(ask.replied(reply("", &[]), &allow));
+    let (post, ask) = asked(ask.replied(reply("", &[]), &allow, &no_limit));
     assert_eq!(post.len(), 1);
     let nudge = &post[0];
     assert_eq!((nudge.role, nudge.kind), (Role::System, MessageType::Text));
@@ -122,7 +127,7 @@ fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
     assert_eq!(ask.step(), 2, "the nudge costs a step");
 
     // Blank, not only empty, and not nudged twice.
-    let (post, finish) = finished(ask.replied(reply(" \n", &[]), &allow));
+    let (post, finish) = finished(ask.replied(reply(" \n", &[]), &allow, &no_limit));
     assert!(post.is_empty(), "{post:?}");
     assert_eq!(
         finish,
@@ -132,8 +137,8 @@ fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
 
 #[test]
 fn a_nudge_answered_with_text_completes() {
-    let (_, ask) = asked(start(5).replied(reply("", &[]), &allow));
-    let (post, finish) = finished(ask.replied(reply("Here.", &[]), &allow));
+    let (_, ask) = asked(start(5).replied(reply("", &[]), &allow, &no_limit));
+    let (post, finish) = finished(ask.replied(reply("Here.", &[]), &allow, &no_limit));
     assert_eq!(post.len(), 1);
     assert_eq!(finish.answer.as_deref(), Some("Here."));
 }
@@ -144,7 +149,7 @@ fn a_reply_with_text_and_calls_posts_the_text_then_each_call_and_runs_them() {
     let prompt_id = prompt_id_of(&ask);
     let turn = reply("Let me add.", &["c1", "c2"]);
     let ids: Vec<String> = turn.messages().map(|m| m.id.clone()).collect();
-    let (post, run) = ran(ask.replied(turn, &allow));
+    let (post, run) = ran(ask.replied(turn, &allow, &no_limit));
     assert_eq!(post.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), ids);
     assert_eq!(post[0].content, "Let me add.");
     for m in &post {
@@ -169,7 +174,7 @@ fn empty_text_beside_calls_is_not_posted() {
     turn.text_message = Some(Box::new(
         Message::new("s", Role::Assistant, MessageType::Text, "").with_sender("mock"),
     ));
-    let (post, run) = ran(start(5).replied(turn, &allow));
+    let (post, run) = ran(start(5).replied(turn, &allow, &no_limit));
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].kind, MessageType::ToolCall);
     assert_eq!(run.calls().len(), 1);
@@ -177,7 +182,7 @@ fn empty_text_beside_calls_is_not_posted() {
 
 #[test]
 fn results_are_posted_in_call_order_then_the_model_is_asked_again() {
-    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2", "c3"]), &allow));
+    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2", "c3"]), &allow, &no_limit));
     let calls: Vec<Message> = run.calls().iter().map(|(_, m)| m.clone()).collect();
     let results: Vec<Message> = calls.iter().rev().map(|c| result_of(c, &c.id)).collect();
     let (post, ask) = asked(run.results(results));
@@ -189,7 +194,7 @@ fn results_are_posted_in_call_order_then_the_model_is_asked_again() {
 
 #[test]
 fn a_call_left_without_a_result_gets_an_error_result_and_a_stray_result_is_kept() {
-    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2"]), &allow));
+    let (_, run) = ran(start(5).replied(reply("", &["c1", "c2"]), &allow, &no_limit));
     let c1 = run.calls()[0].1.clone();
     let c2 = run.calls()[1].1.clone();
     let stray = Message::new("s", Role::Tool, MessageType::ToolResult, "?").with_parent("other");
@@ -207,7 +212,7 @@ fn the_step_limit_ends_the_turn_after_max_steps_model_calls() {
     let mut ask = start(2);
     for step in 1..=2 {
         assert_eq!(ask.step(), step);
-        let (_, run) = ran(ask.replied(reply("", &[&format!("c{step}")]), &allow));
+        let (_, run) = ran(ask.replied(reply("", &[&format!("c{step}")]), &allow, &no_limit));
         let result = result_of(&run.calls()[0].1, "5");
         let d = run.results(vec![result.clone()]);
         if step == 2 {
@@ -235,7 +240,7 @@ fn the_step_limit_ends_the_turn_after_max_steps_model_calls() {
 
 #[test]
 fn a_nudge_at_the_last_step_reaches_the_step_limit() {
-    let (post, finish) = finished(start(1).replied(reply("", &[]), &allow));
+    let (post, finish) = finished(start(1).replied(reply("", &[]), &allow, &no_limit));
     assert_eq!(finish.status, TurnStatus::StepLimit);
     assert_eq!(post[0].content, NUDGE);
     assert!(post[1].metadata.contains_key("step_limit"));
@@ -260,7 +265,7 @@ fn a_failed_model_call_fails_the_turn_with_a_note_naming_the_error() {
 
 #[test]
 fn an_interruption_ends_the_turn_posting_nothing() {
-    let (_, run) = ran(start(5).replied(reply("", &["c1"]), &allow));
+    let (_, run) = ran(start(5).replied(reply("", &["c1"]), &allow, &no_limit));
     let result = result_of(&run.calls()[0].1, "5");
     let (_, ask) = asked(run.results(vec![result]));
     let (post, finish) = finished(ask.interrupted());
@@ -387,6 +392,7 @@ fn a_step_with_a_call_to_ask_about_runs_the_others_then_pauses() {
     let (post, run) = ran(start(5).replied(
         turn_with(&[("c1", "add"), ("c2", "delete"), ("c3", "wipe")]),
         &careful,
+        &no_limit,
     ));
     // Every call is stored; only the one asked about is marked.
     assert_eq!(post.len(), 3);
@@ -412,7 +418,7 @@ fn a_step_with_a_call_to_ask_about_runs_the_others_then_pauses() {
 
 #[test]
 fn a_refused_call_is_answered_and_the_turn_goes_on() {
-    let (post, run) = ran(start(5).replied(turn_with(&[("c1", "wipe")]), &careful));
+    let (post, run) = ran(start(5).replied(turn_with(&[("c1", "wipe")]), &careful, &no_limit));
     assert!(run.calls().is_empty());
     let (post2, ask) = asked(run.results(Vec::new()));
     assert_eq!(post2.len(), 1);
@@ -462,4 +468,25 @@ fn a_resumed_turn_runs_the_approved_calls_and_answers_the_denied_ones() {
         post[0].content
     );
     assert_eq!(ask.step(), 1);
+}
+
+#[test]
+fn a_call_past_its_tools_use_limit_is_answered_with_the_limit() {
+    let two = |name: &str| (name == "add").then_some(2);
+    let (post, run) = ran(start(5).replied(reply("", &["c1", "c2", "c3"]), &allow, &two));
+    assert_eq!(post.len(), 3, "every call is stored");
+    assert_eq!(run.calls().len(), 2);
+    let results: Vec<Message> = run.calls().iter().map(|(_, m)| result_of(m, "5")).collect();
+    let (post2, ask) = asked(run.results(results));
+    assert_eq!(post2.len(), 3);
+    assert_eq!(post2[0].parent_id.as_deref(), Some(post[2].id.as_str()));
+    assert_eq!(post2[0].metadata[keys::ERROR_KIND], "limit");
+    assert!(
+        post2[0].content.contains("at most 2 times in one turn"),
+        "{}",
+        post2[0].content
+    );
+    // The next step counts the first's calls.
+    let (_, run) = ran(ask.replied(reply("", &["c4"]), &allow, &two));
+    assert!(run.calls().is_empty());
 }
