@@ -73,6 +73,17 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
     );
     assert!(stdout.contains("2 + 40 = 42 and 7 + 8 = 15."), "{stdout}");
     assert!(stdout.contains("Saved as note 1."), "{stdout}");
+    // A call that needs approval paused the turn; with stdin closed it is
+    // approved at once, and the turn resumed with its real result.
+    assert!(
+        stdout.contains("delete_note({\"number\":1}) needs your approval"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(approved"), "{stdout}");
+    assert!(
+        stdout.contains("Deleting it: Deleted note 1 (\"2 + 40 = 42, and 7 + 8 = 15\")."),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("The picture: A small landscape"),
         "{stdout}"
@@ -91,7 +102,7 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
         .iter()
         .filter(|m| m.kind == MessageType::ToolCall)
         .collect();
-    assert_eq!(calls.len(), 7);
+    assert_eq!(calls.len(), 8);
     for call in calls {
         let results = history
             .iter()
@@ -515,4 +526,65 @@ async fn provider_settings_are_checked_before_anything_is_stored() {
     assert!(text(&out.stderr).contains("there is no store"));
     // None of these made a store.
     assert!(!dir.path().join("kesoku-demo.sqlite").exists());
+}
+
+/// A session another front end left waiting for a decision: `--session`
+/// asks for it (approved at once, stdin being closed) and resumes the
+/// turn, whose call then really runs.
+#[tokio::test]
+async fn a_session_waiting_for_approval_is_decided_and_resumed() {
+    use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
+    use kesoku::{DynamicTool, ToolOutput, ToolRegistry};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = SqliteStore::open(dir.path().join("kesoku-demo.sqlite")).unwrap();
+        let mut tools = ToolRegistry::new();
+        let delete = DynamicTool::new(
+            "delete_note",
+            "Deletes a note.",
+            serde_json::json!({"type": "object", "properties": {"number": {"type": "integer"}}}),
+            |_, _| async move { Ok(ToolOutput::new(serde_json::json!("never run here"))) },
+        )
+        .unwrap()
+        .needs_approval();
+        tools.register(delete).unwrap();
+        let model = ScriptedLlm::from_json(serde_json::json!([
+            {"tool_calls": [{"id": "forget", "name": "delete_note", "arguments": {"number": 1}}]}
+        ]))
+        .unwrap();
+        let agent = Agent::builder(model)
+            .registry(tools)
+            .store(store)
+            .build()
+            .unwrap();
+        let outcome = agent.send("p", "Forget note 1").await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::AwaitingApproval);
+    }
+    let out = run(dir.path(), &["--session", "p", "--history"], &[]).await;
+    assert!(
+        text(&out.stdout).contains("AwaitingApproval"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = run(dir.path(), &["--session", "p", "and now?"], &[]).await;
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("delete_note({\"number\":1}) needs your approval"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(approved"), "{stdout}");
+    // The demo's own tool ran (its notebook is empty in this process).
+    assert!(stdout.contains("there is no note 1"), "{stdout}");
+    let store = SqliteStore::open(dir.path().join("kesoku-demo.sqlite")).unwrap();
+    let history = store.history("p").await.unwrap();
+    // The paused turn was taken up (the offline script's closing answer
+    // quotes the showcase's calls, which this session lacks, so it ends
+    // `error`), then the new prompt ran.
+    assert_ne!(history[0].status, Status::AwaitingApproval, "{stdout}");
+    let last = history.iter().rev().find(|m| m.role == Role::User).unwrap();
+    assert_eq!(
+        (last.content.as_str(), last.status),
+        ("and now?", Status::Processed)
+    );
 }

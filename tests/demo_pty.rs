@@ -80,7 +80,13 @@ fn on_a_terminal_the_offline_showcase_runs_then_the_prompt_opens() {
         .env_remove("KESOKU_PROVIDER");
     let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
     p.exp_string("offline").unwrap();
+    // The showcase pauses on a call that needs approval and asks.
+    p.exp_string("needs your approval").unwrap();
+    p.exp_string("a reason to deny").unwrap();
+    p.send_line("the list stays").unwrap();
+    p.exp_string("(denied: the list stays)").unwrap();
     p.exp_string("2 + 40 = 42 and 7 + 8 = 15.").unwrap();
+    p.exp_string("not approved: the list stays").unwrap();
     p.exp_string("Ctrl-D quits").unwrap();
     p.send_line("and now?").unwrap();
     p.exp_string("it has played its showcase").unwrap();
@@ -108,4 +114,27 @@ fn ctrl_d_stops_the_running_turn_and_quits_at_once() {
         store.history("q").await.unwrap()
     });
     assert_eq!(history[0].status, Status::Interrupted);
+}
+
+/// In interactive mode the line editor holds the terminal: a paused turn
+/// asks, and the next line typed is the answer, not a new prompt.
+#[test]
+fn a_paused_turn_takes_the_next_line_typed_as_its_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(demo());
+    cmd.current_dir(dir.path())
+        .args(["--session", "ask"])
+        .env("NO_COLOR", "1")
+        .env_remove("KESOKU_PROVIDER");
+    let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+    p.exp_string("Ctrl-D quits").unwrap();
+    // A new named session plays the script from its start.
+    p.send_line("go").unwrap();
+    p.exp_string("needs your approval").unwrap();
+    p.exp_string("a reason to deny").unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("(approved)").unwrap();
+    p.exp_string("Deleting it: Deleted note 1").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
 }

@@ -119,6 +119,15 @@ pub(crate) async fn interactive(agent: &Agent, session: &str) -> Result<ExitCode
             }
             Input::Line(line) => line.trim().to_owned(),
         };
+        // A paused turn asked for a decision: this line is the answer.
+        if let Some(answer) = crate::approval::ANSWER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            let _ = answer.send(line);
+            continue;
+        }
         if line.is_empty() {
             continue;
         }

@@ -4,9 +4,12 @@
 //! `cargo run --example demo` runs offline, on a scripted model playing
 //! `script.json` (beside this file): one tool call, two calls in one step,
 //! a call with a wrong argument that gets the validation error back and is
-//! corrected, a tool posting progress through the gateway, and
-//! `analyze_media` on `sample.png`; then a final answer quoting the tools'
-//! real results. `--provider anthropic|gemini|openai` uses a real model
+//! corrected, a tool posting progress through the gateway, a call that
+//! waits for a person's approval (`delete_note`: asked on a terminal,
+//! approved at once when stdin is not one), and `analyze_media` on
+//! `sample.png`; then a final answer quoting the tools' real results.
+//! `--session` on a session left waiting for a decision asks for it and
+//! resumes the turn. `--provider anthropic|gemini|openai` uses a real model
 //! (the backends' environment variables: `ANTHROPIC_API_KEY` and
 //! `ANTHROPIC_BASE_URL`, `GEMINI_API_KEY` and `GOOGLE_GEMINI_BASE_URL`,
 //! `OPENAI_API_KEY` and `OPENAI_BASE_URL`).
@@ -19,6 +22,7 @@
 //! demo --show-schemas       every tool as each provider receives it
 //! ```
 
+mod approval;
 mod interactive;
 mod model;
 mod output;
@@ -179,6 +183,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let printer = tokio::spawn(print_messages(agent.clone(), session.clone(), after));
     let streamer = tokio::spawn(print_deltas(agent.gateway().deltas(Some(&session))));
+    approval::resume_waiting(&agent, &session).await?;
     let code = match (&cli.prompt, std::io::stdin().is_terminal()) {
         (Some(prompt), _) => turn(&agent, &session, prompt, true).await?,
         (None, true) => {
@@ -227,7 +232,18 @@ pub(crate) async fn turn(
     {
         bar.finish_and_clear();
     }
-    let outcome = outcome.map_err(|e| e.to_string())?;
+    let mut outcome = outcome.map_err(|e| e.to_string())?;
+    if outcome.status == TurnStatus::AwaitingApproval {
+        for m in &outcome.messages {
+            delivered(agent, m).await;
+        }
+        let waiting = outcome.pending_approvals();
+        let on_terminal = std::io::stdin().is_terminal();
+        if let Some(resumed) = approval::decide_and_resume(agent, waiting, on_terminal).await? {
+            outcome = resumed;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let took = start.elapsed();
     // Shown (just below, or as they came): delivered, as a front end marks
     // what it rendered.
@@ -245,6 +261,10 @@ pub(crate) async fn turn(
         }
         TurnStatus::Interrupted => {
             say!("{DIM}(interrupted){DIM:#}");
+            Ok(ExitCode::SUCCESS)
+        }
+        TurnStatus::AwaitingApproval => {
+            say!("{DIM}(waiting for approval: --session {session} decides it){DIM:#}");
             Ok(ExitCode::SUCCESS)
         }
         TurnStatus::StepLimit => {

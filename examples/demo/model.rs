@@ -21,7 +21,10 @@ static SCRIPT_VALUE: LazyLock<serde_json::Value> =
     LazyLock::new(|| serde_json::from_str(SCRIPT).expect("script.json is JSON"));
 /// How many of the script's turns play the showcase; the rest answer any
 /// later prompt.
-const SHOWCASE_TURNS: usize = 7;
+const SHOWCASE_TURNS: usize = 8;
+/// The script's replies up to the showcase's pause for approval (its
+/// `delete_note` call): a session left there resumes after them.
+const SHOWCASE_PAUSE: usize = 5;
 /// The sample image `analyze_media` looks at offline.
 pub(crate) const SAMPLE: &[u8] = include_bytes!("sample.png");
 /// The prompt of the offline showcase.
@@ -63,20 +66,28 @@ pub(crate) async fn offline_model(
     named: bool,
     delay_ms: u64,
 ) -> Result<Model, String> {
-    let resumed = named
-        && !store
-            .history(session)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_empty();
-    let script = if resumed {
+    let history = if named {
+        store.history(session).await.map_err(|e| e.to_string())?
+    } else {
+        Vec::new()
+    };
+    // Left at the showcase's pause: the script goes on from there.
+    let paused = history
+        .iter()
+        .any(|m| m.role == kesoku::Role::User && m.status == kesoku::Status::AwaitingApproval);
+    let script = if history.is_empty() {
+        SCRIPT_VALUE.clone()
+    } else {
+        let from = if paused {
+            SHOWCASE_PAUSE
+        } else {
+            SHOWCASE_TURNS
+        };
         SCRIPT_VALUE
             .as_array()
-            .map(|turns| turns[SHOWCASE_TURNS..].to_vec())
+            .map(|turns| turns[from..].to_vec())
             .unwrap_or_default()
             .into()
-    } else {
-        SCRIPT_VALUE.clone()
     };
     let model = ScriptedLlm::from_json(script).map_err(|e| e.to_string())?;
     Ok(Model {

@@ -63,12 +63,33 @@ async fn save_note(
     Ok(format!("Saved as note {count}"))
 }
 
+/// Deletes a saved note. Asks first: a person must approve each call.
+///
+/// # Arguments
+/// * `number` - The note's number, as `save_note` gave it.
+#[tool(approval)]
+fn delete_note(number: usize, notebook: State<Notebook>) -> Result<String, String> {
+    let Notebook(notes) = &*notebook.0;
+    let mut notes = notes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if number == 0 || number > notes.len() {
+        return Err(format!(
+            "there is no note {number}: the notebook holds {}",
+            notes.len()
+        ));
+    }
+    let gone = notes.remove(number - 1);
+    Ok(format!("Deleted note {number} (\"{gone}\")"))
+}
+
 pub(crate) fn registry() -> ToolRegistry {
     let mut registry = ToolRegistry::new();
     for tool in [
         calculate_sum::TOOL,
         current_time::TOOL,
         save_note::TOOL,
+        delete_note::TOOL,
         list_files::TOOL,
         read_file::TOOL,
         analyze_media::TOOL,
