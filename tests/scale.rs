@@ -39,6 +39,8 @@ type Call = (usize, String, u128, u128);
 struct Worker {
     child: Child,
     stderr: Arc<Mutex<String>>,
+    /// The sessions whose `delete` call it ran (`--approval`).
+    ran: Arc<Mutex<Vec<String>>>,
 }
 
 /// Starts worker `n` serving `url`; its model calls go to `calls`. Returns
@@ -50,15 +52,23 @@ async fn worker(
     calls: &Arc<Mutex<HashMap<String, Vec<Call>>>>,
     kill_after: Option<usize>,
 ) -> Worker {
+    worker_with(n, url, lease_ms, calls, kill_after, &[]).await
+}
+
+/// [`worker`], with `extra` arguments to `serve`.
+async fn worker_with(
+    n: usize,
+    url: &str,
+    lease_ms: u64,
+    calls: &Arc<Mutex<HashMap<String, Vec<Call>>>>,
+    kill_after: Option<usize>,
+    extra: &[&str],
+) -> Worker {
+    let lease = lease_ms.to_string();
+    let mut args = vec!["serve", url, "--lease-ms", &lease, "--latency-ms", "20"];
+    args.extend_from_slice(extra);
     let mut child = Command::new(example("agent_worker"))
-        .args([
-            "serve",
-            url,
-            "--lease-ms",
-            &lease_ms.to_string(),
-            "--latency-ms",
-            "20",
-        ])
+        .args(&args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,6 +79,8 @@ async fn worker(
     let (ready_tx, ready) = oneshot::channel();
     let calls = Arc::clone(calls);
     let pid = child.id().expect("the worker runs").to_string();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::clone(&ran);
     tokio::spawn(async move {
         let mut ready_tx = Some(ready_tx);
         let mut made = 0;
@@ -80,6 +92,7 @@ async fn worker(
                         let _ = tx.send(());
                     }
                 }
+                ["ran", session] => runs.lock().unwrap().push((*session).to_owned()),
                 ["call", session, prompt, start, end] => {
                     calls
                         .lock()
@@ -120,7 +133,7 @@ async fn worker(
         .await
         .expect("agent_worker did not start within 30 s")
         .expect("agent_worker exited before it was ready");
-    Worker { child, stderr }
+    Worker { child, stderr, ran }
 }
 
 /// The final answers (assistant texts answering a user message) that
@@ -593,4 +606,136 @@ async fn a_front_end_sees_a_workers_reply_as_it_streams() {
         }
     }
     child.kill().await.unwrap();
+}
+
+/// Turns paused for approval on three workers; a front end (this process)
+/// approves half of them and denies the rest while a worker is killed.
+/// Every waiting call is answered once, nothing runs unapproved, and each
+/// approved call runs at most once (once, unless its worker died running
+/// it: then the model reads that it was interrupted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
+    const SESSIONS: usize = 24;
+    let test = "a_front_end_decides_paused_turns_while_a_worker_dies";
+    let Some(url) = pg::fresh_database(test).await else {
+        return;
+    };
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
+    let gateway = Gateway::from_arc(Arc::clone(&store));
+    let calls = Arc::default();
+    let mut workers = Vec::new();
+    for n in 0..3 {
+        workers.push(worker_with(n, &url, 1_000, &calls, None, &["--approval"]).await);
+    }
+    let mut prompts = Vec::new();
+    for i in 0..SESSIONS {
+        let m = Message::new(
+            format!("a{i}"),
+            Role::User,
+            MessageType::Text,
+            "Delete note 1",
+        )
+        .with_status(Status::PendingAgent);
+        prompts.push(m.id.clone());
+        gateway.post(m).await.unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let paused = store
+            .with_status(Status::AwaitingApproval)
+            .await
+            .unwrap()
+            .len();
+        if paused == SESSIONS {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{paused} of {SESSIONS} paused"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        workers.iter().all(|w| w.ran.lock().unwrap().is_empty()),
+        "a call ran before it was approved"
+    );
+    let front = kesoku::llm::Agent::builder(
+        kesoku::llm::ScriptedLlm::from_json(serde_json::json!([])).unwrap(),
+    )
+    .store(Arc::clone(&store))
+    .build()
+    .unwrap();
+    for i in 0..SESSIONS {
+        if i == SESSIONS / 2 {
+            workers[0].child.start_kill().unwrap();
+        }
+        let waiting = front.pending_approvals(&format!("a{i}")).await.unwrap();
+        assert_eq!(waiting.len(), 1, "session a{i}");
+        let put_back = if i % 2 == 0 {
+            front.approve(&waiting[0].id).await.unwrap()
+        } else {
+            front.deny(&waiting[0].id, Some("keep it")).await.unwrap()
+        };
+        assert!(put_back, "the only call of a{i} was decided");
+        // A second decision, from any process, is refused.
+        assert!(front.approve(&waiting[0].id).await.is_err());
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for prompt in &prompts {
+        loop {
+            let status = store.get(prompt).await.unwrap().unwrap().status;
+            if status == Status::Processed {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{prompt} is {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    check_decided(&*store, &workers, SESSIONS).await;
+}
+
+/// Each of the `sessions` decided above (`a{i}`, approved when `i` is
+/// even): its call answered once, run at most once and only if approved,
+/// and the model's answer from its result.
+async fn check_decided(store: &dyn Store, workers: &[Worker], sessions: usize) {
+    let mut ran: HashMap<String, usize> = HashMap::new();
+    for w in workers {
+        for s in w.ran.lock().unwrap().iter() {
+            *ran.entry(s.clone()).or_default() += 1;
+        }
+    }
+    for i in 0..sessions {
+        let session = format!("a{i}");
+        let history = store.history(&session).await.unwrap();
+        let call = history
+            .iter()
+            .find(|m| m.kind == MessageType::ToolCall)
+            .unwrap();
+        let results: Vec<&Message> = history
+            .iter()
+            .filter(|m| {
+                m.kind == MessageType::ToolResult
+                    && m.parent_id.as_deref() == Some(call.id.as_str())
+            })
+            .collect();
+        assert_eq!(results.len(), 1, "{session}: {history:#?}");
+        let answer = &history.last().unwrap().content;
+        let runs = ran.get(&session).copied().unwrap_or(0);
+        if i % 2 == 0 {
+            assert!(runs <= 1, "{session} ran {runs} times");
+            assert!(
+                (runs == 1 && answer == "deleted: deleted 1") || answer.contains("interrupted"),
+                "{session}: {answer} (ran {runs})"
+            );
+        } else {
+            assert_eq!(runs, 0, "{session} ran, denied");
+            assert!(
+                answer.contains("not approved: keep it"),
+                "{session}: {answer}"
+            );
+        }
+    }
 }

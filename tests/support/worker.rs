@@ -9,6 +9,10 @@
 //! `call <session> <prompt id> <start µs> <end µs>` (Unix time), which
 //! the tests use to check that a session's turns never overlap.
 //!
+//! With `--approval`, the model calls `delete` instead, a tool that needs
+//! a person's yes, and answers with its result; each run of it prints
+//! `ran <session>`.
+//!
 //! `post STORE SESSION COUNT` posts COUNT messages to SESSION and exits.
 
 use std::io::Write as _;
@@ -133,10 +137,36 @@ pub(crate) async fn main_with(args: &[String]) -> Result<(), String> {
                     .map_err(|e| e.to_string())?,
                 )
                 .map_err(|e| e.to_string())?;
-            let script = json!([
-                {"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 2, "b": 3}}]},
-                {"text": "2 + 3 = {{c1}}"}
-            ]);
+            let approval = rest.iter().any(|a| a == "--approval");
+            if approval {
+                // A call that waits for a person; each run printed.
+                tools
+                    .register(
+                        DynamicTool::new(
+                            "delete",
+                            "Deletes a note.",
+                            json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+                            |_, ctx| async move {
+                                say(&format!("ran {}", ctx.session_id()));
+                                Ok(ToolOutput::new(json!("deleted 1")))
+                            },
+                        )
+                        .map_err(|e| e.to_string())?
+                        .needs_approval(),
+                    )
+                    .map_err(|e| e.to_string())?;
+            }
+            let script = if approval {
+                json!([
+                    {"tool_calls": [{"id": "c1", "name": "delete", "arguments": {"n": 1}}]},
+                    {"text": "deleted: {{c1}}"}
+                ])
+            } else {
+                json!([
+                    {"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 2, "b": 3}}]},
+                    {"text": "2 + 3 = {{c1}}"}
+                ])
+            };
             let model = ScriptedLlm::from_json(script)
                 .map_err(|e| e.to_string())?
                 .per_prompt()
@@ -163,6 +193,6 @@ pub(crate) async fn main_with(args: &[String]) -> Result<(), String> {
             say("posted");
             Ok(())
         }
-        _ => Err("usage: serve STORE [--lease-ms N] [--latency-ms N] [--turns N] [--relay-deltas] | post STORE SESSION COUNT".into()),
+        _ => Err("usage: serve STORE [--lease-ms N] [--latency-ms N] [--turns N] [--relay-deltas] [--approval] | post STORE SESSION COUNT".into()),
     }
 }
