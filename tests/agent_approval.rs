@@ -401,3 +401,87 @@ async fn a_serving_worker_resumes_a_turn_another_process_decided() {
     let history = store.history("s").await.unwrap();
     assert_eq!(history.last().unwrap().content, "Done: deleted groceries");
 }
+
+/// A worker that began an approved call and died left it `processing`:
+/// the turn resumed elsewhere answers it as interrupted, and never runs it
+/// a second time.
+#[tokio::test]
+async fn an_approved_call_begun_by_a_dead_worker_is_not_run_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let (agent, seen) = agent(
+        &store,
+        &runs,
+        json!([asks_to_delete(), {"text": "Maybe: {{c2}}"}]),
+    );
+    let outcome = agent.send("s", "Delete my groceries note").await.unwrap();
+    let waiting = outcome.pending_approvals().remove(0);
+    assert!(agent.approve(&waiting.id).await.unwrap());
+    // As the dying worker's mark: the call begun, no result.
+    assert!(
+        store
+            .transition(&waiting.id, &[Status::Responded], Status::Processing)
+            .await
+            .unwrap()
+    );
+    let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "run again");
+    let answer = outcome.answer.unwrap();
+    assert!(answer.contains("interrupted"), "{answer}");
+    drop(seen);
+}
+
+/// An approved call is marked begun in the store before it runs (the
+/// tool itself reads the mark), and settled once its result is stored.
+#[tokio::test]
+async fn an_approved_call_is_marked_begun_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let seen_status = Arc::new(Mutex::new(None));
+    let (reader, seen) = (Arc::clone(&store), Arc::clone(&seen_status));
+    let mut tools = ToolRegistry::new();
+    let delete = DynamicTool::new(
+        "delete_note",
+        "Deletes a note.",
+        json!({"type": "object", "properties": {"title": {"type": "string"}}}),
+        move |_, _| {
+            let (reader, seen) = (Arc::clone(&reader), Arc::clone(&seen));
+            async move {
+                let history = reader.history("s").await.unwrap();
+                let call = history
+                    .iter()
+                    .find(|m| m.kind == MessageType::ToolCall)
+                    .unwrap();
+                *seen.lock().unwrap() = Some(call.status);
+                Ok(ToolOutput::new(json!("deleted")))
+            }
+        },
+    )
+    .unwrap()
+    .needs_approval();
+    tools.register(delete).unwrap();
+    let model = ScriptedLlm::from_json(json!([
+        {"tool_calls": [{"id": "c1", "name": "delete_note", "arguments": {"title": "x"}}]},
+        {"text": "{{c1}}"}
+    ]))
+    .unwrap();
+    let agent = Agent::builder(model)
+        .registry(tools)
+        .store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    let outcome = agent.send("s", "Delete x").await.unwrap();
+    let waiting = outcome.pending_approvals().remove(0);
+    agent.approve(&waiting.id).await.unwrap();
+    let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("deleted"));
+    assert_eq!(
+        *seen_status.lock().unwrap(),
+        Some(Status::Processing),
+        "marked before it ran"
+    );
+    let call = store.get(&waiting.id).await.unwrap().unwrap();
+    assert_eq!(call.status, Status::Responded, "settled with its result");
+}

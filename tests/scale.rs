@@ -52,16 +52,18 @@ async fn worker(
     calls: &Arc<Mutex<HashMap<String, Vec<Call>>>>,
     kill_after: Option<usize>,
 ) -> Worker {
-    worker_with(n, url, lease_ms, calls, kill_after, &[]).await
+    worker_with(n, url, lease_ms, calls, kill_after, false, &[]).await
 }
 
-/// [`worker`], with `extra` arguments to `serve`.
+/// [`worker`], with `extra` arguments to `serve`; with `kill_on_ran`,
+/// killed as it starts its first `delete` (`--approval`).
 async fn worker_with(
     n: usize,
     url: &str,
     lease_ms: u64,
     calls: &Arc<Mutex<HashMap<String, Vec<Call>>>>,
     kill_after: Option<usize>,
+    kill_on_ran: bool,
     extra: &[&str],
 ) -> Worker {
     let lease = lease_ms.to_string();
@@ -92,7 +94,15 @@ async fn worker_with(
                         let _ = tx.send(());
                     }
                 }
-                ["ran", session] => runs.lock().unwrap().push((*session).to_owned()),
+                ["ran", session] => {
+                    runs.lock().unwrap().push((*session).to_owned());
+                    if kill_on_ran {
+                        std::process::Command::new("kill")
+                            .args(["-KILL", &pid])
+                            .status()
+                            .unwrap();
+                    }
+                }
                 ["call", session, prompt, start, end] => {
                     calls
                         .lock()
@@ -625,7 +635,9 @@ async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
     let calls = Arc::default();
     let mut workers = Vec::new();
     for n in 0..3 {
-        workers.push(worker_with(n, &url, 1_000, &calls, None, &["--approval"]).await);
+        // Worker 0 dies as it begins running its first approved call.
+        let doomed = n == 0;
+        workers.push(worker_with(n, &url, 1_000, &calls, None, doomed, &["--approval"]).await);
     }
     let mut prompts = Vec::new();
     for i in 0..SESSIONS {
@@ -666,9 +678,6 @@ async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
     .build()
     .unwrap();
     for i in 0..SESSIONS {
-        if i == SESSIONS / 2 {
-            workers[0].child.start_kill().unwrap();
-        }
         let waiting = front.pending_approvals(&format!("a{i}")).await.unwrap();
         assert_eq!(waiting.len(), 1, "session a{i}");
         let put_back = if i % 2 == 0 {
@@ -694,13 +703,25 @@ async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    check_decided(&*store, &workers, SESSIONS).await;
+    let status = workers[0].child.wait().await.unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "worker 0 was killed running an approved call"
+    );
+    let interrupted = check_decided(&*store, &workers, SESSIONS).await;
+    assert!(
+        interrupted >= 1,
+        "no approved call was cut off by the death"
+    );
 }
 
 /// Each of the `sessions` decided above (`a{i}`, approved when `i` is
 /// even): its call answered once, run at most once and only if approved,
-/// and the model's answer from its result.
-async fn check_decided(store: &dyn Store, workers: &[Worker], sessions: usize) {
+/// and the model's answer from its result. How many approved calls a
+/// dead worker cut off (answered as interrupted, never run again).
+async fn check_decided(store: &dyn Store, workers: &[Worker], sessions: usize) -> usize {
+    let mut interrupted = 0;
     let mut ran: HashMap<String, usize> = HashMap::new();
     for w in workers {
         for s in w.ran.lock().unwrap().iter() {
@@ -725,11 +746,12 @@ async fn check_decided(store: &dyn Store, workers: &[Worker], sessions: usize) {
         let answer = &history.last().unwrap().content;
         let runs = ran.get(&session).copied().unwrap_or(0);
         if i % 2 == 0 {
-            assert!(runs <= 1, "{session} ran {runs} times");
-            assert!(
-                (runs == 1 && answer == "deleted: deleted 1") || answer.contains("interrupted"),
-                "{session}: {answer} (ran {runs})"
-            );
+            assert_eq!(runs, 1, "{session}: approved, so run once");
+            if answer.contains("interrupted") {
+                interrupted += 1;
+            } else {
+                assert_eq!(answer, "deleted: deleted 1", "{session}");
+            }
         } else {
             assert_eq!(runs, 0, "{session} ran, denied");
             assert!(
@@ -738,4 +760,5 @@ async fn check_decided(store: &dyn Store, workers: &[Worker], sessions: usize) {
             );
         }
     }
+    interrupted
 }

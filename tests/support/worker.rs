@@ -11,7 +11,7 @@
 //!
 //! With `--approval`, the model calls `delete` instead, a tool that needs
 //! a person's yes, and answers with its result; each run of it prints
-//! `ran <session>`.
+//! `ran <session>` as it starts, and takes 300 ms.
 //!
 //! `post STORE SESSION COUNT` posts COUNT messages to SESSION and exits.
 
@@ -148,6 +148,8 @@ pub(crate) async fn main_with(args: &[String]) -> Result<(), String> {
                             json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
                             |_, ctx| async move {
                                 say(&format!("ran {}", ctx.session_id()));
+                                // Long enough for a worker to die running it.
+                                tokio::time::sleep(Duration::from_millis(300)).await;
                                 Ok(ToolOutput::new(json!("deleted 1")))
                             },
                         )

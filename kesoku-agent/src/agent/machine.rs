@@ -178,6 +178,11 @@ impl Machine {
             }
             match decisions.get(call.id.as_str()) {
                 None => undecided += 1,
+                // Begun by a worker that stopped before its result: it may
+                // have run, so it is not run again.
+                Some(Verdict::Approve) if call.status == Status::Processing => {
+                    post.push(healing_result(call));
+                }
                 Some(Verdict::Approve) => run.push((request_of(call), call.clone())),
                 Some(Verdict::Deny(reason)) => {
                     post.push(approval::denied_result(call, reason.as_deref()));

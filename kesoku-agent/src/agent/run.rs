@@ -78,6 +78,7 @@ pub(crate) async fn turn(
         user: message,
         seq,
         posted: Vec::new(),
+        started: Vec::new(),
         cancel: CancellationToken::new(),
         declarations: Arc::default(),
         ending,
@@ -130,6 +131,9 @@ struct Turn<'a> {
     user: Message,
     seq: Seq,
     posted: Vec<Message>,
+    /// Approved calls marked begun (`processing`) whose result is not yet
+    /// stored: each goes back to `responded` once it is.
+    started: Vec<String>,
     /// Cancelled on interruption: tools waiting on it stop.
     cancel: CancellationToken,
     /// The tools as the model sees them this turn (a live registry is
@@ -242,7 +246,8 @@ impl Turn<'_> {
                         Some(runner) => runner,
                         None => runner.insert(self.runner().await?),
                     };
-                    let results = self.execute(runner, run.calls()).await;
+                    let calls = self.claim_approved(run.calls()).await?;
+                    let results = self.execute(runner, &calls).await;
                     run.results(results)
                 }
             };
@@ -319,6 +324,39 @@ impl Turn<'_> {
         Ok(View::new(
             whole(&**store, &session, self.shared.lease).await?,
         ))
+    }
+
+    /// The calls to run of `calls`: an approved call is marked started
+    /// (`responded` → `processing`, fenced by the lease) first, so a
+    /// worker that dies running it leaves a mark, and the turn resumed
+    /// elsewhere answers it as interrupted instead of running it again; a
+    /// call already marked is left out (its result is then the machine's
+    /// "interrupted").
+    async fn claim_approved(&mut self, calls: &[Call]) -> Result<Vec<Call>, AgentError> {
+        let mut run = Vec::with_capacity(calls.len());
+        for call in calls {
+            if approval::is_asked(&call.1) {
+                let started = retried(
+                    self.shared.lease,
+                    "marking an approved call started",
+                    |_| {
+                        self.shared.gateway.transition_leased(
+                            &call.1.id,
+                            &[Status::Responded],
+                            Status::Processing,
+                            self.holder,
+                        )
+                    },
+                )
+                .await?;
+                if !started {
+                    continue;
+                }
+                self.started.push(call.1.id.clone());
+            }
+            run.push(call.clone());
+        }
+        Ok(run)
     }
 
     /// The decisions on this turn's calls that wait for a person, by call
@@ -469,8 +507,30 @@ impl Turn<'_> {
 
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
         post(self.shared, self.holder, &message).await?;
+        if let Some(call) = self.answered_start(&message) {
+            retried(self.shared.lease, "settling an approved call", |_| {
+                self.shared.gateway.transition_leased(
+                    &call,
+                    &[Status::Processing],
+                    Status::Responded,
+                    self.holder,
+                )
+            })
+            .await?;
+        }
         self.posted.push(message);
         Ok(())
+    }
+
+    /// The approved call `message` answers, if this turn marked it begun:
+    /// no longer in [`started`](Self::started).
+    fn answered_start(&mut self, message: &Message) -> Option<String> {
+        if message.kind != MessageType::ToolResult {
+            return None;
+        }
+        let parent = message.parent_id.as_deref()?;
+        let i = self.started.iter().position(|id| id == parent)?;
+        Some(self.started.swap_remove(i))
     }
 
     fn outcome(&mut self, status: TurnStatus, answer: Option<String>) -> TurnOutcome {
@@ -510,6 +570,19 @@ impl Turn<'_> {
         match ended {
             Ok(_) => {
                 self.ending.released.store(true, Ordering::Release);
+                // Their results are stored: the approved calls settle (the
+                // lease is gone, so unfenced; each is one conditional
+                // update).
+                for m in &last {
+                    if let Some(call) = self.answered_start(m) {
+                        shared
+                            .gateway
+                            .store()
+                            .transition(&call, &[Status::Processing], Status::Responded)
+                            .await
+                            .map_err(GatewayError::from)?;
+                    }
+                }
                 self.posted.extend(last);
             }
             Err(GatewayError::Store(e)) if is_transient(&e) => {

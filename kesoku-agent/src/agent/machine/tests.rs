@@ -490,3 +490,18 @@ fn a_call_past_its_tools_use_limit_is_answered_with_the_limit() {
     let (_, run) = ran(ask.replied(reply("", &["c4"]), &allow, &two));
     assert!(run.calls().is_empty());
 }
+
+#[test]
+fn an_approved_call_a_dead_worker_began_is_not_run_again() {
+    let p = prompt();
+    let mut begun = asked_call(&p, "c1");
+    begun.status = Status::Processing;
+    let h = history(&p, vec![begun.clone()]);
+    let decided = HashMap::from([(begun.id.as_str(), Verdict::Approve)]);
+    let (_, run) = ran(Machine::start(&p, 5, &h, &decided));
+    assert!(run.calls().is_empty());
+    let (post, _) = asked(run.results(Vec::new()));
+    assert_eq!(post.len(), 1);
+    assert_eq!(post[0].parent_id.as_deref(), Some(begun.id.as_str()));
+    assert_eq!(post[0].metadata[keys::ERROR_KIND], "interrupted");
+}
