@@ -425,6 +425,10 @@ async fn an_approved_call_begun_by_a_dead_worker_is_not_run_twice() {
             .await
             .unwrap()
     );
+    // Start-up recovery puts prompts back, not this mark.
+    agent.recover().await.unwrap();
+    let call = store.get(&waiting.id).await.unwrap().unwrap();
+    assert_eq!(call.status, Status::Processing);
     let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "run again");

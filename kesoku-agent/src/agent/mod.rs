@@ -398,6 +398,11 @@ impl Agent {
             .await
             .map_err(kesoku_core::GatewayError::from)?
         {
+            // An approved call begun when the process died keeps its
+            // mark: its turn answers it as interrupted, never runs it again.
+            if m.role != Role::User {
+                continue;
+            }
             store
                 .break_lease(&m.session_id)
                 .await
