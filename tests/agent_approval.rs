@@ -478,6 +478,13 @@ async fn an_approved_call_is_marked_begun_before_it_runs() {
         .unwrap();
     let outcome = agent.send("s", "Delete x").await.unwrap();
     let waiting = outcome.pending_approvals().remove(0);
+    // A front end showed it: marked `delivered`, as the demo does.
+    assert!(
+        store
+            .transition(&waiting.id, &[Status::Responded], Status::Delivered)
+            .await
+            .unwrap()
+    );
     agent.approve(&waiting.id).await.unwrap();
     let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
     assert_eq!(outcome.answer.as_deref(), Some("deleted"));

@@ -327,7 +327,7 @@ impl Turn<'_> {
     }
 
     /// The calls to run of `calls`: an approved call is marked started
-    /// (`responded` → `processing`, fenced by the lease) first, so a
+    /// (→ `processing`, fenced by the lease) first, so a
     /// worker that dies running it leaves a mark, and the turn resumed
     /// elsewhere answers it as interrupted instead of running it again; a
     /// call already marked is left out (its result is then the machine's
@@ -342,7 +342,7 @@ impl Turn<'_> {
                     |_| {
                         self.shared.gateway.transition_leased(
                             &call.1.id,
-                            &[Status::Responded],
+                            NOT_BEGUN,
                             Status::Processing,
                             self.holder,
                         )
@@ -646,6 +646,19 @@ async fn post_tried(
     .await?;
     Ok(())
 }
+
+/// The statuses an approved call may have before it is marked begun:
+/// any but `processing` (a front end may have marked it `delivered`, say).
+const NOT_BEGUN: &[Status] = &[
+    Status::Responded,
+    Status::Delivered,
+    Status::Pending,
+    Status::Processed,
+    Status::PendingAgent,
+    Status::Error,
+    Status::Interrupted,
+    Status::AwaitingApproval,
+];
 
 /// The statuses a turn's prompt is settled from: `processing` (it is
 /// ours), or `pending_agent` when it was put back meanwhile.
