@@ -366,7 +366,10 @@ impl Turn<'_> {
         let prompt = self.user.id.as_str();
         let store = self.shared.gateway.store();
         let mut out = Vec::new();
-        for call in orphans(view)
+        // As the machine reads it: the prompt's calls come after it, and
+        // the rest of a long view is not scanned.
+        let from = view.iter().rposition(|m| m.id == prompt).unwrap_or(0);
+        for call in orphans(&view[from..])
             .into_iter()
             .filter(|m| approval::is_asked(m) && m.parent_id.as_deref() == Some(prompt))
         {
