@@ -496,3 +496,35 @@ async fn an_approved_call_is_marked_begun_before_it_runs() {
     let call = store.get(&waiting.id).await.unwrap().unwrap();
     assert_eq!(call.status, Status::Responded, "settled with its result");
 }
+
+/// A decision stored while putting its turn back failed (the store went
+/// away between the two writes): the next sweep of any serving agent puts
+/// it back.
+#[tokio::test]
+async fn a_sweep_puts_back_a_turn_whose_decider_could_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let (agent, _) = agent(&store, &runs, json!([asks_to_delete(), {"text": "{{c2}}"}]));
+    let outcome = agent.send("s", "Delete my groceries note").await.unwrap();
+    let waiting = outcome.pending_approvals().remove(0);
+    assert!(agent.approve(&waiting.id).await.unwrap());
+    // As if the put-back had not happened.
+    assert!(
+        store
+            .transition(
+                &waiting.prompt_id,
+                &[Status::PendingAgent],
+                Status::AwaitingApproval
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        agent.resume(&waiting.prompt_id).await.unwrap().is_none(),
+        "stuck"
+    );
+    assert_eq!(agent.expire_approvals().await.unwrap(), 0, "nothing denied");
+    let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("deleted groceries"));
+}

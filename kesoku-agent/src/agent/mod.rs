@@ -261,8 +261,9 @@ impl Agent {
     }
 
     /// Denies every waiting call whose approval deadline
-    /// ([`AgentBuilder::approval_deadline`]) has passed, and puts back the
-    /// turns that no longer wait; how many calls it denied. [`serve`](Self::serve)
+    /// ([`AgentBuilder::approval_deadline`]) has passed, and puts back
+    /// every paused turn whose calls are all decided (also one whose
+    /// decider could not put it back); how many calls it denied. [`serve`](Self::serve)
     /// calls it at each sweep; an agent that does not serve may call it
     /// now and then.
     pub async fn expire_approvals(&self) -> Result<usize, AgentError> {
@@ -275,7 +276,6 @@ impl Agent {
         let mut denied = 0;
         for (_, prompt) in paused {
             let history = self.shared.gateway.history(&prompt.session_id).await?;
-            let mut any = false;
             for call in approval::waiting(&history, &prompt.id) {
                 if !approval::expired(call, now) {
                     continue;
@@ -287,19 +287,17 @@ impl Agent {
                     .post(approval::decision(call, &verdict))
                     .await
                 {
-                    Ok(_) => {
-                        denied += 1;
-                        any = true;
-                    }
+                    Ok(_) => denied += 1,
                     // Decided meanwhile.
                     Err(GatewayError::Store(StoreError::Duplicate { .. })) => {}
                     Err(e) => return Err(e.into()),
                 }
             }
-            if any
-                && approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id)
-                    .await
-                    .map_err(GatewayError::from)?
+            // Also a turn whose decider stored its decision but could not
+            // put it back (the store failed between the two writes).
+            if approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id)
+                .await
+                .map_err(GatewayError::from)?
             {
                 self.shared.released.notify_one();
             }
