@@ -680,12 +680,13 @@ async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
     for i in 0..SESSIONS {
         let waiting = front.pending_approvals(&format!("a{i}")).await.unwrap();
         assert_eq!(waiting.len(), 1, "session a{i}");
-        let put_back = if i % 2 == 0 {
-            front.approve(&waiting[0].id).await.unwrap()
+        // Whether this decision or a worker's sweep puts the turn back
+        // (both may see it decided first) does not matter: one does.
+        if i % 2 == 0 {
+            front.approve(&waiting[0].id).await.unwrap();
         } else {
-            front.deny(&waiting[0].id, Some("keep it")).await.unwrap()
-        };
-        assert!(put_back, "the only call of a{i} was decided");
+            front.deny(&waiting[0].id, Some("keep it")).await.unwrap();
+        }
         // A second decision, from any process, is refused.
         assert!(front.approve(&waiting[0].id).await.is_err());
     }
