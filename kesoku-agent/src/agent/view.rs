@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use kesoku_core::store::Seq;
-use kesoku_core::{Message, MessageType, Status, ToolRequest, keys};
+use kesoku_core::{Message, MessageType, keys};
 
 use super::approval;
 
@@ -27,30 +27,10 @@ pub(crate) fn orphans(history: &[Message]) -> Vec<&Message> {
 /// The error result that answers an orphaned call.
 pub(crate) fn healing_result(call: &Message) -> Message {
     let name = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
-    let request = ToolRequest::new(
-        call.meta_str(keys::CALL_ID).unwrap_or_default(),
-        name,
-        serde_json::Value::Null,
-    );
     let error = format!(
         "the call to `{name}` was interrupted before it returned a result; it may or may not have run"
     );
-    let mut m = Message::new(
-        &call.session_id,
-        kesoku_core::Role::Tool,
-        MessageType::ToolResult,
-        format!("Error: {error}"),
-    )
-    .with_sender(name)
-    .with_status(Status::Responded)
-    .with_parent(&call.id);
-    m.metadata
-        .insert(keys::TOOL_NAME.into(), request.name.into());
-    m.metadata.insert(keys::CALL_ID.into(), request.id.into());
-    m.metadata.insert(keys::TOOL_ERROR.into(), error.into());
-    m.metadata
-        .insert(keys::ERROR_KIND.into(), "interrupted".into());
-    m
+    approval::refused_result(call, &error, "interrupted")
 }
 
 /// Whether the model is shown `m`: progress notes tools posted are for
@@ -170,7 +150,7 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kesoku_core::Role;
+    use kesoku_core::{Role, ToolRequest};
     use serde_json::json;
 
     fn call(id: &str) -> Message {
