@@ -123,7 +123,9 @@ async fn main() -> ExitCode {
 
 /// The demo's tools but `analyze_media`, which needs the agent's model (an
 /// MCP client has its own), reading files under the working directory; and
-/// `about`, whose result is structured.
+/// `about`, whose result is structured. `delete_note` needs approval: the
+/// server asks the client's user before each call (`elicitation/create`,
+/// or an `input_required` result on 2026-07-28).
 fn server() -> Result<McpServer, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
     let mut registry = ToolRegistry::new();
@@ -144,7 +146,7 @@ fn server() -> Result<McpServer, String> {
         .with_state(facts);
     Ok(McpServer::builder(registry)
         .name("kesoku-demo", env!("CARGO_PKG_VERSION"))
-        .instructions("The kesoku demo's tools: arithmetic, the time, notes, and reading files under the server's working directory.")
+        .instructions("The kesoku demo's tools: arithmetic, the time, notes, and reading files under the server's working directory. Deleting a note asks the user first.")
         .context(context)
         .build())
 }

@@ -218,7 +218,7 @@ impl McpServer {
         })?;
         let shutdown = CancellationToken::new();
         let config = options.config(local.port(), shutdown.child_token());
-        let server = self;
+        let server = self.over_stateless_http();
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
             Arc::new(NeverSessionManager::default()),

@@ -15,11 +15,13 @@
 
 // The modules form layers: each uses only modules on lines above its own.
 //
-// 1. leaves:     error, convert, json_scan (a JSON text scanned without recursion)
+// 1. leaves:     error, convert, json_scan (a JSON text scanned without recursion),
+//                approval (asking the client's user before a tool runs)
 // 2. frame:      frame (reading one JSON-RPC message; json_scan)
-// 3. server:     server (convert)
+// 3. server:     server (convert, approval)
 // 4. transports: stdio (server, frame, error), http (server, frame, error)
 // 5. client:     client (convert, error)
+mod approval;
 mod client;
 mod convert;
 mod error;

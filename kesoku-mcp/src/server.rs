@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use kesoku_core::{Message, RegistryRef, ToolContext, ToolRequest, ToolRunner};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::approval::{Asker, Transport, Verdict};
 use crate::convert;
 
 /// Serves a tool registry over MCP: [`serve_stdio`](Self::serve_stdio),
@@ -55,6 +56,9 @@ pub struct McpServer {
     /// Calls running now on this connection, so stdio can hold its end of
     /// input until they answer; each connection counts its own.
     in_flight: Arc<watch::Sender<usize>>,
+    /// Whether a question can be sent to the client (not over stateless
+    /// HTTP).
+    transport: Transport,
 }
 
 struct Inner {
@@ -62,6 +66,9 @@ struct Inner {
     /// The listings, in registry order (by name), made once.
     listings: Vec<McpTool>,
     by_name: HashMap<String, usize>,
+    /// Whether each listed tool needs a person's approval, by listing.
+    asks: Vec<bool>,
+    asker: Asker,
     info: Implementation,
     instructions: Option<String>,
 }
@@ -84,6 +91,8 @@ pub struct McpServerBuilder {
     instructions: Option<String>,
     context: ToolContext,
     timeout: Option<Duration>,
+    approval_timeout: Duration,
+    approval_key: Option<[u8; 32]>,
 }
 
 impl McpServerBuilder {
@@ -115,9 +124,33 @@ impl McpServerBuilder {
         self
     }
 
+    /// How long the client's user has to answer whether a tool that needs
+    /// approval may run (default 10 minutes). Before protocol 2026-07-28
+    /// the server waits that long for its `elicitation/create`; from
+    /// 2026-07-28 an `input_required` question expires after it.
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+
+    /// The key that seals approval questions sent as `input_required`
+    /// results (protocol 2026-07-28), so that the answer is accepted only
+    /// for the call it was asked for. Default: a random key per server.
+    /// Instances behind one load balancer share a key, so that a client's
+    /// answer may reach any of them; keep it secret.
+    pub fn approval_key(mut self, key: [u8; 32]) -> Self {
+        self.approval_key = Some(key);
+        self
+    }
+
     /// The server.
     pub fn build(self) -> McpServer {
         let listings: Vec<McpTool> = self.registry.iter().map(convert::listing).collect();
+        let asks = self
+            .registry
+            .iter()
+            .map(kesoku_core::Tool::needs_approval)
+            .collect();
         let by_name = listings
             .iter()
             .enumerate()
@@ -132,15 +165,22 @@ impl McpServerBuilder {
                 runner,
                 listings,
                 by_name,
+                asks,
+                asker: Asker::new(self.approval_key, self.approval_timeout),
                 info: Implementation::new(self.name, self.version),
                 instructions: self.instructions,
             }),
             in_flight: Arc::new(watch::Sender::new(0)),
+            transport: Transport::Duplex,
         }
     }
 }
 
 impl McpServer {
+    /// How long a person has to answer an approval question, unless
+    /// [`McpServerBuilder::approval_timeout`] says otherwise.
+    pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+
     /// A server for `registry` (`kesoku::default_registry()`, a
     /// `ToolRegistry` or an `Arc` of one) with the defaults.
     pub fn new(registry: impl Into<RegistryRef>) -> Self {
@@ -156,6 +196,8 @@ impl McpServer {
             instructions: None,
             context: ToolContext::new("mcp"),
             timeout: None,
+            approval_timeout: McpServer::DEFAULT_APPROVAL_TIMEOUT,
+            approval_key: None,
         }
     }
 
@@ -177,7 +219,15 @@ impl McpServer {
         McpServer {
             inner: Arc::clone(&self.inner),
             in_flight: Arc::new(watch::Sender::new(0)),
+            transport: self.transport,
         }
+    }
+
+    /// The same server, knowing it answers over stateless HTTP, where no
+    /// question can be sent to the client before protocol 2026-07-28.
+    pub(crate) fn over_stateless_http(mut self) -> Self {
+        self.transport = Transport::StatelessHttp;
+        self
     }
 
     pub(crate) fn watch_in_flight(&self) -> watch::Receiver<usize> {
@@ -275,10 +325,27 @@ impl ServerHandler for McpServer {
         // something that does not exist); every failure of a call that
         // ran, or could not start for its arguments, is a result the
         // model reads.
-        if !self.inner.by_name.contains_key(request.name.as_ref()) {
+        let Some(&index) = self.inner.by_name.get(request.name.as_ref()) else {
             return Err(self.unknown_tool(&request.name));
+        };
+        let arguments = request.arguments.clone().map_or(Value::Null, Value::Object);
+        // A tool that needs approval runs only on its user's yes, asked
+        // through the client.
+        if self.inner.asks[index] {
+            let _asking = InFlight::enter(&self.in_flight);
+            match self
+                .inner
+                .asker
+                .decide(&request, &arguments, &context, self.transport)
+                .await
+            {
+                Verdict::Run => {}
+                Verdict::Refuse(text) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into());
+                }
+                Verdict::Ask(question) => return Ok(CallToolResponse::InputRequired(*question)),
+            }
         }
-        let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let message = self
             .call(
                 &request.name,

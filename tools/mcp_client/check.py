@@ -25,6 +25,13 @@ Checks (one `ok: ...` line each; failures are `FAIL: ...` lines and exit code 1)
      (schema: "errors in finding the tool ... should be reported as an MCP error response")
   5  `about` is listed with an outputSchema and readOnlyHint; calling it gives structuredContent
      (which the SDK validates against that schema) naming calculate_sum, with a JSON text copy
+  6  approval: `delete_note` needs a person's yes. The client's elicitation callback is the person:
+     it answers no with a reason (isError carrying the reason; the note stays), then yes (the note
+     is deleted). Before 2026-07-28 the question comes as `elicitation/create` (stdio); over
+     2026-07-28 as an `input_required` result (seen raw once), and a retry with a forged
+     requestState is refused.  Over stateless HTTP before 2026-07-28 no question can reach the
+     client, so the call is refused and the callback never runs.  A second client with no
+     elicitation callback is refused with a reason ("cannot be asked"), and the note stays.
 The whole run is bounded by --timeout.  Exit codes: 0 all passed, 1 a check failed (or
 connection error / timeout), 2 usage error.
 """
@@ -42,6 +49,7 @@ from typing import Any
 try:
     import anyio
     from mcp import Client, ClientSession, StdioServerParameters
+    from mcp import types
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
@@ -57,6 +65,9 @@ SDK_MODE = {"discover": "auto", "legacy": "legacy"}
 TOOL = "calculate_sum"
 # A tool with an outputSchema (an object result) and readOnlyHint.
 STRUCTURED_TOOL = "about"
+# Tools that keep notes; deleting one needs a person's approval.
+SAVE_TOOL = "save_note"
+APPROVAL_TOOL = "delete_note"
 EXPECTED_DESCRIPTIONS = {"a": "The first integer.", "b": "The second integer."}
 INVALID_PARAMS = -32602
 MAX_PAGES = 100
@@ -295,6 +306,139 @@ async def check_structured(c: Checks, client: Client) -> None:
     c.ok(f"5: {STRUCTURED_TOOL} -> structuredContent fitting its outputSchema, with a text copy")
 
 
+class Person:
+    """The user behind the client's elicitation callback: answers with what it is told to next,
+    and keeps every question it was asked."""
+
+    def __init__(self) -> None:
+        self.next: types.ElicitResult | None = None
+        self.asked: list[types.ElicitRequestParams] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        self.asked.append(params)
+        if self.next is None:
+            return types.ErrorData(code=-32600, message="the check did not expect a question")
+        answer, self.next = self.next, None
+        return answer
+
+
+def yes() -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
+def no(reason: str) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"approve": False, "reason": reason})
+
+
+async def save_note(client: Client, text: str) -> int | None:
+    result = await client.call_tool(SAVE_TOOL, {"text": text})
+    found = re.search(r"note (\d+)", "".join(texts(result)))
+    return int(found.group(1)) if found and not result.is_error else None
+
+
+async def check_approval(c: Checks, client: Client, person: Person, mode: str, over_http: bool) -> None:
+    c.step = "6: approval (delete_note)"
+    listed = await client.list_tools()
+    if not any(t.name == APPROVAL_TOOL for t in listed.tools):
+        c.fail(f"6: {APPROVAL_TOOL!r} is not listed")
+        return
+    number = await save_note(client, f"approval check, mode {mode}")
+    if number is None:
+        c.fail(f"6: {SAVE_TOOL} did not say which note it saved")
+        return
+    arguments = {"number": number}
+    modern = mode == "discover"
+    if over_http and not modern:
+        person.next = yes()
+        result = await client.call_tool(APPROVAL_TOOL, arguments)
+        text = "".join(texts(result))
+        if person.asked or not result.is_error or "2026-07-28" not in text:
+            c.fail(f"6: stateless HTTP before 2026-07-28 cannot ask, so {APPROVAL_TOOL} must be refused "
+                   f"without a question; got isError={result.is_error} {text!r}, {len(person.asked)} question(s)")
+        else:
+            c.ok(f"6: {APPROVAL_TOOL} refused without a question over stateless HTTP on "
+                 f"{client.protocol_version}: {text!r}")
+        person.next = None
+        return
+
+    if modern:
+        # The raw first answer: a question in an `input_required` result, not a request.
+        raw = await client.session.call_tool(APPROVAL_TOOL, arguments, allow_input_required=True)
+        if not isinstance(raw, types.InputRequiredResult):
+            c.fail(f"6: on 2026-07-28, {APPROVAL_TOOL} answered {dump(raw)} instead of input_required")
+            return
+        question = (raw.input_requests or {}).get("approval")
+        if question is None or getattr(question, "method", None) != "elicitation/create":
+            c.fail(f"6: the input_required result holds no elicitation question: {dump(raw)}")
+            return
+        c.ok(f"6: {APPROVAL_TOOL} on 2026-07-28 -> input_required with an elicitation question")
+        # A forged state with a yes: refused, and the note stays.
+        forged = await client.session.call_tool(
+            APPROVAL_TOOL, arguments, request_state=(raw.request_state or "") + "x",
+            input_responses={"approval": yes()})
+        text = "".join(texts(forged))
+        if not forged.is_error or "not approved" not in text:
+            c.fail(f"6: a forged requestState with a yes was not refused: {dump(forged)}")
+            return
+        c.ok(f"6: a forged requestState with a yes is refused: {text!r}")
+        # The real state, for other arguments: refused as well.
+        moved = await client.session.call_tool(
+            APPROVAL_TOOL, {"number": number + 1000}, request_state=raw.request_state,
+            input_responses={"approval": yes()})
+        if not moved.is_error:
+            c.fail(f"6: an answer moved to other arguments was accepted: {dump(moved)}")
+            return
+        c.ok("6: an answer moved to other arguments is refused")
+
+    person.next = no("keep that note")
+    denied = await client.call_tool(APPROVAL_TOOL, arguments)
+    text = "".join(texts(denied))
+    if len(person.asked) != 1:
+        c.fail(f"6: the person was asked {len(person.asked)} time(s) for one call")
+        return
+    asked = person.asked[-1]
+    message = getattr(asked, "message", "")
+    if APPROVAL_TOOL not in message or str(number) not in message:
+        c.fail(f"6: the question does not name the call: {message!r}")
+        return
+    schema = getattr(asked, "requested_schema", None)
+    if schema is None or schema.get("properties", {}).get("approve", {}).get("type") != "boolean":
+        c.fail(f"6: the question's form has no boolean `approve`: {schema!r}")
+        return
+    if not denied.is_error or "keep that note" not in text:
+        c.fail(f"6: a no with a reason gave isError={denied.is_error} {text!r}")
+        return
+    c.ok(f"6: asked {message!r}; no -> isError {text!r}")
+
+    person.next = yes()
+    approved = await client.call_tool(APPROVAL_TOOL, arguments)
+    text = "".join(texts(approved))
+    if len(person.asked) != 2 or approved.is_error or f"Deleted note {number}" not in text:
+        c.fail(f"6: a yes gave isError={approved.is_error} {text!r} after {len(person.asked)} question(s)")
+        return
+    c.ok(f"6: yes -> {text!r}")
+
+
+async def check_not_askable(c: Checks, target: StdioServerParameters | str, mode: str) -> None:
+    """6: a client with no elicitation callback (so no elicitation capability) is refused."""
+    c.step = "6: approval without an elicitation callback"
+    async with Client(target, mode=SDK_MODE[mode], cache=None) as client:
+        number = await save_note(client, f"unaskable check, mode {mode}")
+        if number is None:
+            c.fail(f"6: {SAVE_TOOL} did not say which note it saved")
+            return
+        result = await client.call_tool(APPROVAL_TOOL, {"number": number})
+        text = "".join(texts(result))
+        if not result.is_error or "was not run" not in text:
+            c.fail(f"6: a client that cannot be asked gave isError={result.is_error} {text!r}")
+            return
+        listed = await client.call_tool(APPROVAL_TOOL, {"number": number})
+        if "was not run" not in "".join(texts(listed)):
+            c.fail("6: a second call from a client that cannot be asked was not refused the same way")
+            return
+        c.ok(f"6: a client that cannot be asked is refused: {text!r}")
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -312,10 +456,16 @@ async def discover_diagnostic(target: StdioServerParameters | str) -> str:
 async def run(target: StdioServerParameters | str, mode: str, c: Checks) -> None:
     c.step = ("connecting (initialize)" if mode == "legacy" else
               "connecting (server/discover probe; the SDK falls back to initialize if it fails)")
-    async with Client(target, mode=SDK_MODE[mode], cache=None) as client:
+    person = Person()
+    over_http = not isinstance(target, StdioServerParameters)
+
+    async def approval(c: Checks, client: Client) -> None:
+        await check_approval(c, client, person, mode, over_http)
+
+    async with Client(target, mode=SDK_MODE[mode], cache=None, elicitation_callback=person) as client:
         check_protocol(c, client, mode)
         for check in (check_list_tools, check_sum, check_missing_arg, check_unknown_tool,
-                      check_structured):
+                      check_structured, approval):
             try:
                 await check(c, client)
             except ValidationError as exc:
@@ -327,6 +477,7 @@ async def run(target: StdioServerParameters | str, mode: str, c: Checks) -> None
                 # e.g. structuredContent not matching the tool's outputSchema.
                 c.fail(f"{c.step}: the SDK rejected the server's answer: {exc}")
         c.step = "closing the connection"
+    await check_not_askable(c, target, mode)
     if mode == "discover" and c.failures and c.failures[0].startswith("discover mode:"):
         c.step = "diagnostic server/discover probe"
         try:
