@@ -138,3 +138,94 @@ async fn a_call_past_a_tools_limit_gets_an_error_naming_it() {
     // A new turn starts counting again.
     assert_eq!(look_up::TOOL.schema().max_uses, Some(1));
 }
+
+/// Calls running now and the most seen at once, per tool.
+#[derive(Default)]
+struct Gauge {
+    running: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Gauge {
+    async fn hold(&self) {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The gauges of `fetch` and of an uncapped tool (the agent's state
+/// holds a clone).
+#[derive(Clone, Default)]
+struct Gauges {
+    fetch: Arc<Gauge>,
+    other: Arc<Gauge>,
+}
+
+/// Fetches a page; two at a time, whatever the agent's cap.
+///
+/// # Arguments
+/// * `page` - Which page.
+#[tool(register = false, max_parallel = 2)]
+async fn fetch(page: u32, gauges: kesoku::State<Gauges>) -> String {
+    gauges.0.fetch.hold().await;
+    format!("page {page}")
+}
+
+/// Does something else, within the agent's cap.
+#[tool(register = false)]
+async fn other(gauges: kesoku::State<Gauges>) -> String {
+    gauges.0.other.hold().await;
+    "done".to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_own_cap_replaces_the_steps_cap_for_its_calls() {
+    for step_cap in [1, 8] {
+        let gauges = Gauges::default();
+        let mut tools = ToolRegistry::new();
+        tools.register(fetch::TOOL).unwrap();
+        tools.register(other::TOOL).unwrap();
+        let mut calls: Vec<_> = (0..5)
+            .map(|i| json!({"id": format!("f{i}"), "name": "fetch", "arguments": {"page": i}}))
+            .collect();
+        calls.extend(
+            (0..3).map(|i| json!({"id": format!("o{i}"), "name": "other", "arguments": {}})),
+        );
+        let model =
+            ScriptedLlm::from_json(json!([{"tool_calls": calls}, {"text": "All done."}])).unwrap();
+        let agent = Agent::builder(model)
+            .registry(tools)
+            .state(gauges.clone())
+            .max_parallel_calls(step_cap)
+            .build()
+            .unwrap();
+        let outcome = agent.send("s", "Go").await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::Completed);
+        let results: Vec<&str> = outcome
+            .messages
+            .iter()
+            .filter(|m| m.kind == MessageType::ToolResult)
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(
+            results,
+            [
+                "page 0", "page 1", "page 2", "page 3", "page 4", "done", "done", "done"
+            ],
+            "one result per call, in call order"
+        );
+        // Two at once: above a step cap of 1, below one of 8.
+        assert_eq!(
+            gauges.fetch.most.load(Ordering::SeqCst),
+            2,
+            "cap {step_cap}"
+        );
+        assert_eq!(
+            gauges.other.most.load(Ordering::SeqCst),
+            step_cap.min(3),
+            "cap {step_cap}"
+        );
+    }
+}

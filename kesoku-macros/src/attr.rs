@@ -30,6 +30,8 @@ pub(crate) struct ToolOptions {
     pub(crate) approval: Flag,
     /// At most this many calls of the tool in one agent turn.
     pub(crate) max_uses: Option<SpannedValue<u32>>,
+    /// At most this many calls of the tool at once.
+    pub(crate) max_parallel: Option<SpannedValue<u32>>,
     /// `register = false`: not added to the default registry; users add
     /// its `TOOL` to theirs (for a library's built-in tools).
     pub(crate) register: Option<bool>,

@@ -109,7 +109,7 @@ fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
                 cx.error_at(
                     e.span(),
                     format!(
-                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `approval`, `max_uses = N`, `allow_undocumented_args`, `register = false`, `title = \"...\"`, `read_only`, `destructive`, `idempotent`, `open_world` and `crate = path`"
+                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `approval`, `max_uses = N`, `max_parallel = N`, `allow_undocumented_args`, `register = false`, `title = \"...\"`, `read_only`, `destructive`, `idempotent`, `open_world` and `crate = path`"
                     ),
                 );
             }
@@ -326,6 +326,10 @@ fn schema_options(
     if let Some(uses) = &opts.max_uses {
         let uses = **uses;
         with.push(quote!(.with_max_uses(#uses)));
+    }
+    if let Some(calls) = &opts.max_parallel {
+        let calls = **calls;
+        with.push(quote!(.with_max_parallel(#calls)));
     }
     if let Some(title) = &opts.title {
         with.push(quote!(.with_title(#title)));

@@ -107,6 +107,19 @@ fn check_hints(cx: &Ctxt, opts: &ToolOptions) {
             "`max_uses = 0` allows no call at all: remove the tool from the registry instead, or allow at least 1",
         );
     }
+    if let Some(calls) = &opts.max_parallel {
+        if **calls == 0 {
+            cx.error_at(
+                calls.span(),
+                "`max_parallel = 0` lets no call run: allow at least 1",
+            );
+        } else if opts.sequential.is_present() {
+            cx.error_at(
+                calls.span(),
+                "`max_parallel` and `sequential` both set how calls share time: `sequential` already runs each call alone; drop one of them",
+            );
+        }
+    }
     if let Some(t) = &opts.title
         && t.value().trim().is_empty()
     {

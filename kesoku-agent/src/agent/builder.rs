@@ -174,7 +174,9 @@ impl AgentBuilder {
 
     /// How many calls of one step run at once (the rest wait for a free
     /// place, in the model's order; `#[tool(sequential)]` tools still run
-    /// alone). Default: the runner's,
+    /// alone). A tool with a cap of its own (`#[tool(max_parallel = N)]`,
+    /// `DynamicTool::with_max_parallel`) runs N calls at once instead,
+    /// above or below this cap. Default: the runner's,
     /// [`ToolRunner::DEFAULT_MAX_CONCURRENCY`](kesoku_core::ToolRunner::DEFAULT_MAX_CONCURRENCY).
     pub fn max_parallel_calls(mut self, calls: usize) -> Self {
         self.max_parallel_calls = calls;

@@ -3,6 +3,7 @@
 //! always answers with one `tool_result` [`Message`] per call.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -13,7 +14,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use serde_json::Map;
-use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio::sync::{
+    OwnedRwLockReadGuard, OwnedRwLockWriteGuard, OwnedSemaphorePermit, RwLock, Semaphore,
+};
 use tracing::Instrument;
 
 use crate::schema::tree::quote_list;
@@ -154,6 +157,10 @@ pub struct ToolRunner {
     exclusive: Arc<RwLock<()>>,
     /// Whether any tool is sequential: without one the lock is never needed.
     has_sequential: bool,
+    /// The tools with a cap of their own (`#[tool(max_parallel = N)]`):
+    /// their calls take a permit here instead of a place in the batch's
+    /// window. Empty for most registries.
+    lanes: Arc<HashMap<String, Arc<Semaphore>>>,
 }
 
 impl fmt::Debug for ToolRunner {
@@ -178,8 +185,16 @@ impl ToolRunner {
     pub fn new(registry: impl Into<RegistryRef>, context: ToolContext) -> Self {
         let registry: RegistryRef = registry.into();
         let has_sequential = registry.iter().any(Tool::is_sequential);
+        let lanes = registry
+            .iter()
+            .filter_map(|t| {
+                let cap = usize::try_from(t.max_parallel()?).unwrap_or(usize::MAX);
+                Some((t.name().to_owned(), Arc::new(Semaphore::new(cap.max(1)))))
+            })
+            .collect();
         ToolRunner {
             has_sequential,
+            lanes: Arc::new(lanes),
             registry,
             context,
             default_timeout: Self::DEFAULT_TIMEOUT,
@@ -224,6 +239,7 @@ impl ToolRunner {
             max_concurrency: self.max_concurrency,
             exclusive: Arc::clone(&self.exclusive),
             has_sequential: self.has_sequential,
+            lanes: Arc::clone(&self.lanes),
         }
     }
 
@@ -268,8 +284,9 @@ impl ToolRunner {
     }
 
     /// Runs the calls of one model turn concurrently (at most
-    /// `max_concurrency` at once; `sequential` tools alone) and returns
-    /// exactly one result per call, in call order.
+    /// `max_concurrency` at once; `sequential` tools alone; a tool with
+    /// `max_parallel = N` at most N at once, counted apart from the
+    /// others) and returns exactly one result per call, in call order.
     ///
     /// `is_interrupted` is asked as each call starts, so calls that start
     /// after a newer user message arrived are skipped cleanly.
@@ -278,6 +295,9 @@ impl ToolRunner {
         calls: &[(ToolRequest, Message)],
         is_interrupted: Option<&(dyn Fn() -> bool + Send + Sync)>,
     ) -> Vec<Message> {
+        if !self.lanes.is_empty() {
+            return self.execute_in_lanes(calls, is_interrupted).await;
+        }
         // A hand-driven window rather than `stream::iter(..).map(..)
         // .buffered(..)`: a closure there borrows with a lifetime the
         // compiler cannot prove `Send` for all lifetimes, which made this
@@ -297,6 +317,70 @@ impl ToolRunner {
         results
     }
 
+    /// [`execute_all`](Self::execute_all) when some tools have caps of
+    /// their own: every call is started, and waits for a place in the
+    /// batch (uncapped tools) or in its tool's lane (capped ones), in call
+    /// order, as tokio's semaphores are fair.
+    async fn execute_in_lanes(
+        &self,
+        calls: &[(ToolRequest, Message)],
+        is_interrupted: IsInterrupted<'_>,
+    ) -> Vec<Message> {
+        let batch = Semaphore::new(self.max_concurrency);
+        let mut pending: FuturesOrdered<_> = calls
+            .iter()
+            .map(|(request, call)| self.execute_in_batch(&batch, request, call, is_interrupted))
+            .collect();
+        let mut results = Vec::with_capacity(calls.len());
+        while let Some(result) = pending.next().await {
+            results.push(result);
+        }
+        results
+    }
+
+    async fn execute_in_batch(
+        &self,
+        batch: &Semaphore,
+        request: &ToolRequest,
+        call: &Message,
+        is_interrupted: IsInterrupted<'_>,
+    ) -> Message {
+        // A capped tool's lane is taken in `run`; the batch's window is
+        // for the others. The batch semaphore is never closed.
+        let _place = if self.lanes.contains_key(&request.name) {
+            None
+        } else {
+            batch.acquire().await.ok()
+        };
+        self.execute(request, call, is_interrupted).await
+    }
+
+    /// A permit of `tool`'s lane if it has one: at once if free, else once
+    /// one frees (or the context is cancelled).
+    async fn enter_lane(
+        &self,
+        tool: &str,
+        is_interrupted: IsInterrupted<'_>,
+    ) -> Result<Option<OwnedSemaphorePermit>, CallError> {
+        let Some(lane) = self.lanes.get(tool) else {
+            return Ok(None);
+        };
+        if let Ok(permit) = Arc::clone(lane).try_acquire_owned() {
+            return Ok(Some(permit));
+        }
+        let cancel = self.context.cancellation();
+        let permit = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ToolError::Cancelled { tool: tool.into() }.into()),
+            permit = Arc::clone(lane).acquire_owned() => permit.ok(),
+        };
+        // A call that waited for its lane starts only now.
+        if is_interrupted.is_some_and(|f| f()) {
+            return Err(CallError::interrupted(tool));
+        }
+        Ok(permit)
+    }
+
     /// Steps 1 to 5 of the lifecycle.
     async fn run(
         &self,
@@ -306,7 +390,9 @@ impl ToolRunner {
         let interrupted = || is_interrupted.is_some_and(|f| f());
         let (tool, invocation) = self.prepare_either(request, &interrupted)?;
         let name = tool.name();
-        // 5. Run, alone if the tool is sequential, under its timeout.
+        // 5. Run, within the tool's own cap if it has one, alone if it is
+        // sequential, under its timeout.
+        let lane = self.enter_lane(name, is_interrupted).await?;
         let cancel = self.context.cancellation();
         let exclusive = tool.is_sequential();
         // Uncontended, the lock is one atomic step; only a wait needs to
@@ -329,16 +415,17 @@ impl ToolRunner {
         };
         let limit = tool.timeout().unwrap_or(self.default_timeout);
         // A sync tool keeps its thread after a timeout, so it keeps the
-        // guard too: nothing sequential starts until it really ended.
-        let (invocation, _guard) = match invocation {
+        // guard and its lane too: nothing sequential starts, and no more
+        // of its calls, until it really ended.
+        let (invocation, _held) = match invocation {
             Invocation::Blocking(call) => (
                 Invocation::Blocking(Box::new(move || {
-                    let _held = guard;
+                    let _held = (guard, lane);
                     call()
                 })),
                 None,
             ),
-            other @ Invocation::Async(_) => (other, Some(guard)),
+            other @ Invocation::Async(_) => (other, Some((guard, lane))),
         };
         let mut run = std::pin::pin!(invocation.run(name));
         // Most tools finish on their first poll: they need no timer and no

@@ -59,6 +59,9 @@ pub struct ToolSchema {
     /// `#[tool(max_uses = N)]`: at most this many calls of the tool in one
     /// agent turn; a call past it gets an error result naming the limit.
     pub max_uses: Option<u32>,
+    /// `#[tool(max_parallel = N)]`: at most this many calls of the tool
+    /// run at once, in place of the runner's (the agent's) cap for a step.
+    pub max_parallel: Option<u32>,
     /// Whether every argument type is [`ToolArg::EXACT`](crate::ToolArg::EXACT):
     /// then arguments that decode strictly skip the validator.
     pub exact: bool,
@@ -99,6 +102,7 @@ impl ToolSchema {
             sequential: false,
             approval: false,
             max_uses: None,
+            max_parallel: None,
             exact: false,
             location,
             title: None,
@@ -167,6 +171,13 @@ impl ToolSchema {
     #[must_use]
     pub const fn with_max_uses(mut self, uses: u32) -> Self {
         self.max_uses = Some(uses);
+        self
+    }
+
+    /// Sets how many calls of the tool may run at once.
+    #[must_use]
+    pub const fn with_max_parallel(mut self, calls: u32) -> Self {
+        self.max_parallel = Some(calls);
         self
     }
 

@@ -139,6 +139,7 @@ pub struct DynamicTool {
     sequential: bool,
     approval: bool,
     max_uses: Option<u32>,
+    max_parallel: Option<u32>,
     title: Option<String>,
     hints: ToolHints,
     output: Option<Value>,
@@ -195,6 +196,7 @@ impl DynamicTool {
             sequential: false,
             approval: false,
             max_uses: None,
+            max_parallel: None,
             title: None,
             hints: ToolHints::new(),
             output: None,
@@ -241,6 +243,15 @@ impl DynamicTool {
     #[must_use]
     pub fn with_max_uses(mut self, uses: u32) -> Self {
         self.max_uses = Some(uses);
+        self
+    }
+
+    /// Runs at most `calls` calls of the tool at once, in place of the
+    /// runner's (the agent's) cap for a step (as
+    /// `#[tool(max_parallel = N)]`); 0 counts as 1.
+    #[must_use]
+    pub fn with_max_parallel(mut self, calls: u32) -> Self {
+        self.max_parallel = Some(calls);
         self
     }
 
@@ -450,6 +461,15 @@ impl Tool {
         match &self.kind {
             Kind::Static(d) => d.schema.max_uses,
             Kind::Dynamic(t) => t.max_uses,
+        }
+    }
+
+    /// How many calls of the tool may run at once, if it says
+    /// (`#[tool(max_parallel = N)]`, [`DynamicTool::with_max_parallel`]).
+    pub fn max_parallel(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Static(d) => d.schema.max_parallel,
+            Kind::Dynamic(t) => t.max_parallel,
         }
     }
 
