@@ -29,7 +29,9 @@
 //! | `agent::builder` | [`AgentBuilder`] |
 //! | `agent::claim` | leases and claims: which worker runs a session's turn |
 //! | `agent::run` | one turn's IO (the store, the gateway, the model call, streaming, the runner), following `machine`'s decisions |
+//! | `agent::approved` | a turn's side of approval: deadlines, decisions read back, approved calls marked begun, calls left by a user who moved on |
 //! | `agent::machine` | one turn's rules, with no IO: ask the model, run these calls, or finish with a status |
+//! | `agent::workspace` | each session's workspace directory, a session id made a safe name |
 //! | `agent::shared` | what every turn of an agent shares |
 //! | `agent::sessions` | per-session state kept between turns (views, the newest prompt) |
 //! | `agent::view` | the history as the model is shown it; orphaned calls and their healing |

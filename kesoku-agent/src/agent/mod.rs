@@ -13,6 +13,7 @@
 //! (the turn's rules).
 
 mod approval;
+mod approved;
 mod builder;
 mod claim;
 mod machine;
@@ -23,6 +24,7 @@ mod sessions;
 mod shared;
 mod toolset;
 mod view;
+mod workspace;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -181,7 +183,7 @@ impl Agent {
     /// assert_eq!(dir, std::path::Path::new("/srv/sessions/%2E%2E%2Fetc"));
     /// ```
     pub fn workspace(&self, session_id: &str) -> Option<PathBuf> {
-        run::workspace(&self.shared, session_id)
+        workspace::workspace(&self.shared, session_id)
     }
 
     /// Decides the call `id` that waits for a person (a

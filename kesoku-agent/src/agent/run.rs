@@ -7,7 +7,6 @@
 //! not started get aborted results, and calls waiting are cancelled
 //! through the context's token; every call still gets exactly one result.
 
-use std::fmt::Write as _;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,12 +22,14 @@ use futures_util::StreamExt as _;
 use kesoku_core::{Delta, DeltaKind};
 
 use super::approval::{self, ApprovalCheck, Verdict};
+use super::approved::{self, Begun};
 use super::machine::{Call, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::retry::{is_transient, retried, retried_store};
 use super::sessions::Slot;
 use super::shared::Shared;
 use super::view::{View, healing_result, orphans};
+use super::workspace::workspace;
 use kesoku_llm::StreamEvent;
 use kesoku_llm::ToolDeclaration;
 
@@ -78,7 +79,7 @@ pub(crate) async fn turn(
         user: message,
         seq,
         posted: Vec::new(),
-        started: Vec::new(),
+        begun: Begun::default(),
         cancel: CancellationToken::new(),
         declarations: Arc::default(),
         ending,
@@ -133,7 +134,7 @@ struct Turn<'a> {
     posted: Vec<Message>,
     /// Approved calls marked begun (`processing`) whose result is not yet
     /// stored: each goes back to `responded` once it is.
-    started: Vec<String>,
+    begun: Begun,
     /// Cancelled on interruption: tools waiting on it stop.
     cancel: CancellationToken,
     /// The tools as the model sees them this turn (a live registry is
@@ -167,7 +168,7 @@ impl Turn<'_> {
         &mut self,
         view: &mut Vec<Message>,
     ) -> Result<(Finish, Vec<Message>), AgentError> {
-        let decisions = self.decisions(view).await?;
+        let decisions = approved::decisions(self.shared, &self.user.id, view).await?;
         let decided: std::collections::HashMap<&str, Verdict> = decisions
             .iter()
             .map(|(id, v)| (id.as_str(), v.clone()))
@@ -181,18 +182,7 @@ impl Turn<'_> {
                 return Ok((finish, decision.post));
             }
             for mut m in decision.post {
-                if let Some(wait) = self.shared.approval_deadline
-                    && approval::is_asked(&m)
-                {
-                    let deadline = chrono::Utc::now()
-                        + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
-                    m.metadata.insert(
-                        approval::DEADLINE.into(),
-                        deadline
-                            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                            .into(),
-                    );
-                }
+                approved::stamp_deadline(self.shared, &mut m);
                 self.post(m.clone()).await?;
                 view.push(m);
             }
@@ -246,7 +236,10 @@ impl Turn<'_> {
                         Some(runner) => runner,
                         None => runner.insert(self.runner().await?),
                     };
-                    let calls = self.claim_approved(run.calls()).await?;
+                    let calls = self
+                        .begun
+                        .claim(self.shared, self.holder, run.calls())
+                        .await?;
                     let results = self.execute(runner, &calls).await;
                     run.results(results)
                 }
@@ -290,97 +283,18 @@ impl Turn<'_> {
         if !view.has_orphans() {
             return Ok(view);
         }
-        // This turn's own calls that wait for a person are its machine's
-        // to answer; another prompt's were left by a user who moved on.
-        let prompt = self.user.id.as_str();
-        let mut moved_on = Vec::new();
-        let healed: Vec<Message> = orphans(&view.messages)
-            .into_iter()
-            .filter(|m| !(approval::is_asked(m) && m.parent_id.as_deref() == Some(prompt)))
-            .map(|m| {
-                if approval::is_asked(m) {
-                    moved_on.extend(m.parent_id.clone());
-                    approval::moved_on_result(m)
-                } else {
-                    healing_result(m)
-                }
-            })
-            .collect();
+        let (healed, moved_on) = approved::heal(&view.messages, &self.user.id);
         if healed.is_empty() {
             return Ok(view);
         }
         for result in healed {
             self.post(result).await?;
         }
-        moved_on.dedup();
-        for older in moved_on {
-            // Its turn will not resume: every call it waited on is answered.
-            store
-                .transition(&older, &[Status::AwaitingApproval], Status::Interrupted)
-                .await
-                .map_err(GatewayError::from)?;
-        }
+        approved::interrupt_moved_on(&**store, moved_on).await?;
         // Read again, so each healed result stands after its call.
         Ok(View::new(
             whole(&**store, &session, self.shared.lease).await?,
         ))
-    }
-
-    /// The calls to run of `calls`: an approved call is marked started
-    /// (→ `processing`, fenced by the lease) first, so a
-    /// worker that dies running it leaves a mark, and the turn resumed
-    /// elsewhere answers it as interrupted instead of running it again; a
-    /// call already marked is left out (its result is then the machine's
-    /// "interrupted").
-    async fn claim_approved(&mut self, calls: &[Call]) -> Result<Vec<Call>, AgentError> {
-        let mut run = Vec::with_capacity(calls.len());
-        for call in calls {
-            if approval::is_asked(&call.1) {
-                let started = retried(
-                    self.shared.lease,
-                    "marking an approved call started",
-                    |_| {
-                        self.shared.gateway.transition_leased(
-                            &call.1.id,
-                            NOT_BEGUN,
-                            Status::Processing,
-                            self.holder,
-                        )
-                    },
-                )
-                .await?;
-                if !started {
-                    continue;
-                }
-                self.started.push(call.1.id.clone());
-            }
-            run.push(call.clone());
-        }
-        Ok(run)
-    }
-
-    /// The decisions on this turn's calls that wait for a person, by call
-    /// message id: each read by its own id (decisions are never in the
-    /// model's view).
-    async fn decisions(&self, view: &[Message]) -> Result<Vec<(String, Verdict)>, AgentError> {
-        let prompt = self.user.id.as_str();
-        let store = self.shared.gateway.store();
-        let mut out = Vec::new();
-        // As the machine reads it: the prompt's calls come after it, and
-        // the rest of a long view is not scanned.
-        let from = view.iter().rposition(|m| m.id == prompt).unwrap_or(0);
-        for call in orphans(&view[from..])
-            .into_iter()
-            .filter(|m| approval::is_asked(m) && m.parent_id.as_deref() == Some(prompt))
-        {
-            let id = approval::decision_id(&call.id);
-            let found =
-                retried_store(self.shared.lease, "reading a decision", || store.get(&id)).await?;
-            if let Some(d) = found {
-                out.push((call.id.clone(), approval::verdict_of(&d)));
-            }
-        }
-        Ok(out)
     }
 
     /// Notes the session's user messages in `history`: one newer than
@@ -510,7 +424,7 @@ impl Turn<'_> {
 
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
         post(self.shared, self.holder, &message).await?;
-        if let Some(call) = self.answered_start(&message) {
+        if let Some(call) = self.begun.answered(&message) {
             retried(self.shared.lease, "settling an approved call", |_| {
                 self.shared.gateway.transition_leased(
                     &call,
@@ -523,17 +437,6 @@ impl Turn<'_> {
         }
         self.posted.push(message);
         Ok(())
-    }
-
-    /// The approved call `message` answers, if this turn marked it begun:
-    /// no longer in [`started`](Self::started).
-    fn answered_start(&mut self, message: &Message) -> Option<String> {
-        if message.kind != MessageType::ToolResult {
-            return None;
-        }
-        let parent = message.parent_id.as_deref()?;
-        let i = self.started.iter().position(|id| id == parent)?;
-        Some(self.started.swap_remove(i))
     }
 
     fn outcome(&mut self, status: TurnStatus, answer: Option<String>) -> TurnOutcome {
@@ -577,7 +480,7 @@ impl Turn<'_> {
                 // lease is gone, so unfenced; each is one conditional
                 // update).
                 for m in &last {
-                    if let Some(call) = self.answered_start(m) {
+                    if let Some(call) = self.begun.answered(m) {
                         shared
                             .gateway
                             .store()
@@ -650,19 +553,6 @@ async fn post_tried(
     Ok(())
 }
 
-/// The statuses an approved call may have before it is marked begun:
-/// any but `processing` (a front end may have marked it `delivered`, say).
-const NOT_BEGUN: &[Status] = &[
-    Status::Responded,
-    Status::Delivered,
-    Status::Pending,
-    Status::Processed,
-    Status::PendingAgent,
-    Status::Error,
-    Status::Interrupted,
-    Status::AwaitingApproval,
-];
-
 /// The statuses a turn's prompt is settled from: `processing` (it is
 /// ours), or `pending_agent` when it was put back meanwhile.
 const SETTLED_FROM: &[Status] = &[Status::Processing, Status::PendingAgent];
@@ -719,85 +609,4 @@ pub(crate) async fn end_panicked(
         answer: None,
         messages: posted,
     })
-}
-
-/// The workspace directory of `session`, under the agent's sessions
-/// directory.
-pub(crate) fn workspace(shared: &Shared, session: &str) -> Option<std::path::PathBuf> {
-    shared
-        .sessions_dir
-        .as_ref()
-        .map(|root| root.join(dir_name(session)))
-}
-
-/// The longest file name most file systems take, in bytes.
-const MAX_NAME: usize = 255;
-/// How much of an escaped id a long name keeps, before `~` and 64 hex
-/// digits of its hash.
-const KEPT: usize = 190;
-
-/// A session id as one safe directory name: letters, digits, `-` and `_`
-/// kept, anything else escaped, so no id can reach outside the sessions
-/// directory or collide with another. An escaped id too long for a file
-/// name is cut and ends in `~` and its SHA-256 (which `~`, never part of
-/// an escaped id, sets apart from every name kept whole).
-fn dir_name(session: &str) -> String {
-    let mut out = String::with_capacity(session.len());
-    for b in session.bytes() {
-        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    if out.is_empty() {
-        out.push_str("%00");
-    }
-    if out.len() > MAX_NAME {
-        // Cut before an escape, not inside one (all of it is ASCII).
-        let mut cut = KEPT;
-        while let Some(p) = out[cut.saturating_sub(2)..cut].find('%') {
-            cut = cut - 2 + p;
-        }
-        out.truncate(cut);
-        out.push('~');
-        for b in ring::digest::digest(&ring::digest::SHA256, session.as_bytes()).as_ref() {
-            let _ = write!(out, "{b:02x}");
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::dir_name;
-
-    #[test]
-    fn session_directories_cannot_escape() {
-        assert_eq!(dir_name("session-1"), "session-1");
-        assert_eq!(dir_name("../etc"), "%2E%2E%2Fetc");
-        assert_eq!(dir_name("a/b"), "a%2Fb");
-        assert_ne!(dir_name("a/b"), dir_name("a_b"));
-        assert_eq!(dir_name(""), "%00");
-    }
-
-    #[test]
-    fn long_session_ids_get_short_distinct_stable_names() {
-        let long = "é".repeat(60);
-        let name = dir_name(&long);
-        assert!(name.len() <= 255, "{} bytes", name.len());
-        assert_eq!(name, dir_name(&long));
-        // Not cut inside an escape.
-        let (kept, hash) = name.split_once('~').unwrap();
-        assert!(kept.len() % 3 == 0 && kept.starts_with("%C3%A9"), "{kept}");
-        assert_eq!(hash.len(), 64);
-        // Ids alike up to the cut still differ.
-        let other = format!("{}e", "é".repeat(59));
-        assert_ne!(dir_name(&other), name);
-        // A name at the limit is kept whole.
-        let fits = "a".repeat(255);
-        assert_eq!(dir_name(&fits), fits);
-        assert_ne!(dir_name(&"a".repeat(256)), "a".repeat(256));
-        assert!(dir_name(&"a".repeat(256)).len() <= 255);
-    }
 }
