@@ -14,6 +14,10 @@ mod pg;
 mod example;
 use example::example;
 
+#[path = "support/workers.rs"]
+mod workers;
+use workers::{Call, Worker, worker};
+
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -24,127 +28,13 @@ use kesoku::gateway::{Filter, Gateway};
 use kesoku::store::{PostgresOptions, PostgresStore, Store};
 use kesoku::{DeltaKind, Message, MessageType, Role, Status};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::oneshot;
 
 /// An answer that quotes a call cut off by a worker's death: the turn
 /// resumed with that call answered as interrupted (as after a crash on
 /// `SQLite`), and the model answered from there.
 const HEALED: &str = "2 + 3 = Error: the call to `add` was interrupted before it returned a result; it may or may not have run";
-
-/// A model call a worker logged: (worker, prompt id, start µs, end µs).
-type Call = (usize, String, u128, u128);
-
-/// A worker process and what it logged.
-struct Worker {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-    /// The sessions whose `delete` call it ran (`--approval`).
-    ran: Arc<Mutex<Vec<String>>>,
-}
-
-/// Starts worker `n` serving `url`; its model calls go to `calls`. Returns
-/// once it is connected.
-async fn worker(
-    n: usize,
-    url: &str,
-    lease_ms: u64,
-    calls: &Arc<Mutex<HashMap<String, Vec<Call>>>>,
-    kill_after: Option<usize>,
-) -> Worker {
-    worker_with(n, url, lease_ms, calls, kill_after, false, &[]).await
-}
-
-/// [`worker`], with `extra` arguments to `serve`; with `kill_on_ran`,
-/// killed as it starts its first `delete` (`--approval`).
-async fn worker_with(
-    n: usize,
-    url: &str,
-    lease_ms: u64,
-    calls: &Arc<Mutex<HashMap<String, Vec<Call>>>>,
-    kill_after: Option<usize>,
-    kill_on_ran: bool,
-    extra: &[&str],
-) -> Worker {
-    let lease = lease_ms.to_string();
-    let mut args = vec!["serve", url, "--lease-ms", &lease, "--latency-ms", "20"];
-    args.extend_from_slice(extra);
-    let mut child = Command::new(example("agent_worker"))
-        .args(&args)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start agent_worker");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (ready_tx, ready) = oneshot::channel();
-    let calls = Arc::clone(calls);
-    let pid = child.id().expect("the worker runs").to_string();
-    let ran = Arc::new(Mutex::new(Vec::new()));
-    let runs = Arc::clone(&ran);
-    tokio::spawn(async move {
-        let mut ready_tx = Some(ready_tx);
-        let mut made = 0;
-        while let Ok(Some(line)) = lines.next_line().await {
-            let parts: Vec<&str> = line.split(' ').collect();
-            match parts.as_slice() {
-                ["ready"] => {
-                    if let Some(tx) = ready_tx.take() {
-                        let _ = tx.send(());
-                    }
-                }
-                ["ran", session] => {
-                    runs.lock().unwrap().push((*session).to_owned());
-                    if kill_on_ran {
-                        std::process::Command::new("kill")
-                            .args(["-KILL", &pid])
-                            .status()
-                            .unwrap();
-                    }
-                }
-                ["call", session, prompt, start, end] => {
-                    calls
-                        .lock()
-                        .unwrap()
-                        .entry((*session).to_owned())
-                        .or_default()
-                        .push((
-                            n,
-                            (*prompt).to_owned(),
-                            start.parse().unwrap(),
-                            end.parse().unwrap(),
-                        ));
-                    made += 1;
-                    // Killed with SIGKILL as it logs this call: its other
-                    // turns are in flight.
-                    if kill_after == Some(made) {
-                        std::process::Command::new("kill")
-                            .args(["-KILL", &pid])
-                            .status()
-                            .unwrap();
-                    }
-                }
-                _ => {}
-            }
-        }
-    });
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let mut err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let sink = Arc::clone(&stderr);
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = err_lines.next_line().await {
-            let mut s = sink.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(30), ready)
-        .await
-        .expect("agent_worker did not start within 30 s")
-        .expect("agent_worker exited before it was ready");
-    Worker { child, stderr, ran }
-}
 
 /// The final answers (assistant texts answering a user message) that
 /// arrive through `gateway`, by prompt id.
@@ -616,150 +506,4 @@ async fn a_front_end_sees_a_workers_reply_as_it_streams() {
         }
     }
     child.kill().await.unwrap();
-}
-
-/// Turns paused for approval on three workers; a front end (this process)
-/// approves half of them and denies the rest while a worker is killed.
-/// Every waiting call is answered once, nothing runs unapproved, and each
-/// approved call runs at most once (once, unless its worker died running
-/// it: then the model reads that it was interrupted).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
-    const SESSIONS: usize = 24;
-    let test = "a_front_end_decides_paused_turns_while_a_worker_dies";
-    let Some(url) = pg::fresh_database(test).await else {
-        return;
-    };
-    let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(&url).await.unwrap());
-    let gateway = Gateway::from_arc(Arc::clone(&store));
-    let calls = Arc::default();
-    let mut workers = Vec::new();
-    for n in 0..3 {
-        // Worker 0 dies as it begins running its first approved call.
-        let doomed = n == 0;
-        workers.push(worker_with(n, &url, 1_000, &calls, None, doomed, &["--approval"]).await);
-    }
-    let mut prompts = Vec::new();
-    for i in 0..SESSIONS {
-        let m = Message::new(
-            format!("a{i}"),
-            Role::User,
-            MessageType::Text,
-            "Delete note 1",
-        )
-        .with_status(Status::PendingAgent);
-        prompts.push(m.id.clone());
-        gateway.post(m).await.unwrap();
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let paused = store
-            .with_status(Status::AwaitingApproval)
-            .await
-            .unwrap()
-            .len();
-        if paused == SESSIONS {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{paused} of {SESSIONS} paused"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        workers.iter().all(|w| w.ran.lock().unwrap().is_empty()),
-        "a call ran before it was approved"
-    );
-    let front = kesoku::llm::Agent::builder(
-        kesoku::llm::ScriptedLlm::from_json(serde_json::json!([])).unwrap(),
-    )
-    .store(Arc::clone(&store))
-    .build()
-    .unwrap();
-    for i in 0..SESSIONS {
-        let waiting = front.pending_approvals(&format!("a{i}")).await.unwrap();
-        assert_eq!(waiting.len(), 1, "session a{i}");
-        // Whether this decision or a worker's sweep puts the turn back
-        // (both may see it decided first) does not matter: one does.
-        if i % 2 == 0 {
-            front.approve(&waiting[0].id).await.unwrap();
-        } else {
-            front.deny(&waiting[0].id, Some("keep it")).await.unwrap();
-        }
-        // A second decision, from any process, is refused.
-        assert!(front.approve(&waiting[0].id).await.is_err());
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    for prompt in &prompts {
-        loop {
-            let status = store.get(prompt).await.unwrap().unwrap().status;
-            if status == Status::Processed {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{prompt} is {status:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    let status = workers[0].child.wait().await.unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9),
-        "worker 0 was killed running an approved call"
-    );
-    let interrupted = check_decided(&*store, &workers, SESSIONS).await;
-    assert!(
-        interrupted >= 1,
-        "no approved call was cut off by the death"
-    );
-}
-
-/// Each of the `sessions` decided above (`a{i}`, approved when `i` is
-/// even): its call answered once, run at most once and only if approved,
-/// and the model's answer from its result. How many approved calls a
-/// dead worker cut off (answered as interrupted, never run again).
-async fn check_decided(store: &dyn Store, workers: &[Worker], sessions: usize) -> usize {
-    let mut interrupted = 0;
-    let mut ran: HashMap<String, usize> = HashMap::new();
-    for w in workers {
-        for s in w.ran.lock().unwrap().iter() {
-            *ran.entry(s.clone()).or_default() += 1;
-        }
-    }
-    for i in 0..sessions {
-        let session = format!("a{i}");
-        let history = store.history(&session).await.unwrap();
-        let call = history
-            .iter()
-            .find(|m| m.kind == MessageType::ToolCall)
-            .unwrap();
-        let results: Vec<&Message> = history
-            .iter()
-            .filter(|m| {
-                m.kind == MessageType::ToolResult
-                    && m.parent_id.as_deref() == Some(call.id.as_str())
-            })
-            .collect();
-        assert_eq!(results.len(), 1, "{session}: {history:#?}");
-        let answer = &history.last().unwrap().content;
-        let runs = ran.get(&session).copied().unwrap_or(0);
-        if i % 2 == 0 {
-            assert_eq!(runs, 1, "{session}: approved, so run once");
-            if answer.contains("interrupted") {
-                interrupted += 1;
-            } else {
-                assert_eq!(answer, "deleted: deleted 1", "{session}");
-            }
-        } else {
-            assert_eq!(runs, 0, "{session} ran, denied");
-            assert!(
-                answer.contains("not approved: keep it"),
-                "{session}: {answer}"
-            );
-        }
-    }
-    interrupted
 }
