@@ -12,7 +12,7 @@
 // | folder     | holds |
 // | ---------- | ----- |
 // | leaves     | `content`, `future`, `suggest`, `error_source` |
-// | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `MemoryStore`), `row`, `gateway`, `session_cache` |
+// | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `MemoryStore`), `row`, `gateway` (+ `filter`, `listener`, `error`), `session_cache` |
 // | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema` |
 // | `args/`    | arguments checked: `arg_error`, `validate`, `dynamic_schema`, `tool_arg` |
 // | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |

@@ -10,7 +10,11 @@
 //! arrive when the store announces them ([`DeltaRelay::changes`](crate::store::DeltaRelay::changes), such as
 //! PostgreSQL's `NOTIFY`), else through a periodic read of the store.
 
-use std::collections::{BTreeSet, VecDeque};
+// error < filter < listener < this module.
+mod error;
+mod filter;
+mod listener;
+
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,98 +25,13 @@ use futures_util::Stream;
 use tokio::sync::broadcast;
 
 use crate::session::delta::Delta;
-use crate::session::message::{Message, Role, Status};
+use crate::session::message::{Message, Status};
 use crate::session::progress::{Progress, ProgressError, ProgressFuture};
-use crate::session::store::{Announced, Header, MemoryStore, Seq, Store, StoreError};
+use crate::session::store::{MemoryStore, Seq, Store};
 
-/// Why the gateway could not save or deliver a message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum GatewayError {
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// Which messages a listener wants.
-///
-/// ```
-/// use kesoku_core::gateway::Filter;
-/// use kesoku_core::{Message, MessageType, Role, Status};
-///
-/// let waiting = Filter::new().status(Status::PendingAgent);
-/// let prompt = Message::new("s", Role::User, MessageType::Text, "hi").with_status(Status::PendingAgent);
-/// assert!(waiting.matches(&prompt));
-/// assert!(!Filter::new().session("other").matches(&prompt));
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
-    session: Option<String>,
-    status: Option<Status>,
-    roles: Option<Vec<Role>>,
-    after: Option<Seq>,
-}
-
-impl Filter {
-    /// Every message.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Only this session's messages.
-    #[must_use]
-    pub fn session(mut self, id: impl Into<String>) -> Self {
-        self.session = Some(id.into());
-        self
-    }
-
-    /// Only messages with this status (as stored, for the replay; as
-    /// posted, for live ones).
-    #[must_use]
-    pub fn status(mut self, status: Status) -> Self {
-        self.status = Some(status);
-        self
-    }
-
-    /// Only messages from these roles.
-    #[must_use]
-    pub fn roles(mut self, roles: impl IntoIterator<Item = Role>) -> Self {
-        self.roles = Some(roles.into_iter().collect());
-        self
-    }
-
-    /// Replays the messages stored after `seq` (live ones follow as
-    /// ever). Without it, a filter with a status replays every stored
-    /// message with that status, and one without replays nothing: it
-    /// starts with what is posted after [`Gateway::listen`] returned.
-    #[must_use]
-    pub fn after(mut self, seq: Seq) -> Self {
-        self.after = Some(seq);
-        self
-    }
-
-    /// Whether a message with this header may pass the filter (it does,
-    /// since the filter reads nothing else).
-    fn admits(&self, header: &Header) -> bool {
-        self.session
-            .as_deref()
-            .is_none_or(|s| s == header.session_id)
-            && self.status.is_none_or(|s| s == header.status)
-            && self.roles.as_ref().is_none_or(|r| r.contains(&header.role))
-    }
-
-    /// Whether `message` passes the filter.
-    pub fn matches(&self, message: &Message) -> bool {
-        self.session
-            .as_deref()
-            .is_none_or(|s| s == message.session_id)
-            && self.status.is_none_or(|s| s == message.status)
-            && self
-                .roles
-                .as_ref()
-                .is_none_or(|r| r.contains(&message.role))
-    }
-}
+pub use error::GatewayError;
+pub use filter::Filter;
+pub use listener::{Delivery, Listener};
 
 /// The hub: saves each message, then delivers it to the listeners.
 ///
@@ -168,10 +87,6 @@ const LIVE_CAPACITY: usize = 1024;
 /// dropped for it (the finished message is stored; deltas are only a view
 /// of it being written).
 const DELTA_CAPACITY: usize = 4096;
-/// How many messages one catch-up read takes from the store.
-const PAGE: usize = 512;
-/// How often a listener reads a store that announces its changes anyway.
-const ANNOUNCED_POLL: Duration = Duration::from_secs(5);
 
 impl Gateway {
     /// How often a listener reads the store for messages posted by other
@@ -438,39 +353,14 @@ impl Gateway {
     pub async fn listen(&self, filter: Filter) -> Result<Listener, GatewayError> {
         // Subscribe before replaying: whatever is posted from now on is
         // either in the replay or arrives live, and its `Seq` says which.
-        let changes = self.inner.store.changes();
-        let mut state = Listening {
-            live: self.inner.live.subscribe(),
-            store: Arc::clone(&self.inner.store),
+        Listener::start(
+            self.inner.live.subscribe(),
+            Arc::clone(&self.inner.store),
             filter,
-            seen: 0,
-            seen_above: BTreeSet::new(),
-            ready: VecDeque::new(),
-            // A store that announces changes is read on its word; the
-            // timer is only a safety net then.
-            poll: tokio::time::interval(if changes.is_some() {
-                self.inner.poll.max(ANNOUNCED_POLL)
-            } else {
-                self.inner.poll
-            }),
-            changes,
-        };
-        state.replay().await?;
-        Ok(Listener {
-            inner: Box::pin(futures_util::stream::unfold(state, Listening::next)),
-        })
+            self.inner.poll,
+        )
+        .await
     }
-}
-
-/// A message a listener receives, with its place in the store's order
-/// (to resume from, with [`Filter::after`]).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Delivery {
-    /// The message's [`Seq`].
-    pub seq: Seq,
-    /// The message, as it was posted (live) or as it is stored (replay).
-    pub message: Message,
 }
 
 /// The deltas of `receiver` of `session` (all when `None`), in order.
@@ -511,199 +401,6 @@ impl Stream for Deltas {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.inner.as_mut().poll_next(cx)
     }
-}
-
-/// The stream [`Gateway::listen`] returns.
-pub struct Listener {
-    inner: Pin<Box<dyn Stream<Item = Result<Delivery, GatewayError>> + Send>>,
-}
-
-impl fmt::Debug for Listener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Listener").finish_non_exhaustive()
-    }
-}
-
-impl Stream for Listener {
-    type Item = Result<Delivery, GatewayError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
-
-struct Listening {
-    live: broadcast::Receiver<(Seq, Arc<Message>)>,
-    store: Arc<dyn Store>,
-    filter: Filter,
-    /// Every message up to this `Seq` was delivered or filtered out.
-    seen: Seq,
-    /// The live messages above `seen` that were delivered or filtered out.
-    /// Live messages arrive out of `Seq` order (two posts race between
-    /// their insert and their send, or another process posted in between),
-    /// so one with a larger `Seq` says nothing about those below it: only
-    /// a read of the store moves `seen`.
-    seen_above: BTreeSet<Seq>,
-    ready: VecDeque<Delivery>,
-    /// The store's announcements, if it makes them.
-    changes: Option<broadcast::Receiver<Announced>>,
-    poll: tokio::time::Interval,
-}
-
-impl Listening {
-    async fn next(mut self) -> Option<(Result<Delivery, GatewayError>, Self)> {
-        loop {
-            if let Some(message) = self.ready.pop_front() {
-                return Some((Ok(message), self));
-            }
-            tokio::select! {
-                biased;
-                live = self.live.recv() => match live {
-                    Ok((seq, message)) => self.take(seq, Arc::unwrap_or_clone(message)),
-                    // Fell behind the live channel: what was missed is in
-                    // the store.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        if let Err(e) = self.catch_up().await {
-                            return Some((Err(e.into()), self));
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                // Messages other processes posted reach this one's store
-                // only: as it announces them, or as the timer finds them.
-                news = announced(&mut self.changes) => {
-                    let read = match news {
-                        Some(news) => self.hear(news).await,
-                        // Fell behind the announcements.
-                        None => self.catch_up().await,
-                    };
-                    if let Err(e) = read {
-                        return Some((Err(e.into()), self));
-                    }
-                }
-                _ = self.poll.tick() => {
-                    if let Err(e) = self.catch_up().await {
-                        return Some((Err(e.into()), self));
-                    }
-                }
-            }
-        }
-    }
-
-    /// What is stored now, up to a `Seq` read first; everything after it is
-    /// left to the live part.
-    async fn replay(&mut self) -> Result<(), StoreError> {
-        let upto = self.store.last_seq().await?;
-        let found = match (self.filter.after, self.filter.status) {
-            (Some(after), _) => read_after(&*self.store, after, upto).await?,
-            (None, Some(status)) => self.store.with_status(status).await?,
-            (None, None) => Vec::new(),
-        };
-        for (seq, message) in found {
-            if seq <= upto && self.filter.matches(&message) {
-                self.ready.push_back(Delivery { seq, message });
-            }
-        }
-        self.seen = upto;
-        Ok(())
-    }
-
-    /// Everything stored after what was seen. A store's messages become
-    /// visible in `Seq` order, so after this read nothing at or below
-    /// `upto` can still arrive.
-    async fn catch_up(&mut self) -> Result<(), StoreError> {
-        let upto = self.store.last_seq().await?;
-        for (seq, message) in read_after(&*self.store, self.seen, upto).await? {
-            self.take(seq, message);
-        }
-        self.seen = self.seen.max(upto);
-        self.seen_above = self.seen_above.split_off(&(self.seen + 1));
-        Ok(())
-    }
-
-    /// Takes in what the store announced, `news` and whatever else is
-    /// waiting in the channel: nothing to do for messages seen already, or
-    /// ones the filter rejects by their header; for the rest, one read of
-    /// the store up to the last of them. (Under load, one read then
-    /// serves many announcements.)
-    async fn hear(&mut self, news: Announced) -> Result<(), StoreError> {
-        let mut wanted = None;
-        let mut next = Some(news);
-        while let Some(news) = next.take() {
-            if news.seq > self.seen && !self.seen_above.contains(&news.seq) {
-                match &news.header {
-                    Some(header) if !self.filter.admits(header) => {
-                        self.seen_above.insert(news.seq);
-                    }
-                    _ => wanted = wanted.max(Some(news.seq)),
-                }
-            }
-            next = match self.changes.as_mut().map(broadcast::Receiver::try_recv) {
-                Some(Ok(news)) => Some(news),
-                // Fell behind: what was missed is in the store.
-                Some(Err(broadcast::error::TryRecvError::Lagged(_))) => {
-                    return self.catch_up().await;
-                }
-                _ => None,
-            };
-        }
-        self.advance();
-        let Some(upto) = wanted else { return Ok(()) };
-        // Everything up to `upto` is stored: one read, no `last_seq`.
-        for (seq, message) in read_after(&*self.store, self.seen, upto).await? {
-            self.take(seq, message);
-        }
-        self.seen = self.seen.max(upto);
-        self.seen_above = self.seen_above.split_off(&(self.seen + 1));
-        Ok(())
-    }
-
-    /// Moves `seen` over the seqs just above it that were seen.
-    fn advance(&mut self) {
-        while self.seen_above.first() == Some(&(self.seen + 1)) {
-            self.seen_above.pop_first();
-            self.seen += 1;
-        }
-    }
-
-    /// Queues `message` unless it was seen already or the filter rejects it.
-    fn take(&mut self, seq: Seq, message: Message) {
-        if seq > self.seen && self.seen_above.insert(seq) {
-            if self.filter.matches(&message) {
-                self.ready.push_back(Delivery { seq, message });
-            }
-            self.advance();
-        }
-    }
-}
-
-/// The next announcement of the store (`None`: this listener fell behind
-/// them); never, for a store that does not announce (or stopped).
-async fn announced(changes: &mut Option<broadcast::Receiver<Announced>>) -> Option<Announced> {
-    if let Some(rx) = changes {
-        match rx.recv().await {
-            Ok(news) => return Some(news),
-            Err(broadcast::error::RecvError::Lagged(_)) => return None,
-            Err(broadcast::error::RecvError::Closed) => *changes = None,
-        }
-    }
-    std::future::pending().await
-}
-
-/// The messages stored after `from`, up to `upto`, page by page.
-async fn read_after(
-    store: &dyn Store,
-    mut from: Seq,
-    upto: Seq,
-) -> Result<Vec<(Seq, Message)>, StoreError> {
-    let mut out = Vec::new();
-    while from < upto {
-        let page = store.after(from, PAGE).await?;
-        let Some(&(last, _)) = page.last() else { break };
-        from = last;
-        out.extend(page.into_iter().filter(|(seq, _)| *seq <= upto));
-    }
-    Ok(out)
 }
 
 /// A tool's progress notes, posted as any message: stored, then relayed.
