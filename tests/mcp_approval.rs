@@ -43,6 +43,8 @@ struct Person {
     asked: Arc<Mutex<Vec<String>>>,
     /// Whether the client declares that it can be asked at all.
     mute: bool,
+    /// Questions the server withdrew.
+    withdrawn: Arc<Mutex<usize>>,
 }
 
 impl Person {
@@ -71,6 +73,14 @@ impl ClientHandler for Person {
             ClientCapabilities::builder().enable_elicitation().build()
         };
         ClientConfig::new(capabilities, Implementation::new("person", "1"))
+    }
+
+    async fn on_cancelled(
+        &self,
+        _params: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        *self.withdrawn.lock().unwrap() += 1;
     }
 
     async fn create_elicitation(
@@ -285,6 +295,11 @@ async fn an_input_required_answer_is_bound_to_its_call_and_redeemed_once() {
             .unwrap(),
     );
     assert_eq!(forged.is_error, Some(true));
+    assert!(
+        text(&forged).contains("could not be verified"),
+        "{}",
+        text(&forged)
+    );
     // No answer at all with a good state: refused.
     let silent = complete(
         s.client
@@ -301,7 +316,7 @@ async fn an_input_required_answer_is_bound_to_its_call_and_redeemed_once() {
     let replayed = complete(s.client.call_tool_once(retry("sda", &state)).await.unwrap());
     assert_eq!(replayed.is_error, Some(true));
     assert!(
-        text(&replayed).contains("answered already"),
+        text(&replayed).contains("this answer was used already"),
         "{}",
         text(&replayed)
     );
@@ -314,4 +329,42 @@ async fn an_input_required_answer_is_bound_to_its_call_and_redeemed_once() {
         s.person.asked().is_empty(),
         "the client drove no round itself"
     );
+}
+
+/// A call cancelled while its question waits: the question is withdrawn
+/// (the person's client is told), and the tool does not run.
+#[tokio::test]
+async fn a_cancelled_call_withdraws_its_question() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+
+    let s = connect(
+        ClientLifecycleMode::Initialize,
+        Person::default(),
+        Duration::from_secs(60),
+    )
+    .await;
+    let handle = s
+        .client
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(call("sda"))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while s.person.asked().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "never asked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    while *s.person.withdrawn.lock().unwrap() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the question was not withdrawn"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.runs.0.load(Ordering::SeqCst), 0);
 }

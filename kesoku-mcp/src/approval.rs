@@ -11,30 +11,43 @@
 //!   sealed `requestState`. The client asks its user and calls again with
 //!   the answer and the state, on any instance that holds the key.
 //!
-//! The sealed state binds an answer to the call it was asked for: the tool,
-//! its arguments, a deadline and a nonce redeemed once. An answer cannot
-//! be moved to other arguments, replayed to run the tool twice, or sent
-//! without the question. A client that cannot be asked gets a refusal,
-//! and so does every answer but an explicit yes: nothing runs that was not
-//! allowed.
+//! The client is trusted to ask its user (as any MCP client is trusted to
+//! relay what its user says); the server makes sure that an answer counts
+//! only for what was asked. The sealed state binds it to the call: the
+//! tool, its arguments, a deadline and a nonce redeemed once (by this
+//! instance: instances sharing a key each remember their own). An answer
+//! cannot be moved to other arguments, or replayed here to run the tool
+//! twice. A client that cannot be asked gets a refusal, and so does every
+//! answer but an explicit yes: nothing runs that was not allowed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, InputRequest, InputRequiredResult, ProtocolVersion, RequestStateCodec,
-    SealOptions,
+    CallToolRequestParams, CancelledNotificationParam, ClientResult, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
+    InputRequiredResult, ProtocolVersion, RequestStateCodec, SealOptions, ServerRequest,
 };
-use rmcp::service::{RequestContext, ServiceError};
+use rmcp::service::{PeerRequestOptions, RequestContext, ServiceError};
 use serde_json::Value;
 
 /// The key of the question in `inputRequests` and of its answer in
 /// `inputResponses`.
 const QUESTION: &str = "approval";
+
+/// The most answers remembered at once (each for twice the timeout):
+/// past it, questions are refused rather than memory grown without end.
+const MAX_REDEEMED: usize = 1 << 20;
+
+/// The longest time a person may be given to answer: past it, a deadline
+/// is this (an `Instant` cannot reach much further).
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How much of the arguments a question shows.
+const SHOWN: usize = 2000;
 
 /// What to do with a call to a tool that needs approval.
 #[derive(Debug)]
@@ -52,9 +65,19 @@ pub(crate) struct Asker {
     codec: RequestStateCodec,
     /// How long a person has to answer.
     timeout: Duration,
-    /// Nonces of sealed questions already answered, with the time their
-    /// seal expires (after which the codec refuses them anyway).
-    redeemed: Mutex<HashMap<u64, Instant>>,
+    /// Nonces of sealed questions already answered.
+    redeemed: Mutex<Redeemed>,
+}
+
+/// Answered nonces, and the order they are forgotten in: each is kept
+/// twice the timeout (the codec refuses its seal after one; the margin
+/// covers the wall clock, which the seal reads, stepping back).
+#[derive(Default)]
+struct Redeemed {
+    nonces: HashSet<u64>,
+    /// Oldest first; every entry is kept equally long, so this is also
+    /// the order they expire in.
+    until: VecDeque<(Instant, u64)>,
 }
 
 impl std::fmt::Debug for Asker {
@@ -89,8 +112,8 @@ impl Asker {
         let key = key.unwrap_or_else(random_key);
         Asker {
             codec: RequestStateCodec::new_unchecked(key.to_vec()),
-            timeout,
-            redeemed: Mutex::new(HashMap::new()),
+            timeout: timeout.min(MAX_TIMEOUT),
+            redeemed: Mutex::new(Redeemed::default()),
         }
     }
 
@@ -104,9 +127,14 @@ impl Asker {
         transport: Transport,
     ) -> Verdict {
         let name = request.name.as_ref();
-        let modern = context
-            .protocol_version()
-            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        // Modern if the request or the session says so: a request that
+        // names an older version in its `_meta` does not turn a modern
+        // session's client into one that answers requests.
+        let session = context.peer.peer_info().map(|i| i.protocol_version.clone());
+        let modern = [context.protocol_version(), session]
+            .into_iter()
+            .flatten()
+            .any(|v| v >= ProtocolVersion::V_2026_07_28);
         if modern && (request.request_state.is_some() || request.input_responses.is_some()) {
             return self.answered(request, arguments);
         }
@@ -120,19 +148,49 @@ impl Asker {
         if transport == Transport::StatelessHttp {
             return Verdict::Refuse(cannot_ask(name, modern, transport));
         }
-        let asked = context
+        self.elicit(name, question, context).await
+    }
+
+    /// Asks with `elicitation/create` and waits for the answer, the
+    /// timeout, or the call's cancellation; the question is withdrawn
+    /// (`notifications/cancelled`) when the answer can no longer count.
+    async fn elicit(
+        &self,
+        name: &str,
+        question: ElicitRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Verdict {
+        let sent = context
             .peer
-            .create_elicitation_with_timeout(question, Some(self.timeout));
+            .send_cancellable_request(
+                ServerRequest::ElicitRequest(ElicitRequest::new(question)),
+                PeerRequestOptions::with_timeout(self.timeout),
+            )
+            .await;
+        let handle = match sent {
+            Ok(handle) => handle,
+            Err(e) => return Verdict::Refuse(denied(name, &format!("the question failed: {e}"))),
+        };
+        let (id, peer) = (handle.id.clone(), handle.peer.clone());
+        // On timeout, rmcp withdraws the question itself.
         tokio::select! {
-            answer = asked => match answer {
-                Ok(answer) => verdict(name, &answer),
+            answer = handle.await_response() => match answer {
+                Ok(ClientResult::ElicitResult(answer)) => verdict(name, &answer),
+                Ok(_) => Verdict::Refuse(denied(name, "the client answered something else")),
                 Err(ServiceError::Timeout { .. }) => Verdict::Refuse(denied(
                     name,
                     &format!("no answer came within {:?}", self.timeout),
                 )),
                 Err(e) => Verdict::Refuse(denied(name, &format!("the question failed: {e}"))),
             },
-            () = context.ct.cancelled() => Verdict::Refuse(denied(name, "the call was cancelled")),
+            () = context.ct.cancelled() => {
+                let withdrawn = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the tool call was cancelled".into()),
+                );
+                let _ = peer.notify_cancelled(withdrawn).await;
+                Verdict::Refuse(denied(name, "the call was cancelled"))
+            }
         }
     }
 
@@ -173,7 +231,10 @@ impl Asker {
             ))
         };
         let Some(state) = request.request_state.as_deref() else {
-            return unverified();
+            return Verdict::Refuse(denied(
+                name,
+                "the answer came without the requestState the question carried; call again to be asked again",
+            ));
         };
         let bound = binding(name, arguments);
         // One answer for every way a seal fails, as the codec asks: the
@@ -197,24 +258,51 @@ impl Asker {
                 ));
             }
         };
-        if !self.redeem(nonce) {
-            return unverified();
+        match self.redeem(nonce) {
+            Redeem::First => verdict(name, &answer),
+            Redeem::Again => Verdict::Refuse(denied(
+                name,
+                "this answer was used already; call again to be asked again",
+            )),
+            Redeem::Full => Verdict::Refuse(denied(
+                name,
+                "this server holds too many answers now; call again later",
+            )),
         }
-        verdict(name, &answer)
     }
 
-    /// Marks `nonce` answered; false if it was already.
-    fn redeem(&self, nonce: u64) -> bool {
+    /// Marks `nonce` answered, unless it was already.
+    fn redeem(&self, nonce: u64) -> Redeem {
         let now = Instant::now();
         let mut redeemed = self
             .redeemed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // The codec refuses a seal past its deadline, so a nonce need not
-        // be remembered longer than that.
-        redeemed.retain(|_, until| *until > now);
-        redeemed.insert(nonce, now + self.timeout).is_none()
+        let Redeemed { nonces, until } = &mut *redeemed;
+        while let Some(&(at, old)) = until.front()
+            && at <= now
+        {
+            until.pop_front();
+            nonces.remove(&old);
+        }
+        if nonces.contains(&nonce) {
+            return Redeem::Again;
+        }
+        if nonces.len() >= MAX_REDEEMED {
+            return Redeem::Full;
+        }
+        nonces.insert(nonce);
+        until.push_back((now + 2 * self.timeout, nonce));
+        Redeem::First
     }
+}
+
+/// What [`Asker::redeem`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Redeem {
+    First,
+    Again,
+    Full,
 }
 
 /// Whether the client says it can show a form to its user.
@@ -232,7 +320,7 @@ fn question(name: &str, arguments: &Value) -> ElicitRequestParams {
     let shown = match arguments {
         Value::Object(m) if m.is_empty() => "no arguments".to_owned(),
         Value::Null => "no arguments".to_owned(),
-        other => other.to_string(),
+        other => shown(&other.to_string()),
     };
     let schema = ElicitationSchema::builder()
         .required_bool_with("approve", |b| {
@@ -286,6 +374,27 @@ fn verdict(name: &str, answer: &ElicitResult) -> Verdict {
         // An action newer than this server: not a yes.
         _ => Verdict::Refuse(denied(name, "the answer said neither yes nor no")),
     }
+}
+
+/// Arguments as a person reads them: characters that reorder text (and
+/// could make `rm a` read as `a mr`) escaped, and a long text cut with a
+/// note saying so.
+fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(SHOWN + 64));
+    for (count, c) in text.chars().enumerate() {
+        if count == SHOWN {
+            let rest = text.chars().count() - SHOWN;
+            let _ = write!(out, "… ({rest} more characters)");
+            break;
+        }
+        if matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        {
+            let _ = write!(out, "\\u{{{:04X}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn denied(name: &str, why: &str) -> String {
@@ -421,11 +530,33 @@ mod tests {
     }
 
     #[test]
-    fn a_nonce_is_redeemed_once() {
-        let asker = Asker::new(None, Duration::from_secs(60));
-        assert!(asker.redeem(7));
-        assert!(!asker.redeem(7));
-        assert!(asker.redeem(8));
+    fn a_nonce_is_redeemed_once_and_forgotten_after_twice_the_timeout() {
+        let asker = Asker::new(None, Duration::from_millis(20));
+        assert_eq!(asker.redeem(7), Redeem::First);
+        assert_eq!(asker.redeem(7), Redeem::Again);
+        assert_eq!(asker.redeem(8), Redeem::First);
+        std::thread::sleep(Duration::from_millis(50));
+        // Forgotten (its seal expired long before), and the queue with it.
+        assert_eq!(asker.redeem(9), Redeem::First);
+        let redeemed = asker.redeemed.lock().unwrap();
+        assert_eq!(redeemed.nonces.len(), 1);
+        assert_eq!(redeemed.until.len(), 1);
+    }
+
+    #[test]
+    fn a_timeout_past_the_longest_is_clamped() {
+        let asker = Asker::new(None, Duration::MAX);
+        assert_eq!(asker.timeout, MAX_TIMEOUT);
+        assert_eq!(asker.redeem(1), Redeem::First);
+    }
+
+    #[test]
+    fn questions_escape_reordering_characters_and_cut_long_arguments() {
+        assert_eq!(shown("rm \u{202E}txt.exe"), "rm \\u{202E}txt.exe");
+        let long = "x".repeat(SHOWN + 5);
+        let cut = shown(&long);
+        assert!(cut.ends_with("… (5 more characters)"), "{cut}");
+        assert_eq!(shown("short"), "short");
     }
 
     #[test]

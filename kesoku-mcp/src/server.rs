@@ -128,6 +128,7 @@ impl McpServerBuilder {
     /// approval may run (default 10 minutes). Before protocol 2026-07-28
     /// the server waits that long for its `elicitation/create`; from
     /// 2026-07-28 an `input_required` question expires after it.
+    /// At most a year: a longer one is taken as a year.
     pub fn approval_timeout(mut self, timeout: Duration) -> Self {
         self.approval_timeout = timeout;
         self
@@ -331,8 +332,10 @@ impl ServerHandler for McpServer {
         let arguments = request.arguments.clone().map_or(Value::Null, Value::Object);
         // A tool that needs approval runs only on its user's yes, asked
         // through the client.
+        // Not counted in flight while it asks: over stdio, an end of input
+        // then ends the wait (rmcp cancels the call) rather than being
+        // held back until the timeout, since no answer can come.
         if self.inner.asks[index] {
-            let _asking = InFlight::enter(&self.in_flight);
             match self
                 .inner
                 .asker
