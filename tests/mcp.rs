@@ -430,3 +430,49 @@ async fn list_changed_updates_the_imported_tools_on_both_generations() {
         assert_eq!(out.text(), "second ran");
     }
 }
+
+/// One line of policy asks for every destructive tool, imported ones
+/// included: their MCP annotations carry the hint. (The served
+/// `delete_note` is `destructive`; `calculate_sum` is not and runs.)
+#[tokio::test]
+async fn a_policy_asks_for_an_imported_destructive_tool() {
+    use kesoku::agent::Approval;
+
+    let client = McpClient::stdio(Command::new(example("mcp_server")))
+        .await
+        .unwrap();
+    let tools = imported(&client, &ImportOptions::new()).await;
+    assert_eq!(
+        tools.get("delete_note").unwrap().hints().destructive,
+        Some(true)
+    );
+    let model = ScriptedLlm::from_json(json!([
+        {"tool_calls": [
+            {"id": "c1", "name": "calculate_sum", "arguments": {"a": 1, "b": 2}},
+            {"id": "c2", "name": "delete_note", "arguments": {"number": 1}}
+        ]}
+    ]))
+    .unwrap();
+    let agent = Agent::builder(model)
+        .registry(tools)
+        .approval(|check| {
+            if check.hints.destructive == Some(true) {
+                Approval::Ask
+            } else {
+                Approval::Allow
+            }
+        })
+        .build()
+        .unwrap();
+    let outcome = agent.send("s", "Tidy up").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::AwaitingApproval);
+    let waiting = outcome.pending_approvals();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].tool, "delete_note");
+    let sum = outcome
+        .messages
+        .iter()
+        .find(|m| m.kind == kesoku::MessageType::ToolResult)
+        .expect("calculate_sum ran");
+    assert_eq!(sum.content, "3");
+}

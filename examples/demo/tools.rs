@@ -67,7 +67,7 @@ async fn save_note(
 ///
 /// # Arguments
 /// * `number` - The note's number, as `save_note` gave it.
-#[tool(approval)]
+#[tool(approval, destructive)]
 fn delete_note(number: usize, notebook: State<Notebook>) -> Result<String, String> {
     let Notebook(notes) = &*notebook.0;
     let mut notes = notes
