@@ -3,43 +3,18 @@
 //! decides and resumes it; a denial's reason reaches the model; a second
 //! decision, an unknown id and a newer prompt are each handled once.
 
+#[path = "support/recorder.rs"]
+mod recorder;
+use recorder::{Recorder, Seen};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kesoku::agent::{Approval, ApprovalError};
-use kesoku::llm::{
-    Agent, AgentBuilder, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm,
-    ToolDeclaration, TurnStatus,
-};
+use kesoku::llm::{Agent, AgentBuilder, ScriptedLlm, TurnStatus};
 use kesoku::store::{MessageLog, SqliteStore, Store};
 use kesoku::{DynamicTool, Message, MessageType, Status, ToolOutput, ToolRegistry, keys};
 use serde_json::json;
-
-/// A scripted model that records the text of every message it is sent.
-struct Recorder {
-    script: ScriptedLlm,
-    seen: Arc<Mutex<Vec<Vec<String>>>>,
-}
-
-impl Llm for Recorder {
-    fn provider(&self) -> &'static str {
-        "Recorder"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        session_id: &'a str,
-        messages: &'a [Message],
-        tools: &'a [ToolDeclaration],
-        options: &'a LlmOptions,
-    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
-        self.seen
-            .lock()
-            .unwrap()
-            .push(messages.iter().map(|m| m.content.clone()).collect());
-        self.script.complete(session_id, messages, tools, options)
-    }
-}
 
 /// `delete_note`, which needs a person's yes, counting its runs; `list`,
 /// which does not.
@@ -81,8 +56,6 @@ fn agent(
     agent_with(store, runs, script, |b| b)
 }
 
-type Seen = Arc<Mutex<Vec<Vec<String>>>>;
-
 /// [`agent`], its builder changed by `tweak`.
 fn agent_with(
     store: &Arc<dyn Store>,
@@ -91,10 +64,9 @@ fn agent_with(
     tweak: impl FnOnce(AgentBuilder) -> AgentBuilder,
 ) -> (Agent, Seen) {
     let seen = Arc::default();
-    let model = Recorder {
-        script: ScriptedLlm::from_json(script).unwrap(),
-        seen: Arc::clone(&seen),
-    };
+    let model = Recorder::new(ScriptedLlm::from_json(script).unwrap(), &seen, |m| {
+        m.content.clone()
+    });
     let builder = Agent::builder(model)
         .registry(registry(runs))
         .store(Arc::clone(store));

@@ -4,12 +4,13 @@
 //! same session, and a call someone left unanswered, which is healed with
 //! its result right after it.
 
-use std::sync::{Arc, Mutex};
+#[path = "support/recorder.rs"]
+mod recorder;
+use recorder::{Recorder, Seen};
 
-use kesoku::llm::{
-    Agent, AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ScriptedLlm, ToolDeclaration,
-    TurnStatus,
-};
+use std::sync::Arc;
+
+use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
 use kesoku::store::{MemoryStore, Store};
 use kesoku::{Message, MessageType, Role, Status, ToolRegistry, ToolRequest, tool};
 use serde_json::json;
@@ -23,34 +24,6 @@ use serde_json::json;
 fn view_add(a: i64, b: i64) -> i64 {
     a + b
 }
-
-/// A scripted model that records the ids of the messages of each call.
-struct Recorder {
-    script: ScriptedLlm,
-    seen: Arc<Mutex<Vec<Vec<String>>>>,
-}
-
-impl Llm for Recorder {
-    fn provider(&self) -> &'static str {
-        "Recorder"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        session_id: &'a str,
-        messages: &'a [Message],
-        tools: &'a [ToolDeclaration],
-        options: &'a LlmOptions,
-    ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
-        self.seen
-            .lock()
-            .unwrap()
-            .push(messages.iter().map(|m| m.id.clone()).collect());
-        self.script.complete(session_id, messages, tools, options)
-    }
-}
-
-type Seen = Arc<Mutex<Vec<Vec<String>>>>;
 
 /// An agent on `store` whose model adds once, then answers, every turn.
 fn agent(store: &Arc<dyn Store>) -> (Agent, Seen) {
@@ -70,10 +43,9 @@ fn agent_keeping(store: &Arc<dyn Store>, view_budget: usize) -> (Agent, Seen) {
         .flat_map(|_| turn.as_array().unwrap().clone())
         .collect();
     let seen = Seen::default();
-    let model = Recorder {
-        script: ScriptedLlm::from_json(json!(script)).unwrap(),
-        seen: Arc::clone(&seen),
-    };
+    let model = Recorder::new(ScriptedLlm::from_json(json!(script)).unwrap(), &seen, |m| {
+        m.id.clone()
+    });
     let agent = Agent::builder(model)
         .registry(registry)
         .store(Arc::clone(store))
