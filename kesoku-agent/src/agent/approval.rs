@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use kesoku_core::store::{Store, StoreError};
+use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Message, MessageType, Role, Status, ToolHints, ToolRequest, keys};
 use serde_json::Value;
 
@@ -29,6 +29,10 @@ pub(crate) const DECIDES: &str = "approval_of";
 /// The metadata key of a waiting call's deadline (RFC 3339): past it, the
 /// call is answered as denied.
 pub(crate) const DEADLINE: &str = "approval_deadline";
+/// The metadata key of a waiting call's prompt's place in the store
+/// (its `Seq`): its calls, results and decisions all come after it, so a
+/// decision reads only those, whatever the session's length.
+pub(crate) const AFTER: &str = "approval_after";
 /// The reason a call is denied with when its deadline passed.
 pub(crate) const DEADLINE_PASSED: &str = "no one decided before the approval deadline";
 /// A decision's message id: the call message's, and this.
@@ -182,6 +186,15 @@ pub(crate) fn expired(call: &Message, now: chrono::DateTime<chrono::Utc>) -> boo
         .is_some_and(|deadline| deadline <= now)
 }
 
+/// Where the messages about the waiting `call` begin: after its prompt
+/// (0, the whole session, for a call stored before this was kept).
+pub(crate) fn after(call: &Message) -> Seq {
+    call.metadata
+        .get(AFTER)
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
 /// Whether `m` is a decision (never shown to the model).
 pub(crate) fn is_decision(m: &Message) -> bool {
     m.metadata.contains_key(DECIDES)
@@ -285,7 +298,7 @@ pub(crate) fn waiting<'h>(history: &'h [Message], prompt: &str) -> Vec<&'h Messa
 
 /// Puts the paused turn of `prompt` back for any worker to take
 /// (`awaiting_approval` → `pending_agent`) once every call it waits on
-/// is decided; whether this call did. Both a decider and the pausing turn
+/// is decided (its calls are stored after `after`); whether this call did. Both a decider and the pausing turn
 /// call it after their own write, so whichever comes second finds every
 /// decision and the pause (the store orders the two), and the
 /// conditional update puts it back once.
@@ -293,9 +306,10 @@ pub(crate) async fn put_back_if_decided(
     store: &dyn Store,
     session: &str,
     prompt: &str,
+    after: Seq,
 ) -> Result<bool, StoreError> {
     let history: Vec<Message> = store
-        .history_after(session, 0)
+        .history_after(session, after)
         .await?
         .into_iter()
         .map(|(_, m)| m)

@@ -4,7 +4,7 @@
 //! the calls a user left waiting by moving on to a newer prompt.
 //! What a decision means is `approval.rs`; when to ask is `machine.rs`.
 
-use kesoku_core::store::Store;
+use kesoku_core::store::{Seq, Store};
 use kesoku_core::{GatewayError, Message, MessageType, Status};
 
 use super::approval::{self, Verdict};
@@ -27,15 +27,18 @@ const NOT_BEGUN: &[Status] = &[
     Status::AwaitingApproval,
 ];
 
-/// Stamps the agent's approval deadline on `m` if it is a call that waits
-/// for a person (a sweep answers it as denied once the deadline passed).
-pub(crate) fn stamp_deadline(shared: &Shared, m: &mut Message) {
-    let Some(wait) = shared.approval_deadline else {
-        return;
-    };
+/// Stamps `m`, if it is a call that waits for a person, with where its
+/// prompt is stored (`prompt_seq`: a decision reads from there on) and
+/// the agent's approval deadline (a sweep answers it as denied once the
+/// deadline passed).
+pub(crate) fn stamp(shared: &Shared, prompt_seq: Seq, m: &mut Message) {
     if !approval::is_asked(m) {
         return;
     }
+    m.metadata.insert(approval::AFTER.into(), prompt_seq.into());
+    let Some(wait) = shared.approval_deadline else {
+        return;
+    };
     let deadline =
         chrono::Utc::now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
     m.metadata.insert(

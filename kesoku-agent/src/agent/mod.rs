@@ -216,16 +216,21 @@ impl Agent {
         if let Some(d) = store.get(&decision_id).await.map_err(GatewayError::from)? {
             return Err(already(d));
         }
-        let history = self.shared.gateway.history(&call.session_id).await?;
+        // Only what follows the call's prompt, whatever the session's length.
+        let after = approval::after(&call);
+        let history = store
+            .history_after(&call.session_id, after)
+            .await
+            .map_err(GatewayError::from)?;
         let expired = approval::expired(&call, chrono::Utc::now());
         let verdict = if expired {
             Verdict::Deny(Some(approval::DEADLINE_PASSED.into()))
         } else {
             verdict
         };
-        if let Some(result) = history
+        if let Some((_, result)) = history
             .iter()
-            .find(|m| m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(id))
+            .find(|(_, m)| m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(id))
         {
             return Err(ApprovalError::Answered {
                 id: id.to_owned(),
@@ -249,7 +254,7 @@ impl Agent {
             Err(e) => return Err(e.into()),
         }
         let prompt = call.parent_id.as_deref().unwrap_or_default();
-        let back = approval::put_back_if_decided(&**store, &call.session_id, prompt)
+        let back = approval::put_back_if_decided(&**store, &call.session_id, prompt, after)
             .await
             .map_err(GatewayError::from)?;
         if back {
@@ -276,8 +281,14 @@ impl Agent {
             .map_err(GatewayError::from)?;
         let now = chrono::Utc::now();
         let mut denied = 0;
-        for (_, prompt) in paused {
-            let history = self.shared.gateway.history(&prompt.session_id).await?;
+        for (seq, prompt) in paused {
+            let history: Vec<Message> = store
+                .history_after(&prompt.session_id, seq)
+                .await
+                .map_err(GatewayError::from)?
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect();
             for call in approval::waiting(&history, &prompt.id) {
                 if !approval::expired(call, now) {
                     continue;
@@ -297,7 +308,7 @@ impl Agent {
             }
             // Also a turn whose decider stored its decision but could not
             // put it back (the store failed between the two writes).
-            if approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id)
+            if approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id, seq)
                 .await
                 .map_err(GatewayError::from)?
             {

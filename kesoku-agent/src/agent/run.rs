@@ -182,7 +182,7 @@ impl Turn<'_> {
                 return Ok((finish, decision.post));
             }
             for mut m in decision.post {
-                approved::stamp_deadline(self.shared, &mut m);
+                approved::stamp(self.shared, self.seq, &mut m);
                 self.post(m.clone()).await?;
                 view.push(m);
             }
@@ -505,8 +505,13 @@ impl Turn<'_> {
             // A person may have decided every call before the pause was
             // stored: then no decider could put the turn back.
             let store = shared.gateway.store();
-            match approval::put_back_if_decided(&**store, &self.user.session_id, &self.user.id)
-                .await
+            match approval::put_back_if_decided(
+                &**store,
+                &self.user.session_id,
+                &self.user.id,
+                self.seq,
+            )
+            .await
             {
                 Ok(true) => shared.released.notify_one(),
                 Ok(false) => {}
