@@ -227,7 +227,7 @@ impl Asker {
         let unverified = || {
             Verdict::Refuse(denied(
                 name,
-                "its answer could not be verified (the question expired, was for other arguments, or was answered already); call again to be asked again",
+                "its answer could not be verified (the question expired, or was asked for other arguments); call again to be asked again",
             ))
         };
         let Some(state) = request.request_state.as_deref() else {
