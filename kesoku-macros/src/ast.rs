@@ -85,6 +85,8 @@ pub(crate) struct Param<'a> {
     pub(crate) ty: &'a Type,
     pub(crate) source: Source,
     pub(crate) default: Option<syn::Expr>,
+    /// The schema shown instead of the type's (`#[arg(schema = ...)]`).
+    pub(crate) schema: Option<syn::Expr>,
 }
 
 /// What the function returns.
@@ -188,11 +190,22 @@ fn param<'a>(cx: &Ctxt, arg: &'a FnArg) -> Option<Param<'a>> {
             format!("`{ident}` comes from the tool context, not from the model, so it cannot have a default"),
         );
     }
+    if let Some(schema) = &opts.schema
+        && source != Source::Model
+    {
+        cx.error_spanned_by(
+            schema,
+            format!(
+                "`{ident}` comes from the tool context, not from the model, so it has no schema"
+            ),
+        );
+    }
     Some(Param {
         ident,
         ty,
         source,
         default: opts.default,
+        schema: opts.schema,
     })
 }
 

@@ -52,6 +52,9 @@ pub(crate) struct ToolOptions {
 pub(crate) struct ArgOptions {
     /// `#[arg(default = expr)]`, or `#[arg(default)]` for `Default::default()`.
     pub(crate) default: Option<syn::Expr>,
+    /// `#[arg(schema = expr)]`: the schema (a constant `Schema`) to show
+    /// instead of the type's, for a type with no `ToolArg` of its own.
+    pub(crate) schema: Option<syn::Expr>,
     /// `#[inject]`: the parameter comes from the context.
     pub(crate) inject: Option<proc_macro2::Span>,
 }
@@ -81,9 +84,15 @@ impl ArgOptions {
                                 return Err(meta.error("duplicate `default`"));
                             }
                             Ok(())
+                        } else if meta.path.is_ident("schema") {
+                            let expr = meta.value()?.parse::<syn::Expr>()?;
+                            if out.schema.replace(expr).is_some() {
+                                return Err(meta.error("duplicate `schema`"));
+                            }
+                            Ok(())
                         } else {
                             Err(meta.error(format!(
-                            "unknown `#[arg]` option `{}`; the only option is `default = <expr>`",
+                            "unknown `#[arg]` option `{}`; the options are `default = <expr>` and `schema = <Schema constant>`",
                             meta.path.get_ident().map_or_else(|| "?".into(), ToString::to_string)
                         )))
                         }

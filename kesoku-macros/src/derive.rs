@@ -4,11 +4,12 @@
 //! `skip`, `flatten`, `tag` and `content` mean exactly what serde makes them.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use serde_derive_internals::ast::{Container, Data, Field, Style, Variant};
 use serde_derive_internals::attr::TagType;
 use serde_derive_internals::{Ctxt as SerdeCtxt, Derive};
 use syn::DeriveInput;
+use syn::spanned::Spanned as _;
 
 use crate::ast::DocLines;
 use crate::ctxt::Ctxt;
@@ -109,10 +110,13 @@ fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
         Data::Struct(_, fields) if container.attrs.transparent() => fields
             .iter()
             .find(|f| !f.attrs.skip_deserializing())
-            .map_or_else(|| quote!(#krate::Schema::Any), |f| type_schema(f.ty, krate)),
-        Data::Struct(Style::Struct, fields) => object(fields, None, container_default, krate),
-        Data::Struct(Style::Newtype, fields) => type_schema(fields[0].ty, krate),
-        Data::Struct(Style::Tuple, fields) => tuple(fields, krate),
+            .map_or_else(
+                || quote!(#krate::Schema::Any),
+                |f| field_schema(cx, f, krate),
+            ),
+        Data::Struct(Style::Struct, fields) => object(cx, fields, None, container_default, krate),
+        Data::Struct(Style::Newtype, fields) => field_schema(cx, &fields[0], krate),
+        Data::Struct(Style::Tuple, fields) => tuple(cx, fields, krate),
         Data::Struct(Style::Unit, _) => {
             cx.error_spanned_by(
                 &input.ident,
@@ -159,9 +163,9 @@ fn variant(cx: &Ctxt, tag: &TagType, v: &Variant<'_>, krate: &syn::Path) -> Toke
     let doc = doc_text(&v.original.attrs);
     let desc = opt_str(doc.as_deref());
     let payload = || match v.style {
-        Style::Struct => object(&v.fields, doc.as_deref(), false, krate),
-        Style::Newtype => type_schema(v.fields[0].ty, krate),
-        Style::Tuple => tuple(&v.fields, krate),
+        Style::Struct => object(cx, &v.fields, doc.as_deref(), false, krate),
+        Style::Newtype => field_schema(cx, &v.fields[0], krate),
+        Style::Tuple => tuple(cx, &v.fields, krate),
         Style::Unit => quote!(#krate::Schema::Any),
     };
     let tag_field = |tag: &str| {
@@ -218,6 +222,7 @@ fn variant(cx: &Ctxt, tag: &TagType, v: &Variant<'_>, krate: &syn::Path) -> Toke
 }
 
 fn object(
+    cx: &Ctxt,
     fields: &[Field<'_>],
     description: Option<&str>,
     all_default: bool,
@@ -226,7 +231,7 @@ fn object(
     let mut own = Vec::new();
     let mut flatten = Vec::new();
     for f in fields.iter().filter(|f| !f.attrs.skip_deserializing()) {
-        let schema = field_schema(f, krate);
+        let schema = field_schema(cx, f, krate);
         if f.attrs.flatten() {
             flatten.push(schema);
             continue;
@@ -254,11 +259,11 @@ fn object(
     }))
 }
 
-fn tuple(fields: &[Field<'_>], krate: &syn::Path) -> TokenStream {
+fn tuple(cx: &Ctxt, fields: &[Field<'_>], krate: &syn::Path) -> TokenStream {
     let items = fields
         .iter()
         .filter(|f| !f.attrs.skip_deserializing())
-        .map(|f| field_schema(f, krate));
+        .map(|f| field_schema(cx, f, krate));
     quote!(#krate::Schema::Tuple(&[#(#items),*]))
 }
 
@@ -279,15 +284,50 @@ fn field_tokens(
     })
 }
 
-/// A field's schema: its type's, unless a `deserialize_with` function
-/// reads it, whose format the type does not tell; then any value, and
-/// serde has the last word.
-fn field_schema(f: &Field<'_>, krate: &syn::Path) -> TokenStream {
-    if f.attrs.deserialize_with().is_some() {
+/// A field's schema: the one `#[kesoku(schema = ...)]` gives; else its
+/// type's, unless a `deserialize_with` function reads it, whose format the
+/// type does not tell: then any value, and serde has the last word.
+fn field_schema(cx: &Ctxt, f: &Field<'_>, krate: &syn::Path) -> TokenStream {
+    if let Some(expr) = schema_override(cx, f) {
+        quote_spanned!(expr.span()=> {
+            const __KESOKU_SCHEMA: #krate::Schema = #expr;
+            __KESOKU_SCHEMA
+        })
+    } else if f.attrs.deserialize_with().is_some() {
         quote!(#krate::Schema::Any)
     } else {
         type_schema(f.ty, krate)
     }
+}
+
+/// A field's `#[kesoku(schema = <Schema constant>)]`, for a type with no
+/// `ToolArg` of its own (serde's `with` for the schema).
+fn schema_override(cx: &Ctxt, f: &Field<'_>) -> Option<syn::Expr> {
+    let mut found = None;
+    for attr in f
+        .original
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("kesoku"))
+    {
+        let res = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("schema") {
+                let expr: syn::Expr = meta.value()?.parse()?;
+                if found.replace(expr).is_some() {
+                    return Err(meta.error("duplicate `schema`"));
+                }
+                Ok(())
+            } else {
+                Err(meta.error(
+                    "unknown `#[kesoku]` field option; the only option is `schema = <Schema constant>`",
+                ))
+            }
+        });
+        if let Err(e) = res {
+            cx.syn_error(e);
+        }
+    }
+    found
 }
 
 fn type_schema(ty: &syn::Type, krate: &syn::Path) -> TokenStream {

@@ -234,7 +234,14 @@ fn schema_tokens(
             let key = unraw(p.ident);
             let ty = p.ty;
             let description = opt_str(doc.as_deref());
-            let schema = quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::SCHEMA);
+            let schema = match &p.schema {
+                // A constant of the user's: its type is checked where it is written.
+                Some(expr) => quote_spanned!(expr.span()=> {
+                    const __KESOKU_SCHEMA: #krate::Schema = #expr;
+                    __KESOKU_SCHEMA
+                }),
+                None => quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::SCHEMA),
+            };
             let (required, default) = match &p.default {
                 Some(expr) => (
                     quote!(false),
@@ -277,7 +284,12 @@ fn schema_tokens(
         .filter(|p| p.source == Source::Model)
         .map(|p| {
             let ty = p.ty;
-            quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::EXACT)
+            if p.schema.is_some() {
+                // The schema is the user's word, not the type's: validate.
+                quote!(false)
+            } else {
+                quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::EXACT)
+            }
         });
     quote! {
         #krate::ToolSchema::new(

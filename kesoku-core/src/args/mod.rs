@@ -1,7 +1,9 @@
 //! Arguments checked: typed errors with JSON paths, validation against
-//! a schema tree or a JSON Schema, and the `ToolArg` trait.
+//! a schema tree or a JSON Schema, and the `ToolArg` trait (`foreign`:
+//! for other crates' types).
 
 pub(crate) mod arg_error;
 pub(crate) mod dynamic_schema;
+mod foreign;
 pub(crate) mod tool_arg;
 pub(crate) mod validate;

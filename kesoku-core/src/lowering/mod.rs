@@ -44,8 +44,8 @@ mod gemini_openapi;
 mod mcp;
 mod names;
 mod openai;
-mod openai_strict;
 mod report;
+mod strict;
 
 pub use names::ToolNames;
 pub use report::{LoweringReport, ReportEntry, Severity};
@@ -66,17 +66,21 @@ pub enum Dialect {
     GeminiOpenApi,
     /// MCP `tools/list` `inputSchema`.
     Mcp,
+    /// Claude's structured outputs (`output_config.format`, strict tools):
+    /// closed objects, no numeric or length bounds, no recursion.
+    AnthropicStructured,
 }
 
 impl Dialect {
     /// Every dialect.
-    pub const ALL: [Dialect; 6] = [
+    pub const ALL: [Dialect; 7] = [
         Dialect::Anthropic,
         Dialect::OpenAi,
         Dialect::OpenAiStrict,
         Dialect::GeminiJsonSchema,
         Dialect::GeminiOpenApi,
         Dialect::Mcp,
+        Dialect::AnthropicStructured,
     ];
 }
 
@@ -89,6 +93,7 @@ impl fmt::Display for Dialect {
             Dialect::GeminiJsonSchema => "Gemini (parametersJsonSchema)",
             Dialect::GeminiOpenApi => "Gemini (parameters)",
             Dialect::Mcp => "MCP",
+            Dialect::AnthropicStructured => "Anthropic (structured outputs)",
         })
     }
 }
@@ -111,10 +116,11 @@ pub fn lower(dialect: Dialect, tool: &str, schema: &Value) -> Lowered {
     let schema = match dialect {
         Dialect::Anthropic => anthropic::lower(tool, schema, &mut report),
         Dialect::OpenAi => openai::lower(tool, schema, &mut report),
-        Dialect::OpenAiStrict => openai_strict::lower(tool, schema, &mut report),
+        Dialect::OpenAiStrict => strict::lower(tool, schema, &mut report),
         Dialect::GeminiJsonSchema => gemini::lower(tool, schema, &mut report),
         Dialect::GeminiOpenApi => gemini_openapi::lower(tool, schema, &mut report),
         Dialect::Mcp => mcp::lower(tool, schema, &mut report),
+        Dialect::AnthropicStructured => strict::lower_anthropic(tool, schema, &mut report),
     };
     report.dedup();
     Lowered { schema, report }
@@ -156,7 +162,8 @@ mod tests {
                 "OpenAI (strict)",
                 "Gemini (parametersJsonSchema)",
                 "Gemini (parameters)",
-                "MCP"
+                "MCP",
+                "Anthropic (structured outputs)"
             ]
         );
     }

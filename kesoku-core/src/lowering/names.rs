@@ -17,7 +17,10 @@ struct Rule {
 fn rule(dialect: Dialect) -> Rule {
     match dialect {
         // Anthropic documents 64 (the live API takes 128); OpenAI allows 64.
-        Dialect::Anthropic | Dialect::OpenAi | Dialect::OpenAiStrict => Rule {
+        Dialect::Anthropic
+        | Dialect::AnthropicStructured
+        | Dialect::OpenAi
+        | Dialect::OpenAiStrict => Rule {
             max: 64,
             letter_first: false,
             extra: &[],

@@ -190,6 +190,24 @@ impl ObjectSchema {
 }
 
 impl Schema {
+    /// A string of the JSON Schema `format` given (`"date-time"`, `"uri"`):
+    /// the schema to give a foreign type with `#[kesoku(schema = ...)]` on
+    /// a field, or `#[arg(schema = ...)]` on a tool parameter.
+    ///
+    /// ```
+    /// use kesoku_core::Schema;
+    ///
+    /// const WHEN: Schema = Schema::formatted("date-time");
+    /// assert_eq!(WHEN.to_json(), serde_json::json!({"type": "string", "format": "date-time"}));
+    /// ```
+    pub const fn formatted(format: &'static str) -> Schema {
+        Schema::String(StringSchema {
+            min_length: None,
+            max_length: None,
+            format: Some(format),
+        })
+    }
+
     /// This schema, looking through named types.
     pub fn resolve(&self) -> &Schema {
         match self {

@@ -258,3 +258,92 @@ fn objects_without_additional_properties_are_closed() {
         ]
     );
 }
+
+// Claude's structured outputs: the same walker, another profile.
+
+fn run_anthropic(schema: &Value) -> (Value, LoweringReport) {
+    crate::lowering::common::test_support::run(super::lower_anthropic, schema)
+}
+
+#[test]
+fn claude_keeps_optional_properties_optional_and_moves_bounds_to_the_description() {
+    let (out, r) = run_anthropic(&json!({
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer", "minimum": 0, "maximum": 255, "description": "How many."},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "minItems": 2},
+            "site": {"type": ["string", "null"], "format": "uri"},
+            "inner": {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]}
+        },
+        "required": ["count"]
+    }));
+    assert_eq!(
+        out,
+        json!({
+            "type": "object",
+            "properties": {
+                "count": {"type": "integer", "description": "How many. minimum: 0. maximum: 255."},
+                "tags": {"type": "array", "items": {"type": "string", "description": "At most 8 characters."}, "description": "At least 2 items."},
+                "site": {"type": ["string", "null"], "format": "uri"},
+                "inner": {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"], "additionalProperties": false}
+            },
+            "required": ["count"],
+            "additionalProperties": false
+        })
+    );
+    let lossy: Vec<_> = keys(&r)
+        .into_iter()
+        .filter(|k| k.2 == Severity::Lossy)
+        .map(|k| k.1)
+        .collect();
+    assert_eq!(lossy, ["minimum", "maximum", "maxLength", "minItems"]);
+    assert!(!r.has_unsupported(), "{r}");
+    assert!(
+        r.iter()
+            .any(|e| e.detail == "Claude's structured output takes `minItems` of 0 or 1 only; moved to the description"),
+        "{r}"
+    );
+}
+
+#[test]
+fn claude_refuses_recursion_and_open_maps() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "tree": {"$ref": "#/$defs/Node"},
+            "scores": {"type": "object", "additionalProperties": {"type": "number"}}
+        },
+        "required": ["tree", "scores"],
+        "additionalProperties": false,
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+                "required": ["children"],
+                "additionalProperties": false
+            }
+        }
+    });
+    let (_, r) = run_anthropic(&schema);
+    let unsupported: Vec<_> = r
+        .iter()
+        .filter(|e| e.severity == Severity::Unsupported)
+        .map(|e| (e.path.as_str(), e.detail.as_str()))
+        .collect();
+    assert_eq!(
+        unsupported,
+        [
+            (
+                "/$defs/Node",
+                "`Node` contains itself, and Claude's structured output takes no recursive schema; kept as is, so Anthropic will reject it"
+            ),
+            (
+                "/properties/scores/additionalProperties",
+                "an open map (any key, each value number) cannot be expressed in Claude's structured output, where every key must be listed; kept as is"
+            ),
+        ]
+    );
+    // OpenAI's strict mode takes the same recursion.
+    let (_, r) = run(&schema);
+    assert!(r.iter().all(|e| e.path != "/$defs/Node"), "{r}");
+}

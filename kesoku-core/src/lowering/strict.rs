@@ -1,13 +1,16 @@
-//! OpenAI strict mode (`"strict": true`): the schema is compiled into a
-//! grammar, so only a subset of JSON Schema is accepted.
+//! The closed subsets of JSON Schema that providers compile into a
+//! grammar: OpenAI's strict mode (`"strict": true`, and `response_format`'s
+//! `json_schema`) and Claude's structured outputs (`output_config.format`,
+//! and strict tools). One walker, two [`Profile`]s.
 //!
-//! Every object is closed (`additionalProperties: false`) and lists every
-//! property in `required`; an optional property becomes nullable, and
-//! kesoku reads `null` as absent. `oneOf` becomes `anyOf`, a `$ref` with
-//! sibling keywords is inlined, tuples become arrays of a union, and
-//! constraints outside the subset move into the description. Open maps,
-//! schemas without a type and `allOf`/`not`/`if` cannot be expressed: they
-//! are kept as they are and reported, never rewritten silently.
+//! Every object is closed (`additionalProperties: false`); for OpenAI every
+//! property is also listed in `required`, an optional property becoming
+//! nullable (kesoku reads `null` as absent). `oneOf` becomes `anyOf`, a
+//! `$ref` with sibling keywords is inlined, tuples become arrays of a
+//! union, and constraints outside the subset move into the description.
+//! Open maps, schemas without a type and `allOf`/`not`/`if` cannot be
+//! expressed (nor, for Claude, recursion): they are kept as they are and
+//! reported, never rewritten silently.
 
 use serde_json::{Value, json};
 
@@ -17,33 +20,109 @@ use super::common::{
 };
 use super::report::{LoweringReport, Severity};
 
-/// Keywords strict mode takes as they are.
-const KEPT: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "enum",
-    "const",
-    "anyOf",
-    "$ref",
-    "$defs",
-    "definitions",
-    "description",
-    "title",
-    "pattern",
-    "format",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minItems",
-    "maxItems",
-];
+/// What one provider's closed subset takes.
+pub(crate) struct Profile {
+    /// The mode, as the report names it ("strict mode").
+    mode: &'static str,
+    /// Who rejects what cannot be expressed.
+    provider: &'static str,
+    /// Keywords taken as they are.
+    kept: &'static [&'static str],
+    /// The string formats accepted.
+    formats: &'static [&'static str],
+    /// Whether every property must be listed in `required`.
+    require_all: bool,
+    /// The largest `minItems` accepted (Claude: 1).
+    max_min_items: Option<u64>,
+    /// Whether a recursive schema is accepted.
+    recursion: bool,
+}
 
-/// Structure strict mode rejects and no rewrite expresses.
+/// OpenAI's strict mode.
+pub(crate) const OPENAI: Profile = Profile {
+    mode: "strict mode",
+    provider: "OpenAI",
+    kept: &[
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "description",
+        "title",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    ],
+    formats: &[
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    ],
+    require_all: true,
+    max_min_items: None,
+    recursion: true,
+};
+
+/// Claude's structured outputs: no numeric or length bounds, `minItems`
+/// of 0 or 1 only, no recursion; optional properties may stay optional.
+pub(crate) const ANTHROPIC: Profile = Profile {
+    mode: "Claude's structured output",
+    provider: "Anthropic",
+    kept: &[
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "description",
+        "title",
+        "pattern",
+        "format",
+        "minItems",
+    ],
+    formats: &[
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "uri",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    ],
+    require_all: false,
+    max_min_items: Some(1),
+    recursion: false,
+};
+
+/// Structure no closed subset takes and no rewrite expresses.
 const REJECTED: &[&str] = &[
     "allOf",
     "not",
@@ -56,21 +135,8 @@ const REJECTED: &[&str] = &[
     "unevaluatedItems",
 ];
 
-/// The string formats strict mode accepts.
-const FORMATS: &[&str] = &[
-    "date-time",
-    "time",
-    "date",
-    "duration",
-    "email",
-    "hostname",
-    "ipv4",
-    "ipv6",
-    "uuid",
-];
-
 /// Keywords that say what a schema accepts; a schema with none of them
-/// accepts anything, which strict mode cannot express.
+/// accepts anything, which a closed subset cannot express.
 const SHAPING: &[&str] = &[
     "type",
     "properties",
@@ -83,21 +149,52 @@ const SHAPING: &[&str] = &[
     "not",
 ];
 
-/// Lowers a tool's `parameters` for strict mode.
+/// Lowers a tool's `parameters` for OpenAI's strict mode.
 pub(crate) fn lower(tool: &str, schema: &Value, report: &mut LoweringReport) -> Value {
+    lower_with(&OPENAI, tool, schema, report)
+}
+
+/// Lowers a schema for Claude's structured outputs.
+pub(crate) fn lower_anthropic(tool: &str, schema: &Value, report: &mut LoweringReport) -> Value {
+    lower_with(&ANTHROPIC, tool, schema, report)
+}
+
+fn lower_with(
+    p: &'static Profile,
+    tool: &str,
+    schema: &Value,
+    report: &mut LoweringReport,
+) -> Value {
     let mut s = Strict {
+        p,
         sink: Sink { tool, report },
         root: schema,
         inlining: Vec::new(),
     };
     check_object_root(schema, &mut s.sink, "parameters");
+    if !p.recursion {
+        for (path, name) in recursive_defs(schema) {
+            s.sink.push(
+                &path,
+                "$ref",
+                Severity::Unsupported,
+                format!(
+                    "`{name}` contains itself, and {} takes no recursive schema; kept as is, so {} will reject it",
+                    p.mode, p.provider
+                ),
+            );
+        }
+    }
     for union in ["anyOf", "oneOf"] {
         if schema.get(union).is_some() {
             s.sink.push(
                 &child("", union),
                 union,
                 Severity::Unsupported,
-                "the root of strict `parameters` must be a plain object, not a union",
+                format!(
+                    "the root of a {} schema must be a plain object, not a union",
+                    p.mode
+                ),
             );
         }
     }
@@ -105,6 +202,7 @@ pub(crate) fn lower(tool: &str, schema: &Value, report: &mut LoweringReport) -> 
 }
 
 struct Strict<'a, 'r> {
+    p: &'static Profile,
     sink: Sink<'a>,
     /// For resolving `$ref`s.
     root: &'r Value,
@@ -132,7 +230,10 @@ impl Strict<'_, '_> {
                 path,
                 "type",
                 Severity::Unsupported,
-                "accepts any JSON value, but strict mode needs a `type` on every schema",
+                format!(
+                    "accepts any JSON value, but {} needs a `type` on every schema",
+                    self.p.mode
+                ),
             );
         }
         Value::Object(out)
@@ -146,8 +247,9 @@ impl Strict<'_, '_> {
         let mut lengths_noted = false;
         for (k, v) in m {
             let at = child(path, k);
+            let mode = self.p.mode;
             let unsupported_here =
-                format!("strict mode does not support `{k}`; moved to the description");
+                format!("{mode} does not support `{k}`; moved to the description");
             match k.as_str() {
                 // Name the dialect or comment for humans: no constraint.
                 "$schema" | "$comment" => {}
@@ -163,7 +265,7 @@ impl Strict<'_, '_> {
                         &at,
                         k,
                         Severity::Lossy,
-                        "strict mode does not support tuples; now an array whose items may be any of the item schemas, with the order in the description",
+                        format!("{mode} does not support tuples; now an array whose items may be any of the item schemas, with the order in the description"),
                     );
                     notes.push(sentence);
                     out.insert("items".into(), items);
@@ -173,7 +275,7 @@ impl Strict<'_, '_> {
                         &at,
                         k,
                         Severity::Rewritten,
-                        "became `anyOf`, which strict mode supports instead of `oneOf`",
+                        format!("became `anyOf`, which {mode} supports instead of `oneOf`"),
                     );
                     let alts = lower_keyword(k, v, path, &mut |c, p| self.node(c, p));
                     out.insert("anyOf".into(), alts);
@@ -197,14 +299,14 @@ impl Strict<'_, '_> {
                     self.sink.push(&at, k, Severity::Lossy, unsupported_here);
                     notes.push("Items must be unique.".into());
                 }
-                "format" if !v.as_str().is_some_and(|f| FORMATS.contains(&f)) => {
+                "format" if !v.as_str().is_some_and(|f| self.p.formats.contains(&f)) => {
                     self.sink.push(
                         &at,
                         k,
                         Severity::Lossy,
                         format!(
-                            "strict mode supports only the formats {}; moved to the description",
-                            FORMATS.join(", ")
+                            "{mode} supports only the formats {}; moved to the description",
+                            self.p.formats.join(", ")
                         ),
                     );
                     notes.push(format!("Format: {v}."));
@@ -214,12 +316,26 @@ impl Strict<'_, '_> {
                         &at,
                         k,
                         Severity::Unsupported,
-                        format!("strict mode does not support `{k}`; kept as is, so OpenAI will reject the schema"),
+                        format!("{mode} does not support `{k}`; kept as is, so {} will reject the schema", self.p.provider),
                     );
                     let kept = lower_keyword(k, v, path, &mut |c, p| self.node(c, p));
                     out.insert(k.clone(), kept);
                 }
-                _ if KEPT.contains(&k.as_str()) => {
+                "minItems"
+                    if self
+                        .p
+                        .max_min_items
+                        .is_some_and(|max| v.as_u64().is_none_or(|n| n > max)) =>
+                {
+                    self.sink.push(
+                        &at,
+                        k,
+                        Severity::Lossy,
+                        format!("{mode} takes `minItems` of 0 or 1 only; moved to the description"),
+                    );
+                    notes.push(format!("At least {v} items."));
+                }
+                _ if self.p.kept.contains(&k.as_str()) => {
                     let kept = lower_keyword(k, v, path, &mut |c, p| self.node(c, p));
                     out.insert(k.clone(), kept);
                 }
@@ -228,7 +344,9 @@ impl Strict<'_, '_> {
                         &at,
                         k,
                         Severity::Lossy,
-                        format!("`{k}` is outside strict mode's subset; moved to the description"),
+                        format!(
+                            "`{k}` is outside the subset {mode} takes; moved to the description"
+                        ),
                     );
                     notes.push(format!("{k}: {v}."));
                 }
@@ -247,8 +365,9 @@ impl Strict<'_, '_> {
                 "additionalProperties",
                 Severity::Unsupported,
                 format!(
-                    "an open map (any key, each value {}) cannot be expressed in strict mode, where every key must be listed; kept as is",
-                    describe(values)
+                    "an open map (any key, each value {}) cannot be expressed in {}, where every key must be listed; kept as is",
+                    describe(values),
+                    self.p.mode
                 ),
             ),
             None if m.contains_key("properties") => {
@@ -257,15 +376,18 @@ impl Strict<'_, '_> {
                     &at,
                     "additionalProperties",
                     Severity::Rewritten,
-                    "added `additionalProperties: false`, which strict mode requires on every object",
+                    format!("added `additionalProperties: false`, which {} requires on every object", self.p.mode),
                 );
             }
             None => self.sink.push(
                 path,
                 "additionalProperties",
                 Severity::Unsupported,
-                "an object without listed properties accepts any keys, which strict mode cannot express",
+                format!("an object without listed properties accepts any keys, which {} cannot express", self.p.mode),
             ),
+        }
+        if !self.p.require_all {
+            return;
         }
         let Some(Value::Object(props)) = out.get_mut("properties") else {
             return;
@@ -321,7 +443,8 @@ impl Strict<'_, '_> {
                 "$ref",
                 Severity::Lossy,
                 format!(
-                    "strict mode rejects keywords next to `$ref`, and `{r}` cannot be inlined here; dropped {}",
+                    "{} rejects keywords next to `$ref`, and `{r}` cannot be inlined here; dropped {}",
+                    self.p.mode,
                     names.join(", ")
                 ),
             );
@@ -334,7 +457,8 @@ impl Strict<'_, '_> {
             "$ref",
             Severity::Rewritten,
             format!(
-                "inlined `{r}`: strict mode rejects keywords next to `$ref` (here {})",
+                "inlined `{r}`: {} rejects keywords next to `$ref` (here {})",
+                self.p.mode,
                 names.join(", ")
             ),
         );
@@ -354,6 +478,55 @@ impl Strict<'_, '_> {
         append_notes(&mut out, &notes);
         Value::Object(out)
     }
+}
+
+/// The definitions (`$defs`, `definitions`) that reach themselves through
+/// `$ref`s, each with its path and name.
+fn recursive_defs(root: &Value) -> Vec<(String, String)> {
+    fn refs<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r);
+                }
+                m.values().for_each(|c| refs(c, out));
+            }
+            Value::Array(a) => a.iter().for_each(|c| refs(c, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for section in ["$defs", "definitions"] {
+        let Some(Value::Object(defs)) = root.get(section) else {
+            continue;
+        };
+        for name in defs.keys() {
+            let me = format!("#/{section}/{name}");
+            // Follow the references from this definition; a path back to
+            // it is a cycle.
+            let mut seen: Vec<&str> = Vec::new();
+            let mut todo: Vec<&str> = Vec::new();
+            refs(&defs[name], &mut todo);
+            let mut cyclic = false;
+            while let Some(r) = todo.pop() {
+                if r == me {
+                    cyclic = true;
+                    break;
+                }
+                if seen.contains(&r) {
+                    continue;
+                }
+                seen.push(r);
+                if let Some(target) = r.strip_prefix('#').and_then(|p| root.pointer(p)) {
+                    refs(target, &mut todo);
+                }
+            }
+            if cyclic {
+                found.push((child(&child("", section), name), name.clone()));
+            }
+        }
+    }
+    found
 }
 
 /// `T | null`: a type list when `T` has a plain `type`, else `anyOf`. The
@@ -385,5 +558,5 @@ fn nullable(v: Value) -> Value {
 }
 
 #[cfg(test)]
-#[path = "openai_strict_tests.rs"]
+#[path = "strict_tests.rs"]
 mod tests;
