@@ -18,11 +18,13 @@
 // | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |
 // | `run/`     | `runner`: the call lifecycle |
 // | `lowering/`| schemas lowered per provider, over a registry |
+// | `output`   | the shape of a typed answer, lowered and checked |
 mod args;
 mod content;
 mod error_source;
 mod future;
 pub mod lowering;
+mod output;
 mod run;
 mod schema;
 mod session;
@@ -36,6 +38,7 @@ pub use args::tool_arg::ToolArg;
 pub use content::ContentBlock;
 pub use error_source::ErrorSource;
 pub use future::BoxFuture;
+pub use output::{OutputError, OutputSchema, OutputSchemaError};
 pub use run::runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::hints::ToolHints;
 pub use schema::tool_schema::{Location, ToolSchema};

@@ -1,0 +1,426 @@
+//! [`OutputSchema`]: the shape a typed answer must have, lowered once per
+//! provider dialect and checked with kesoku's validator; and
+//! [`OutputError`], an answer that does not have it, every problem named
+//! by its JSON path.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use serde_json::Value;
+
+use crate::args::arg_error::{ArgError, ArgErrorKind};
+use crate::args::dynamic_schema::DynamicSchema;
+use crate::args::tool_arg::ToolArg;
+use crate::lowering::{Dialect, Lowered, Severity, lower};
+use crate::schema::tree::{Schema, quote_list};
+
+/// The shape a model's final answer must have: a name and a JSON Schema,
+/// usually a type's compile-time one ([`of`](Self::of)).
+///
+/// Cheap to clone (shared). Each provider dialect's lowering is computed
+/// once, on first use, and kept; so is the validator.
+///
+/// With `#[derive(ToolArg)]` on a struct `Invoice`, `OutputSchema::of::<Invoice>()`
+/// is its schema, named `Invoice`. One known only at run time:
+///
+/// ```
+/// use kesoku_core::OutputSchema;
+/// use kesoku_core::lowering::Dialect;
+/// use serde_json::json;
+///
+/// let output = OutputSchema::new(
+///     "Invoice",
+///     json!({"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}),
+/// )
+/// .unwrap();
+/// assert!(output.check(&json!({"total": 1200})).is_empty());
+/// assert_eq!(output.check(&json!({"total": "12"}))[0].path, "total");
+/// let strict = output.lowered(Dialect::OpenAiStrict);
+/// assert_eq!(strict.schema["additionalProperties"], false);
+/// ```
+#[derive(Clone)]
+pub struct OutputSchema(Arc<Inner>);
+
+struct Inner {
+    name: String,
+    schema: Value,
+    /// By the dialect's place in [`Dialect::ALL`].
+    lowered: [OnceLock<Lowered>; Dialect::ALL.len()],
+    validator: OnceLock<Result<DynamicSchema, String>>,
+}
+
+/// Why a schema cannot be an [`OutputSchema`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot use `{name}` as an answer's schema: {reason}")]
+pub struct OutputSchemaError {
+    /// The name it was given.
+    pub name: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl OutputSchema {
+    /// The schema of `T`, from its compile-time constant: named after the
+    /// type (`Invoice`) when it is a derived one, else `output`. Rendered
+    /// once per type and shared.
+    pub fn of<T: ToolArg + 'static>() -> Self {
+        static BY_TYPE: OnceLock<Mutex<HashMap<TypeId, OutputSchema>>> = OnceLock::new();
+        let mut known = BY_TYPE
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        known
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| {
+                let name = match T::SCHEMA {
+                    Schema::Named(n) => wire_name(n.name),
+                    _ => "output".to_owned(),
+                };
+                OutputSchema::unchecked(name, T::SCHEMA.to_json())
+            })
+            .clone()
+    }
+
+    /// A schema known only at run time. `name` is what providers are told
+    /// (1 to 64 ASCII letters, digits, `_` and `-`), and `schema` must be
+    /// a JSON Schema kesoku's validator can compile.
+    pub fn new(name: impl Into<String>, schema: Value) -> Result<Self, OutputSchemaError> {
+        let name = name.into();
+        let fail = |reason: String| OutputSchemaError {
+            name: name.clone(),
+            reason,
+        };
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(fail(
+                "the name must be 1 to 64 ASCII letters, digits, `_` or `-`".into(),
+            ));
+        }
+        DynamicSchema::compile(&schema)
+            .map_err(|e| fail(format!("the schema does not compile: {e}")))?;
+        Ok(OutputSchema::unchecked(name, schema))
+    }
+
+    fn unchecked(name: String, schema: Value) -> Self {
+        OutputSchema(Arc::new(Inner {
+            name,
+            schema,
+            lowered: Default::default(),
+            validator: OnceLock::new(),
+        }))
+    }
+
+    /// The name providers are told.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The schema, as kesoku renders it (draft 2020-12).
+    pub fn schema(&self) -> &Value {
+        &self.0.schema
+    }
+
+    /// The schema lowered for `dialect`, with what that changed: computed
+    /// the first time, then kept. Its `Lossy` findings are logged then,
+    /// once.
+    pub fn lowered(&self, dialect: Dialect) -> &Lowered {
+        let at = Dialect::ALL
+            .iter()
+            .position(|d| *d == dialect)
+            .unwrap_or_default();
+        self.0.lowered[at].get_or_init(|| {
+            let lowered = lower(dialect, &self.0.name, &self.0.schema);
+            for e in lowered
+                .report
+                .iter()
+                .filter(|e| e.severity >= Severity::Lossy)
+            {
+                tracing::warn!(
+                    output = %self.0.name,
+                    path = %e.path,
+                    severity = %e.severity,
+                    "answer schema lowered to {dialect}: {e}"
+                );
+            }
+            lowered
+        })
+    }
+
+    /// Every problem of `value` as an answer of this shape, each with its
+    /// JSON path; empty when it fits.
+    pub fn check(&self, value: &Value) -> Vec<ArgError> {
+        let validator = self
+            .0
+            .validator
+            .get_or_init(|| DynamicSchema::compile(&self.0.schema));
+        match validator {
+            Ok(v) => v.check(value),
+            Err(e) => vec![ArgError {
+                path: String::new(),
+                kind: ArgErrorKind::Invalid {
+                    message: format!("the answer's schema does not compile: {e}"),
+                },
+            }],
+        }
+    }
+
+    /// Reads a model's answer: its JSON (inside a Markdown code fence if
+    /// the model put one around it), checked against the schema.
+    ///
+    /// ```
+    /// use kesoku_core::OutputSchema;
+    ///
+    /// let output = OutputSchema::of::<Vec<u8>>();
+    /// assert_eq!(output.read("```json\n[1, 2]\n```").unwrap(), serde_json::json!([1, 2]));
+    /// let error = output.read("[1, 300]").unwrap_err();
+    /// assert_eq!(error.errors[0].path, "[1]");
+    /// assert!(output.read("one, two").unwrap_err().to_string().contains("not JSON"));
+    /// ```
+    pub fn read(&self, text: &str) -> Result<Value, OutputError> {
+        let fail = |errors| OutputError {
+            output: self.0.name.clone(),
+            raw: text.to_owned(),
+            errors,
+        };
+        let value: Value = serde_json::from_str(unfenced(text)).map_err(|e| {
+            fail(vec![ArgError {
+                path: String::new(),
+                kind: ArgErrorKind::Invalid {
+                    message: format!("not JSON: {e}"),
+                },
+            }])
+        })?;
+        let errors = self.check(&value);
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(fail(errors))
+        }
+    }
+}
+
+impl fmt::Debug for OutputSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutputSchema")
+            .field("name", &self.0.name)
+            .field("schema", &self.0.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for OutputSchema {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.name == other.0.name && self.0.schema == other.0.schema)
+    }
+}
+
+/// Stored as `{"name": ..., "schema": ...}` (with the prompt of a typed
+/// turn, so whichever worker runs the turn asks for the same shape).
+impl serde::Serialize for OutputSchema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut out = s.serialize_struct("OutputSchema", 2)?;
+        out.serialize_field("name", &self.0.name)?;
+        out.serialize_field("schema", &self.0.schema)?;
+        out.end()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for OutputSchema {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            name: String,
+            schema: Value,
+        }
+        let stored = Stored::deserialize(d)?;
+        OutputSchema::new(stored.name, stored.schema).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `name` with what providers reject in a schema name replaced.
+fn wire_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if out.is_empty() {
+        out.push_str("output");
+    }
+    out
+}
+
+/// The text inside a Markdown code fence, if the whole answer is one.
+fn unfenced(text: &str) -> &str {
+    let t = text.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return t;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return t;
+    };
+    // The fence's language tag runs to the end of its line.
+    body.split_once('\n').map_or(body, |(_, b)| b).trim()
+}
+
+/// A model's answer that is not a valid value of the asked shape: the
+/// text as it came, and every problem, each with its JSON path.
+///
+/// Its `Display` is what the model is shown when it may try again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct OutputError {
+    /// The shape's name ([`OutputSchema::name`]).
+    pub output: String,
+    /// The answer, as the model wrote it.
+    pub raw: String,
+    /// What is wrong, each located by its JSON path (empty for the answer
+    /// as a whole).
+    pub errors: Vec<ArgError>,
+}
+
+impl fmt::Display for OutputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = &self.output;
+        match self.errors.as_slice() {
+            [one] => write!(f, "the answer is not a valid `{name}`: {}", Problem(one)),
+            many => {
+                write!(
+                    f,
+                    "the answer is not a valid `{name}` ({} problems):",
+                    many.len()
+                )?;
+                for e in many {
+                    write!(f, "\n- {}", Problem(e))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One problem of an answer, in the words of an answer (not arguments).
+struct Problem<'a>(&'a ArgError);
+
+impl fmt::Display for Problem<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = &self.0.path;
+        let at = |f: &mut fmt::Formatter<'_>| {
+            if path.is_empty() {
+                f.write_str("the answer")
+            } else {
+                write!(f, "`{path}`")
+            }
+        };
+        match &self.0.kind {
+            ArgErrorKind::Missing { description } => {
+                at(f)?;
+                f.write_str(" is required")?;
+                if let Some(d) = description {
+                    write!(f, " ({d})")?;
+                }
+                Ok(())
+            }
+            ArgErrorKind::Unknown { valid } => {
+                at(f)?;
+                f.write_str(" is not a field here")?;
+                if !valid.is_empty() {
+                    write!(f, "; the fields are {}", quote_list(valid))?;
+                }
+                Ok(())
+            }
+            ArgErrorKind::Type { expected, got } => {
+                at(f)?;
+                write!(f, ": expected {expected}, got {got}")
+            }
+            ArgErrorKind::Invalid { message } => {
+                at(f)?;
+                write!(f, ": {message}")
+            }
+            ArgErrorKind::NotAnObject { got } => {
+                write!(f, "the answer must be a JSON object, got {got}")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_fence_is_read_through() {
+        assert_eq!(unfenced("```json\n{\"a\": 1}\n```"), "{\"a\": 1}");
+        assert_eq!(unfenced("```\n[1]\n```"), "[1]");
+        assert_eq!(unfenced("  {\"a\": 1} "), "{\"a\": 1}");
+        assert_eq!(unfenced("```json {}"), "```json {}");
+    }
+
+    #[test]
+    fn names_providers_reject_are_refused_or_mapped() {
+        assert!(OutputSchema::new("a b", json!({})).is_err());
+        assert!(OutputSchema::new("x".repeat(65), json!({})).is_err());
+        let e = OutputSchema::new("ok", json!({"type": 5})).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot use `ok` as an answer's schema: the schema does not compile"),
+            "{e}"
+        );
+        assert_eq!(wire_name("Réponse"), "R_ponse");
+    }
+
+    #[test]
+    fn every_problem_is_named_by_its_path() {
+        let output = OutputSchema::new(
+            "Point",
+            json!({
+                "type": "object",
+                "properties": {"x": {"type": "integer", "description": "Across."}, "tags": {"type": "array", "items": {"type": "string"}}},
+                "required": ["x"],
+                "additionalProperties": false
+            }),
+        )
+        .unwrap();
+        let e = output.read(r#"{"tags": ["a", 2], "y": 1}"#).unwrap_err();
+        assert_eq!(e.raw, r#"{"tags": ["a", 2], "y": 1}"#);
+        assert_eq!(
+            e.to_string(),
+            "the answer is not a valid `Point` (3 problems):\n- `x` is required (Across.)\n- `tags[1]`: expected a string, got number 2\n- `y` is not a field here; the fields are `x`, `tags`"
+        );
+    }
+
+    #[test]
+    fn a_stored_schema_reads_back_the_same() {
+        let output = OutputSchema::of::<Vec<u32>>();
+        let stored = serde_json::to_value(&output).unwrap();
+        assert_eq!(stored["name"], "output");
+        let back: OutputSchema = serde_json::from_value(stored).unwrap();
+        assert_eq!(back, output);
+        assert!(
+            serde_json::from_value::<OutputSchema>(json!({"name": "a b", "schema": {}})).is_err()
+        );
+    }
+
+    #[test]
+    fn lowerings_are_kept() {
+        let output = OutputSchema::of::<Option<u8>>();
+        let a: *const Lowered = output.lowered(Dialect::GeminiOpenApi);
+        let b: *const Lowered = OutputSchema::of::<Option<u8>>().lowered(Dialect::GeminiOpenApi);
+        assert_eq!(a, b);
+    }
+}
