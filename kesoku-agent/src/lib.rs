@@ -37,6 +37,7 @@
 //! | `agent::view` | the history as the model is shown it; orphaned calls and their healing |
 //! | `agent::toolset` | the tools, fixed or read live from a registry |
 //! | `agent::retry` | trying again while the store fails for a moment |
+//! | `agent::typed` | typed answers: the shape a prompt asks for, feedback on one that does not fit, [`Typed`], [`TypedError`] |
 //! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`] |
 //! | `agent::approval` | a person in the loop: [`Approval`], how waiting calls and decisions are stored |
 //! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
@@ -46,5 +47,5 @@ pub mod tools;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, PendingApproval,
-    TurnOutcome, TurnStatus, Verdict,
+    TurnOutcome, TurnStatus, Typed, TypedError, Verdict,
 };

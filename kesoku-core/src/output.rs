@@ -8,13 +8,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::args::arg_error::{ArgError, ArgErrorKind};
 use crate::args::dynamic_schema::DynamicSchema;
 use crate::args::tool_arg::ToolArg;
+use crate::args::validate::format_path;
 use crate::lowering::{Dialect, Lowered, Severity, lower};
 use crate::schema::tree::{Schema, quote_list};
+use crate::tool::valid_args::seg;
 
 /// The shape a model's final answer must have: a name and a JSON Schema,
 /// usually a type's compile-time one ([`of`](Self::of)).
@@ -202,6 +205,36 @@ impl OutputSchema {
         } else {
             Err(fail(errors))
         }
+    }
+}
+
+impl OutputSchema {
+    /// Reads a model's answer as a `T`: [`read`](Self::read), then
+    /// decoded, a decoding error keeping its path (a `Deserialize`
+    /// stricter than the schema has the last word).
+    ///
+    /// ```
+    /// use kesoku_core::OutputSchema;
+    ///
+    /// let output = OutputSchema::of::<Vec<u8>>();
+    /// let bytes: Vec<u8> = output.read_as("[1, 2]").unwrap();
+    /// assert_eq!(bytes, [1, 2]);
+    /// ```
+    pub fn read_as<T: DeserializeOwned>(&self, text: &str) -> Result<T, OutputError> {
+        let value = self.read(text)?;
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path: Vec<_> = e.path().iter().filter_map(seg).collect();
+            OutputError {
+                output: self.0.name.clone(),
+                raw: text.to_owned(),
+                errors: vec![ArgError {
+                    path: format_path(&path),
+                    kind: ArgErrorKind::Invalid {
+                        message: e.into_inner().to_string(),
+                    },
+                }],
+            }
+        })
     }
 }
 

@@ -29,7 +29,7 @@ use crate::prefix::{Prefix, Prefixes, keep_until, pairs_forward, unpaired_parent
 use crate::schemas::{LoweredTools, SchemaCache};
 use crate::stream::{EventStream, Reader, StreamEvent, events_of, stream_error, within};
 use crate::turn::AssistantTurn;
-use crate::wire::{Request, WireFormat};
+use crate::wire::{Output, Request, WireFormat};
 
 /// A request ready to send, with the lowered tools its answer is read with.
 struct Encoded {
@@ -142,6 +142,24 @@ impl<F: WireFormat> Backend<F> {
         Ok(lowered)
     }
 
+    /// A typed answer's shape lowered for this provider, or the error
+    /// that nothing is sent when the provider cannot take it.
+    fn output<'o>(&self, output: &'o kesoku_core::OutputSchema) -> Result<Output<'o>, LlmError> {
+        let lowered = output.lowered(self.format.output_dialect());
+        if let Some(e) = lowered.report.unsupported().next() {
+            return Err(LlmError::UnsupportedOutput {
+                provider: F::NAME,
+                output: output.name().to_owned(),
+                path: e.path.clone(),
+                reason: e.detail.clone(),
+            });
+        }
+        Ok(Output {
+            name: output.name(),
+            schema: &lowered.schema,
+        })
+    }
+
     /// The request body. With a `session`, the wire messages kept from
     /// its last request are reused when `messages` start with them (see
     /// `prefix.rs`), and what this one adds is kept for the next.
@@ -170,10 +188,16 @@ impl<F: WireFormat> Backend<F> {
         let wire = self
             .format
             .encode_history(&read.items, &lowered.names, &mut fallbacks);
+        let output = options
+            .output
+            .as_ref()
+            .map(|o| self.output(o))
+            .transpose()?;
         let request = Request {
             tools,
             lowered: &lowered,
             options,
+            output,
         };
         let mut system_texts: Vec<&str> = kept
             .as_ref()
@@ -515,6 +539,24 @@ macro_rules! public_backend {
                 self.0.lowering_report(tools)
             }
 
+            /// What lowering a typed answer's schema to this provider's
+            /// structured-output mode changes, with JSON paths; an
+            /// `Unsupported` finding makes a call asking for it fail
+            /// before anything is sent. Lowered once per shape and kept.
+            ///
+            /// ```
+            #[doc = concat!("let model = kesoku_llm::", stringify!($name), "::new(\"key\");")]
+            /// let output = kesoku_core::OutputSchema::of::<std::collections::HashMap<String, u8>>();
+            /// // An open map: no provider's structured-output mode takes it.
+            /// assert!(model.output_report(&output).has_unsupported());
+            /// ```
+            pub fn output_report<'o>(
+                &self,
+                output: &'o kesoku_core::OutputSchema,
+            ) -> &'o kesoku_core::lowering::LoweringReport {
+                &output.lowered(crate::wire::WireFormat::output_dialect(&self.0.format)).report
+            }
+
             /// Sets when a request is tried again (the last of this and
             /// [`with_http_options`](Self::with_http_options) wins).
             #[must_use]
@@ -554,6 +596,10 @@ macro_rules! public_backend {
 
             fn default_model(&self) -> &str {
                 <$format as crate::wire::WireFormat>::DEFAULT_MODEL
+            }
+
+            fn output_dialect(&self) -> Option<kesoku_core::lowering::Dialect> {
+                Some(crate::wire::WireFormat::output_dialect(&self.0.format))
             }
 
             fn complete<'a>(

@@ -52,6 +52,10 @@ impl WireFormat for Messages {
         Dialect::Anthropic
     }
 
+    fn output_dialect(&self) -> Dialect {
+        Dialect::AnthropicStructured
+    }
+
     fn path(&self, _options: &crate::options::LlmOptions) -> String {
         "/v1/messages".to_owned()
     }
@@ -138,6 +142,12 @@ impl WireFormat for Messages {
                 ToolChoice::Tool(name) => json!({"type": "tool", "name": names.to_wire(name)}),
             };
             body.insert("tool_choice".into(), choice);
+        }
+        if let Some(output) = request.output {
+            body.insert(
+                "output_config".into(),
+                json!({"format": {"type": "json_schema", "schema": output.schema}}),
+            );
         }
         body
     }

@@ -61,6 +61,20 @@ pub enum LlmError {
         /// Why it cannot be represented.
         reason: String,
     },
+    /// The typed answer asked for has a schema this provider's
+    /// structured-output mode cannot take: nothing was sent.
+    #[error("{provider} cannot take the answer type `{output}` at {}: {reason}", if .path.is_empty() { "the root" } else { .path.as_str() })]
+    UnsupportedOutput {
+        /// The provider.
+        provider: &'static str,
+        /// The answer's shape ([`OutputSchema::name`](kesoku_core::OutputSchema::name)).
+        output: String,
+        /// A JSON pointer into its original schema, down to the keyword;
+        /// empty for the root.
+        path: String,
+        /// Why it cannot be represented.
+        reason: String,
+    },
     /// The backend is missing something it needs, such as an API key.
     #[error("{provider} is not configured: {message}")]
     Config {

@@ -73,6 +73,10 @@ impl WireFormat for GenerateContent {
         }
     }
 
+    fn output_dialect(&self) -> Dialect {
+        self.schema_dialect()
+    }
+
     /// Gemini rejects an OBJECT without properties: a tool without
     /// arguments is declared without a schema.
     fn sends_schema(&self, tool: &ToolDeclaration) -> bool {
@@ -198,6 +202,15 @@ impl WireFormat for GenerateContent {
         let mut generation = json!({"maxOutputTokens": options.max_tokens});
         if let Some(t) = options.temperature {
             generation["temperature"] = json!(t);
+        }
+        if let Some(output) = request.output {
+            generation["responseMimeType"] = "application/json".into();
+            let key = if self.legacy_parameters {
+                "responseSchema"
+            } else {
+                "responseJsonSchema"
+            };
+            generation[key] = output.schema.clone();
         }
         body.insert("generationConfig".into(), generation);
         body

@@ -157,6 +157,14 @@ pub(crate) fn read_from<'a>(
             calls.entry(m.id.as_str()).or_insert_with(|| Call::of(m));
         }
         let item = match (m.role, m.kind) {
+            // Feedback on the model's last reply reads as the user's turn:
+            // a request must not end on the model's own message.
+            (Role::System, MessageType::Text) if m.metadata.contains_key(keys::FEEDBACK) => {
+                Item::User(Text {
+                    message: m,
+                    blocks: blocks::read(m, &mut scratch),
+                })
+            }
             (Role::System, _) => Item::System(&m.content),
             (_, MessageType::Thought) => continue,
             (Role::Assistant, MessageType::ToolCall) => Item::ToolCall(Call::of(m)),

@@ -54,6 +54,14 @@ pub trait Llm: Send + Sync {
         "default"
     }
 
+    /// The schema dialect of this model's structured-output mode, which a
+    /// typed answer's schema ([`LlmOptions::output`]) is lowered to:
+    /// what an agent checks before it asks for one. `None` (the default)
+    /// for a model that takes any schema.
+    fn output_dialect(&self) -> Option<kesoku_core::lowering::Dialect> {
+        None
+    }
+
     /// Sends the history and tools, and returns the model's turn.
     fn complete<'a>(
         &'a self,
@@ -105,6 +113,10 @@ macro_rules! forward_llm {
 
             fn default_model(&self) -> &str {
                 (**self).default_model()
+            }
+
+            fn output_dialect(&self) -> Option<kesoku_core::lowering::Dialect> {
+                (**self).output_dialect()
             }
 
             fn complete<'a>(

@@ -117,6 +117,11 @@ impl WireFormat for ChatCompletions {
         }
     }
 
+    /// Always strict: a typed answer is the grammar's, whatever the tools.
+    fn output_dialect(&self) -> Dialect {
+        Dialect::OpenAiStrict
+    }
+
     fn path(&self, _options: &LlmOptions) -> String {
         "/chat/completions".to_owned()
     }
@@ -201,6 +206,15 @@ impl WireFormat for ChatCompletions {
                 };
                 body.insert("tool_choice".into(), choice);
             }
+        }
+        if let Some(output) = request.output {
+            body.insert(
+                "response_format".into(),
+                json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": output.name, "schema": output.schema, "strict": true}
+                }),
+            );
         }
         body
     }

@@ -1,6 +1,7 @@
 //! [`LlmOptions`] and [`ToolChoice`]: what one model call asks for besides
 //! the history and the tools.
 
+use kesoku_core::OutputSchema;
 use serde_json::{Map, Value};
 
 /// Whether and which tools the model must call.
@@ -19,6 +20,7 @@ pub enum ToolChoice {
 
 /// Options of one model call.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LlmOptions {
     /// The model, such as `claude-sonnet-4-5`.
     pub model: String,
@@ -36,6 +38,12 @@ pub struct LlmOptions {
     /// `generationConfig.thinkingConfig`. See
     /// [`with_param`](Self::with_param).
     pub provider_params: Map<String, Value>,
+    /// The shape the answer must have, asked through the provider's
+    /// structured-output mode: OpenAI's `response_format` (strict
+    /// `json_schema`), Gemini's `responseMimeType` with
+    /// `responseJsonSchema`, Claude's `output_config.format`. See
+    /// [`with_output`](Self::with_output).
+    pub output: Option<OutputSchema>,
 }
 
 impl LlmOptions {
@@ -48,7 +56,27 @@ impl LlmOptions {
             tool_choice: ToolChoice::Auto,
             system: None,
             provider_params: Map::new(),
+            output: None,
         }
+    }
+
+    /// Asks for an answer of this shape, through the provider's
+    /// structured-output mode; the answer is the JSON text of the turn.
+    /// A schema the provider cannot take fails the call with
+    /// [`LlmError::UnsupportedOutput`](crate::LlmError::UnsupportedOutput)
+    /// before anything is sent.
+    ///
+    /// ```
+    /// use kesoku_core::OutputSchema;
+    /// use kesoku_llm::LlmOptions;
+    ///
+    /// let options = LlmOptions::new("gpt-4.1").with_output(OutputSchema::of::<Vec<String>>());
+    /// assert_eq!(options.output.unwrap().name(), "output");
+    /// ```
+    #[must_use]
+    pub fn with_output(mut self, output: OutputSchema) -> Self {
+        self.output = Some(output);
+        self
     }
 
     /// Adds a provider's own parameter to every request made with these

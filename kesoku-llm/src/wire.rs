@@ -28,6 +28,17 @@ pub(crate) struct Request<'a> {
     /// The same tools lowered for this provider, cached per set.
     pub(crate) lowered: &'a LoweredTools,
     pub(crate) options: &'a LlmOptions,
+    /// The typed answer asked for, its schema lowered for this provider.
+    pub(crate) output: Option<Output<'a>>,
+}
+
+/// A typed answer's shape as a wire format sends it.
+#[derive(Clone, Copy)]
+pub(crate) struct Output<'a> {
+    /// The shape's name.
+    pub(crate) name: &'a str,
+    /// Its schema, lowered to [`WireFormat::output_dialect`].
+    pub(crate) schema: &'a Value,
 }
 
 impl<'a> Request<'a> {
@@ -90,6 +101,10 @@ pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
 
     /// The dialect tool schemas are lowered to.
     fn schema_dialect(&self) -> Dialect;
+
+    /// The dialect a typed answer's schema is lowered to (the provider's
+    /// structured-output mode).
+    fn output_dialect(&self) -> Dialect;
 
     /// Whether `tool` is declared with a schema (only those are lowered).
     fn sends_schema(&self, _tool: &ToolDeclaration) -> bool {

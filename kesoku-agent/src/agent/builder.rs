@@ -27,6 +27,7 @@ pub struct AgentBuilder {
     options: Option<LlmOptions>,
     gateway: Option<Gateway>,
     max_steps: usize,
+    output_repairs: usize,
     streaming: bool,
     max_concurrent_turns: usize,
     sessions_dir: Option<PathBuf>,
@@ -67,6 +68,7 @@ impl AgentBuilder {
             options: None,
             gateway: None,
             max_steps: 8,
+            output_repairs: 1,
             streaming: true,
             max_concurrent_turns: 64,
             sessions_dir: None,
@@ -190,6 +192,16 @@ impl AgentBuilder {
     /// Default: no limit.
     pub fn max_uses_per_turn(mut self, uses: usize) -> Self {
         self.max_uses_per_turn = Some(uses);
+        self
+    }
+
+    /// How many more answers the model may give, in a typed turn
+    /// ([`Agent::send_as`](super::Agent::send_as)), after one that does
+    /// not fit the type: each time it is shown the problems, by JSON path.
+    /// Default: 1. Each try is a model call, within
+    /// [`max_steps`](Self::max_steps).
+    pub fn output_repairs(mut self, repairs: usize) -> Self {
+        self.output_repairs = repairs;
         self
     }
 
@@ -345,6 +357,7 @@ impl AgentBuilder {
                     .gateway
                     .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
                 max_steps: self.max_steps,
+                output_repairs: self.output_repairs,
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::new(self.view_budget),

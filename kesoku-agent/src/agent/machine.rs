@@ -25,11 +25,12 @@
 
 use std::collections::HashMap;
 
-use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
+use kesoku_core::{Message, MessageType, OutputSchema, Role, Status, ToolRequest, keys};
 use kesoku_llm::{AssistantTurn, LlmError};
 
 use super::approval::{self, Approval, Verdict};
 use super::outcome::TurnStatus;
+use super::typed;
 use super::view::{healing_result, orphans};
 
 /// What the model is told when it answered with nothing.
@@ -51,6 +52,11 @@ pub(crate) struct Machine {
     nudged: bool,
     /// Calls of each tool this turn has stored (for per-turn use limits).
     uses: HashMap<String, usize>,
+    /// The shape a typed prompt's answer must have.
+    output: Option<OutputSchema>,
+    /// How many more answers the model may give after one that does not
+    /// fit (counted from the store, so a resumed turn has no more).
+    repairs: usize,
 }
 
 /// What to do next: post these messages (in order, each added to the
@@ -138,6 +144,7 @@ impl Machine {
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
+        let (output, repairs) = typed::asked(prompt).map_or((None, 0), |(o, r)| (Some(o), r));
         let machine = Machine {
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),
@@ -145,6 +152,8 @@ impl Machine {
             steps: 0,
             nudged: false,
             uses: HashMap::new(),
+            output,
+            repairs,
         };
         // Whatever answers the prompt was stored after it, and the prompt
         // is at or near the end: the rest of a long history is not read.
@@ -154,6 +163,13 @@ impl Machine {
             .unwrap_or(0);
         let history = &history[from..];
         let mut machine = machine;
+        let given = history
+            .iter()
+            .filter(|m| {
+                m.parent_id.as_deref() == Some(machine.prompt.as_str()) && typed::is_feedback(m)
+            })
+            .count();
+        machine.repairs = machine.repairs.saturating_sub(given);
         for call in history.iter().filter(|m| {
             m.kind == MessageType::ToolCall
                 && m.parent_id.as_deref() == Some(machine.prompt.as_str())
@@ -296,6 +312,20 @@ impl Ask {
                 .text_message
                 .filter(|m| !m.content.trim().is_empty())
                 .map(|m| machine.answering(*m, Status::Pending));
+            // A typed answer that does not fit is kept, and the model is
+            // told what is wrong, while it has tries left.
+            if let (Some(output), Some(given)) = (&machine.output, &answer)
+                && machine.repairs > 0
+                && let Err(error) = output.read(&given.content)
+            {
+                machine.repairs -= 1;
+                let mut given = answer.unwrap_or_else(|| unreachable!("matched above"));
+                given.status = Status::Responded;
+                let mut note =
+                    machine.note(Role::System, typed::feedback(&error), Status::Responded);
+                note.metadata.insert(keys::FEEDBACK.into(), true.into());
+                return machine.next_step(vec![given, note]);
+            }
             let text = answer.as_ref().map(|m| m.content.clone());
             return Decision::finish(
                 answer.into_iter().collect(),

@@ -23,6 +23,7 @@ mod run;
 mod sessions;
 mod shared;
 mod toolset;
+mod typed;
 mod view;
 mod workspace;
 
@@ -40,6 +41,7 @@ pub use approval::{Approval, ApprovalCheck, ApprovalError, PendingApproval, Verd
 pub use builder::AgentBuilder;
 pub use outcome::{AgentError, TurnOutcome, TurnStatus};
 use shared::Shared;
+pub use typed::{Typed, TypedError};
 
 use kesoku_llm::Llm;
 
@@ -117,9 +119,74 @@ impl Agent {
     /// opens. A turn of the session that is running is interrupted; this
     /// one starts when it has stopped.
     pub async fn send(&self, session_id: &str, text: &str) -> Result<TurnOutcome, AgentError> {
-        let message = Message::new(session_id, Role::User, MessageType::Text, text)
-            .with_sender("user")
-            .with_status(Status::PendingAgent);
+        self.send_message(prompt(session_id, text)).await
+    }
+
+    /// Like [`send`](Self::send), asking for an answer of type `T`: the
+    /// model is given `T`'s compile-time schema through its provider's
+    /// structured-output mode (OpenAI's strict `response_format`,
+    /// Gemini's `responseJsonSchema`, Claude's `output_config.format`),
+    /// tools still run during the turn, and the final answer is checked
+    /// with kesoku's validator and decoded. An answer that does not fit
+    /// is kept, and the model is shown its problems by JSON path and
+    /// tries again ([`AgentBuilder::output_repairs`] times, once by
+    /// default); then [`TypedError::Invalid`] holds the last text and its
+    /// problems. Text deltas still reach the gateway as they are written.
+    ///
+    /// A type the provider's structured-output mode cannot take (an open
+    /// map for OpenAI, a recursive type for Claude) is
+    /// [`TypedError::Unsupported`], before anything is posted or sent.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use kesoku_agent::Agent;
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// #[derive(Debug, serde::Deserialize, kesoku_macros::ToolArg)]
+    /// # #[kesoku(crate = kesoku_core)]
+    /// struct City {
+    ///     /// The city's name.
+    ///     name: String,
+    ///     /// How many people live there.
+    ///     population: u64,
+    /// }
+    ///
+    /// let model = ScriptedLlm::from_json(serde_json::json!([
+    ///     {"text": "{\"name\": \"Lyon\", \"population\": \"many\"}"},
+    ///     {"text": "{\"name\": \"Lyon\", \"population\": 522250}"}
+    /// ])).unwrap();
+    /// let agent = Agent::builder(model).build().unwrap();
+    /// let city = agent.send_as::<City>("s", "The largest city on the Rhône?").await.unwrap();
+    /// assert_eq!(city.value.population, 522_250);
+    /// # });
+    /// ```
+    pub async fn send_as<T>(&self, session_id: &str, text: &str) -> Result<Typed<T>, TypedError>
+    where
+        T: kesoku_core::ToolArg + serde::de::DeserializeOwned + 'static,
+    {
+        let output = kesoku_core::OutputSchema::of::<T>();
+        if let Some(dialect) = self.shared.llm.output_dialect()
+            && let Some(e) = output.lowered(dialect).report.unsupported().next()
+        {
+            return Err(TypedError::Unsupported(
+                kesoku_llm::LlmError::UnsupportedOutput {
+                    provider: self.shared.llm.provider(),
+                    output: output.name().to_owned(),
+                    path: e.path.clone(),
+                    reason: e.detail.clone(),
+                },
+            ));
+        }
+        let mut message = prompt(session_id, text);
+        typed::ask_for(&mut message, &output, self.shared.output_repairs);
+        let outcome = self.send_message(message).await?;
+        let value = outcome.value::<T>()?;
+        Ok(Typed { value, outcome })
+    }
+
+    async fn send_message(&self, message: Message) -> Result<TurnOutcome, AgentError> {
+        let session_id = message.session_id.clone();
+        let session_id = session_id.as_str();
         // One write when the turn can start at once; else the prompt is
         // posted for whoever holds the session, and taken in turn.
         let message = match claim::start(&self.shared, message).await? {
@@ -633,4 +700,11 @@ impl Agent {
             tokio::time::sleep(ELSEWHERE_POLL).await;
         }
     }
+}
+
+/// A user's prompt, waiting for the agent.
+fn prompt(session_id: &str, text: &str) -> Message {
+    Message::new(session_id, Role::User, MessageType::Text, text)
+        .with_sender("user")
+        .with_status(Status::PendingAgent)
 }

@@ -72,7 +72,11 @@ pub(crate) async fn turn(
         status = tracing::field::Empty,
     );
     slot.set_running(seq);
+    // A typed prompt's shape is asked for on each of its model calls.
+    let options =
+        super::typed::asked(&message).map(|(output, _)| shared.options.clone().with_output(output));
     let mut turn = Turn {
+        options,
         shared,
         slot,
         holder,
@@ -126,6 +130,9 @@ pub(crate) fn outcome_from_history(
 
 struct Turn<'a> {
     shared: &'a Shared,
+    /// The model options of a typed turn (the agent's, with the answer's
+    /// shape); `None` for the agent's own.
+    options: Option<kesoku_llm::LlmOptions>,
     slot: &'a Slot,
     /// The session's lease holder: every post is fenced by it.
     holder: &'a str,
@@ -375,15 +382,16 @@ impl Turn<'_> {
     ) -> Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError> {
         let shared = self.shared;
         let session = &self.user.session_id;
+        let options = self.options.as_ref().unwrap_or(&shared.options);
         if !(shared.streaming && shared.llm.streams()) {
             return shared
                 .llm
-                .complete(session, view, &self.declarations, &shared.options)
+                .complete(session, view, &self.declarations, options)
                 .await;
         }
         let mut events = shared
             .llm
-            .stream(session, view, &self.declarations, &shared.options);
+            .stream(session, view, &self.declarations, options);
         let gateway = &shared.gateway;
         while let Some(event) = events.next().await {
             let kind = match event? {

@@ -55,6 +55,9 @@ pub(crate) struct Shared {
     pub(crate) max_parallel_calls: usize,
     /// The per-turn use limit of a tool that sets none itself.
     pub(crate) max_uses_per_turn: Option<usize>,
+    /// How many more answers a typed prompt's model may give after one
+    /// that does not fit.
+    pub(crate) output_repairs: usize,
 }
 
 impl Shared {

@@ -4,6 +4,12 @@
 
 pub(crate) mod arg_error;
 pub(crate) mod dynamic_schema;
+#[cfg(any(
+    feature = "uuid",
+    feature = "chrono",
+    feature = "url",
+    feature = "duration"
+))]
 mod foreign;
 pub(crate) mod tool_arg;
 pub(crate) mod validate;

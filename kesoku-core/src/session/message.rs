@@ -141,6 +141,14 @@ pub mod keys {
     pub const ERROR_KIND: &str = "error_kind";
     /// How long the call took, in milliseconds.
     pub const DURATION_MS: &str = "duration_ms";
+    /// On a `system` message: the agent's feedback on the model's last
+    /// reply (a typed answer that did not fit its schema), which models
+    /// are shown as a user turn where it stands, not as instructions.
+    pub const FEEDBACK: &str = "feedback";
+    /// On a user message: the shape its answer must have (an
+    /// [`OutputSchema`](crate::OutputSchema), stored as `{name, schema}`),
+    /// so that whichever worker runs the turn asks for it.
+    pub const OUTPUT: &str = "output";
 }
 
 impl Message {

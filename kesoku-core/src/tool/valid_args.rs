@@ -95,7 +95,7 @@ impl ValidArgs {
 }
 
 /// A serde path segment as one of ours.
-fn seg(s: &serde_path_to_error::Segment) -> Option<Seg> {
+pub(crate) fn seg(s: &serde_path_to_error::Segment) -> Option<Seg> {
     match s {
         serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
         serde_path_to_error::Segment::Map { key }
