@@ -206,33 +206,11 @@ impl<F: WireFormat> Backend<F> {
         system_texts.extend(wire.system.iter().map(|&(_, t)| t));
         let fields = self.fields(&request, &system_texts, stream)?;
 
-        let mut body = Vec::with_capacity(
-            kept.as_ref().map_or(0, |p| p.json.len()) + 256 * (wire.messages.len() + 4),
-        );
-        body.extend_from_slice(b"{\"");
-        body.extend_from_slice(F::HISTORY_KEY.as_bytes());
-        body.extend_from_slice(b"\":[");
-        if let Some(p) = &kept {
-            body.extend_from_slice(&p.json);
-        }
-        // Where this request's wire messages start, and each of them.
-        let new_from = body.len();
-        let mut starts = Vec::with_capacity(wire.messages.len());
-        for (_, m) in &wire.messages {
-            if body.last() != Some(&b'[') {
-                body.push(b',');
-            }
-            starts.push(body.len());
-            serde_json::to_writer(&mut body, m).map_err(|e| Self::unencodable(&e))?;
-        }
-        body.push(b']');
-        for (key, value) in &fields {
-            body.push(b',');
-            serde_json::to_writer(&mut body, key).map_err(|e| Self::unencodable(&e))?;
-            body.push(b':');
-            serde_json::to_writer(&mut body, value).map_err(|e| Self::unencodable(&e))?;
-        }
-        body.push(b'}');
+        let (body, new_from, starts) = Self::body(
+            kept.as_ref().map(|p| p.json.as_slice()),
+            &wire.messages,
+            &fields,
+        )?;
 
         let mut all_fallbacks = kept
             .as_ref()
@@ -282,6 +260,41 @@ impl<F: WireFormat> Backend<F> {
             fallbacks: all_fallbacks,
             lowered,
         })
+    }
+
+    /// The body: the kept prefix's JSON, then the new wire messages, then
+    /// the other fields. Returns it with where the new messages start, and
+    /// where each of them does.
+    fn body(
+        kept: Option<&[u8]>,
+        messages: &[(usize, Value)],
+        fields: &serde_json::Map<String, Value>,
+    ) -> Result<(Vec<u8>, usize, Vec<usize>), LlmError> {
+        let mut body = Vec::with_capacity(kept.map_or(0, <[u8]>::len) + 256 * (messages.len() + 4));
+        body.extend_from_slice(b"{\"");
+        body.extend_from_slice(F::HISTORY_KEY.as_bytes());
+        body.extend_from_slice(b"\":[");
+        if let Some(json) = kept {
+            body.extend_from_slice(json);
+        }
+        let new_from = body.len();
+        let mut starts = Vec::with_capacity(messages.len());
+        for (_, m) in messages {
+            if body.last() != Some(&b'[') {
+                body.push(b',');
+            }
+            starts.push(body.len());
+            serde_json::to_writer(&mut body, m).map_err(|e| Self::unencodable(&e))?;
+        }
+        body.push(b']');
+        for (key, value) in fields {
+            body.push(b',');
+            serde_json::to_writer(&mut body, key).map_err(|e| Self::unencodable(&e))?;
+            body.push(b':');
+            serde_json::to_writer(&mut body, value).map_err(|e| Self::unencodable(&e))?;
+        }
+        body.push(b'}');
+        Ok((body, new_from, starts))
     }
 
     /// The body's fields besides the history, asking for a stream when

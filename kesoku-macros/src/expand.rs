@@ -234,13 +234,14 @@ fn schema_tokens(
             let key = unraw(p.ident);
             let ty = p.ty;
             let description = opt_str(doc.as_deref());
-            let schema = match &p.schema {
-                // A constant of the user's: its type is checked where it is written.
-                Some(expr) => quote_spanned!(expr.span()=> {
+            // A constant of the user's: its type is checked where it is written.
+            let schema = if let Some(expr) = &p.schema {
+                quote_spanned!(expr.span()=> {
                     const __KESOKU_SCHEMA: #krate::Schema = #expr;
                     __KESOKU_SCHEMA
-                }),
-                None => quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::SCHEMA),
+                })
+            } else {
+                quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::SCHEMA)
             };
             let (required, default) = match &p.default {
                 Some(expr) => (

@@ -257,18 +257,10 @@ impl Strict<'_, '_> {
                 // The tuple's own `items` (`false`, or the rest) is folded in below.
                 "items" if m.contains_key("prefixItems") => {}
                 "prefixItems" => {
-                    let Some((items, sentence)) = lower_tuple(m, path, &mut |c, p| self.node(c, p))
-                    else {
-                        continue;
-                    };
-                    self.sink.push(
-                        &at,
-                        k,
-                        Severity::Lossy,
-                        format!("{mode} does not support tuples; now an array whose items may be any of the item schemas, with the order in the description"),
-                    );
-                    notes.push(sentence);
-                    out.insert("items".into(), items);
+                    if let Some((items, sentence)) = self.tuple(m, path, &at) {
+                        notes.push(sentence);
+                        out.insert("items".into(), items);
+                    }
                 }
                 "oneOf" if !m.contains_key("anyOf") => {
                     self.sink.push(
@@ -281,11 +273,11 @@ impl Strict<'_, '_> {
                     out.insert("anyOf".into(), alts);
                 }
                 "default" => {
-                    self.sink.push(&at, k, Severity::Lossy, unsupported_here);
+                    self.lossy(&at, k, unsupported_here);
                     notes.push(format!("Default: {v}."));
                 }
                 "minLength" | "maxLength" => {
-                    self.sink.push(&at, k, Severity::Lossy, unsupported_here);
+                    self.lossy(&at, k, unsupported_here);
                     if !lengths_noted {
                         lengths_noted = true;
                         notes.push(bounds_sentence(
@@ -296,14 +288,13 @@ impl Strict<'_, '_> {
                     }
                 }
                 "uniqueItems" => {
-                    self.sink.push(&at, k, Severity::Lossy, unsupported_here);
+                    self.lossy(&at, k, unsupported_here);
                     notes.push("Items must be unique.".into());
                 }
                 "format" if !v.as_str().is_some_and(|f| self.p.formats.contains(&f)) => {
-                    self.sink.push(
+                    self.lossy(
                         &at,
                         k,
-                        Severity::Lossy,
                         format!(
                             "{mode} supports only the formats {}; moved to the description",
                             self.p.formats.join(", ")
@@ -327,10 +318,9 @@ impl Strict<'_, '_> {
                         .max_min_items
                         .is_some_and(|max| v.as_u64().is_none_or(|n| n > max)) =>
                 {
-                    self.sink.push(
+                    self.lossy(
                         &at,
                         k,
-                        Severity::Lossy,
                         format!("{mode} takes `minItems` of 0 or 1 only; moved to the description"),
                     );
                     notes.push(format!("At least {v} items."));
@@ -340,10 +330,9 @@ impl Strict<'_, '_> {
                     out.insert(k.clone(), kept);
                 }
                 _ => {
-                    self.sink.push(
+                    self.lossy(
                         &at,
                         k,
-                        Severity::Lossy,
                         format!(
                             "`{k}` is outside the subset {mode} takes; moved to the description"
                         ),
@@ -353,6 +342,27 @@ impl Strict<'_, '_> {
             }
         }
         (out, notes)
+    }
+
+    /// A tuple (`prefixItems`) as an array of any of its item schemas, and the
+    /// sentence giving their order.
+    fn tuple(&mut self, m: &Obj, path: &str, at: &str) -> Option<(Value, String)> {
+        let lowered = lower_tuple(m, path, &mut |c, p| self.node(c, p))?;
+        let mode = self.p.mode;
+        self.lossy(
+            at,
+            "prefixItems",
+            format!(
+                "{mode} does not support tuples; now an array whose items may be any of the \
+                 item schemas, with the order in the description"
+            ),
+        );
+        Some(lowered)
+    }
+
+    /// Records a keyword moved to the description.
+    fn lossy(&mut self, at: &str, k: &str, message: String) {
+        self.sink.push(at, k, Severity::Lossy, message);
     }
 
     /// Closes the object and makes every property required.
