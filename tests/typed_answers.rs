@@ -149,12 +149,7 @@ impl Provider {
     /// The last turn of the request's history, as text.
     fn last_turn(self, body: &Value) -> String {
         match self {
-            Provider::Claude => {
-                let last = body["messages"].as_array().unwrap().last().unwrap().clone();
-                assert_eq!(last["role"], "user", "{body}");
-                last["content"].to_string()
-            }
-            Provider::OpenAi => {
+            Provider::Claude | Provider::OpenAi => {
                 let last = body["messages"].as_array().unwrap().last().unwrap().clone();
                 assert_eq!(last["role"], "user", "{body}");
                 last["content"].to_string()
