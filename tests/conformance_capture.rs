@@ -15,7 +15,7 @@ use kesoku::llm::testing::CaptureTransport;
 use kesoku::llm::{
     ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, ToolChoice, ToolDeclaration,
 };
-use kesoku::{Message, MessageType, Role, ToolArg, ToolRequest, tool};
+use kesoku::{Message, MessageType, OutputSchema, Role, ToolArg, ToolRequest, tool};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -74,6 +74,44 @@ fn search_notes(
 ) -> Vec<String> {
     let _ = (filters, weights, limit);
     vec![query]
+}
+
+/// The sky on a day.
+#[derive(Debug, Deserialize, ToolArg)]
+#[allow(dead_code)] // exists for its schema
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Sky {
+    /// No clouds.
+    Clear,
+    /// Rain.
+    Rain {
+        /// How much, in millimetres.
+        mm: f64,
+    },
+}
+
+/// One day of a forecast.
+#[derive(Debug, Deserialize, ToolArg)]
+#[allow(dead_code)] // exists for its schema
+struct Day {
+    /// The highest temperature.
+    high: f64,
+    /// The sky.
+    sky: Sky,
+}
+
+/// A forecast: the typed answer the `typed_output` scenarios ask for.
+#[derive(Debug, Deserialize, ToolArg)]
+#[allow(dead_code)] // exists for its schema
+struct Forecast {
+    /// The city.
+    city: String,
+    /// The unit of the temperatures.
+    unit: Unit,
+    /// One entry per day.
+    days: Vec<Day>,
+    /// A warning, if there is one.
+    warning: Option<String>,
 }
 
 fn out_dir() -> PathBuf {
@@ -202,6 +240,7 @@ async fn capture_request_bodies() {
     forced.tool_choice = ToolChoice::Tool("get_weather".into());
     let mut any = LlmOptions::new("model-x");
     any.tool_choice = ToolChoice::Any;
+    let typed = LlmOptions::new("model-x").with_output(OutputSchema::of::<Forecast>());
 
     let to_claude = Arc::new(CaptureTransport::json(&reply("anthropic")));
     let claude = ClaudeLlm::new("k").with_transport(Arc::clone(&to_claude));
@@ -210,6 +249,7 @@ async fn capture_request_bodies() {
         ("conversation", &history[..], &tools[..], &options),
         ("forced_tool", &simple[..], &tools[..], &forced),
         ("any_tool", &simple[..], &tools[..], &any),
+        ("typed_output", &history[..], &tools[..], &typed),
     ] {
         let body = body_of(&claude, &to_claude, name, msgs, tools, opts).await;
         save("anthropic", name, &body);
@@ -235,6 +275,8 @@ async fn capture_request_bodies() {
         ("any_tool", &openai, &simple[..], &tools[..], &any),
         ("strict", &strict, &history[..], &tools[..], &options),
         ("compatible", &ollama, &history[..], &tools[..], &options),
+        ("typed_output", &openai, &history[..], &tools[..], &typed),
+        ("typed_output_compatible", &ollama, &simple[..], &[][..], &typed),
     ] {
         let body = body_of(llm, &to_openai, name, msgs, tools, opts).await;
         save("openai", name, &body);
@@ -256,6 +298,8 @@ async fn capture_request_bodies() {
             &tools[..],
             &options,
         ),
+        ("typed_output", &gemini, &history[..], &tools[..], &typed),
+        ("typed_output_legacy", &legacy, &simple[..], &[][..], &typed),
     ] {
         let body = body_of(llm, &to_gemini, name, msgs, tools, opts).await;
         // Gemini wants user and model turns to alternate.
