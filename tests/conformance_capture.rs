@@ -276,7 +276,13 @@ async fn capture_request_bodies() {
         ("strict", &strict, &history[..], &tools[..], &options),
         ("compatible", &ollama, &history[..], &tools[..], &options),
         ("typed_output", &openai, &history[..], &tools[..], &typed),
-        ("typed_output_compatible", &ollama, &simple[..], &[][..], &typed),
+        (
+            "typed_output_compatible",
+            &ollama,
+            &simple[..],
+            &[][..],
+            &typed,
+        ),
     ] {
         let body = body_of(llm, &to_openai, name, msgs, tools, opts).await;
         save("openai", name, &body);

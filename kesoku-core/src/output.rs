@@ -15,7 +15,7 @@ use crate::args::arg_error::{ArgError, ArgErrorKind};
 use crate::args::dynamic_schema::DynamicSchema;
 use crate::args::tool_arg::ToolArg;
 use crate::args::validate::format_path;
-use crate::lowering::{Dialect, Lowered, Severity, lower};
+use crate::lowering::{Dialect, Lowered, Severity, Subject, lower};
 use crate::schema::tree::{Schema, quote_list};
 use crate::tool::valid_args::seg;
 
@@ -138,7 +138,10 @@ impl OutputSchema {
             .position(|d| *d == dialect)
             .unwrap_or_default();
         self.0.lowered[at].get_or_init(|| {
-            let lowered = lower(dialect, &self.0.name, &self.0.schema);
+            let mut lowered = lower(dialect, &self.0.name, &self.0.schema);
+            for e in &mut lowered.report.entries {
+                e.subject = Subject::Answer;
+            }
             for e in lowered
                 .report
                 .iter()

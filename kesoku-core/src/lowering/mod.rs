@@ -48,7 +48,7 @@ mod report;
 mod strict;
 
 pub use names::ToolNames;
-pub use report::{LoweringReport, ReportEntry, Severity};
+pub use report::{LoweringReport, ReportEntry, Severity, Subject};
 
 /// A provider's flavour of tool schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

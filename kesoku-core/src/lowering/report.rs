@@ -41,11 +41,26 @@ impl fmt::Display for Severity {
     }
 }
 
+/// Whose schema a [`ReportEntry`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Subject {
+    /// A tool's input schema; the entry's `tool` is the tool's name.
+    #[default]
+    Tool,
+    /// A typed answer's schema ([`OutputSchema`](crate::OutputSchema));
+    /// the entry's `tool` is the answer type's name.
+    Answer,
+}
+
 /// One change made (or refused) while lowering a tool's schema.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ReportEntry {
-    /// The tool whose schema it is.
+    /// The tool whose schema it is, or the answer type's (see `subject`).
     pub tool: String,
+    /// Whether the schema is a tool's or a typed answer's.
+    pub subject: Subject,
     /// A JSON pointer into the *original* schema, down to the keyword, such
     /// as `/properties/tags/uniqueItems`. Empty for the root itself.
     pub path: String,
@@ -64,9 +79,13 @@ impl fmt::Display for ReportEntry {
         } else {
             &self.path
         };
+        let subject = match self.subject {
+            Subject::Tool => "tool",
+            Subject::Answer => "answer",
+        };
         write!(
             f,
-            "tool `{}` at {at}: keyword `{}` {}: {}",
+            "{subject} `{}` at {at}: keyword `{}` {}: {}",
             self.tool,
             self.keyword,
             self.severity.verb(),
@@ -157,6 +176,7 @@ impl LoweringReport {
     ) {
         self.entries.push(ReportEntry {
             tool: tool.into(),
+            subject: Subject::Tool,
             path: path.into(),
             keyword: keyword.into(),
             severity,
@@ -202,6 +222,7 @@ mod tests {
     fn entry(severity: Severity, path: &str) -> ReportEntry {
         ReportEntry {
             tool: "t".into(),
+            subject: Subject::Tool,
             path: path.into(),
             keyword: "k".into(),
             severity,
