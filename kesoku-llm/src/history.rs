@@ -256,6 +256,25 @@ mod tests {
     }
 
     #[test]
+    fn feedback_on_an_answer_reads_as_the_users_turn() {
+        let mut feedback = text(Role::System, MessageType::Text, "`a` is required");
+        feedback
+            .metadata
+            .insert(keys::FEEDBACK.into(), serde_json::Value::Bool(true));
+        let history = [
+            text(Role::User, MessageType::Text, "hi"),
+            text(Role::Assistant, MessageType::Text, "{}"),
+            feedback,
+        ];
+        let items = read(None, &history);
+        assert!(matches!(items[1], Item::AssistantText(_)));
+        let Item::User(t) = &items[2] else {
+            panic!("feedback read as {:?}", items[2]);
+        };
+        assert_eq!(t.message.content, "`a` is required");
+    }
+
+    #[test]
     fn a_result_finds_its_call_wherever_it_stands_or_keeps_its_own_id() {
         let call = Message::tool_call("s", &ToolRequest::new("c1", "t", json!("{bad")));
         let early = text(Role::Tool, MessageType::ToolResult, "").with_parent(call.id.clone());

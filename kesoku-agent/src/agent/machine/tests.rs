@@ -505,3 +505,73 @@ fn an_approved_call_a_dead_worker_began_is_not_run_again() {
     assert_eq!(post[0].parent_id.as_deref(), Some(begun.id.as_str()));
     assert_eq!(post[0].metadata[keys::ERROR_KIND], "interrupted");
 }
+
+/// A prompt asking for `{"total": <integer>}`, with `repairs` more tries.
+fn typed_prompt(repairs: usize) -> Message {
+    let output = kesoku_core::OutputSchema::new(
+        "Sum",
+        json!({"type": "object", "properties": {"total": {"type": "integer", "description": "The sum."}},
+               "required": ["total"], "additionalProperties": false}),
+    )
+    .unwrap();
+    let mut p = prompt();
+    crate::agent::typed::ask_for(&mut p, &output, repairs);
+    p
+}
+
+#[test]
+fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_last() {
+    let p = typed_prompt(1);
+    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let (post, ask) = asked(ask.replied(reply(r#"{"total": "five"}"#, &[]), &allow, &no_limit));
+    assert_eq!(ask.step(), 2);
+    assert_eq!(post.len(), 2);
+    // The model's answer is kept, answered (not left for the user).
+    assert_eq!(post[0].content, r#"{"total": "five"}"#);
+    assert_eq!(post[0].status, Status::Responded);
+    // The feedback names the path, and reads as the user's turn.
+    assert_eq!(
+        (post[1].role, post[1].kind),
+        (Role::System, MessageType::Text)
+    );
+    assert!(post[1].metadata.contains_key(keys::FEEDBACK));
+    assert!(post[1].content.contains("`total`"), "{}", post[1].content);
+    assert_eq!(post[1].parent_id.as_deref(), Some(p.id.as_str()));
+
+    // No tries left: the next answer ends the turn whatever it is.
+    let (post, finish) = finished(ask.replied(reply("still wrong", &[]), &allow, &no_limit));
+    assert_eq!(post[0].status, Status::Pending);
+    assert_eq!(
+        finish,
+        Finish::new(
+            TurnStatus::Completed,
+            Some("still wrong".into()),
+            Status::Processed
+        )
+    );
+}
+
+#[test]
+fn a_typed_answer_that_fits_ends_the_turn() {
+    let p = typed_prompt(1);
+    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let (post, finish) = finished(ask.replied(reply(r#"{"total": 5}"#, &[]), &allow, &no_limit));
+    assert_eq!(post.len(), 1);
+    assert_eq!(finish.answer.as_deref(), Some(r#"{"total": 5}"#));
+}
+
+#[test]
+fn tries_already_used_are_counted_from_the_history_on_a_restart() {
+    let p = typed_prompt(1);
+    // Another worker got a wrong answer and gave feedback, then stopped.
+    let mut note = Message::new("s", Role::System, MessageType::Text, "`total` is required")
+        .with_status(Status::Responded);
+    note.metadata.insert(keys::FEEDBACK.into(), true.into());
+    let h = history(
+        &p,
+        vec![assistant("{}").with_status(Status::Responded), note],
+    );
+    let (_, ask) = asked(Machine::start(&p, 5, &h, &none()));
+    let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
+    assert_eq!(finish.status, TurnStatus::Completed);
+}
