@@ -72,6 +72,15 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
         "{stdout}"
     );
     assert!(stdout.contains("2 + 40 = 42 and 7 + 8 = 15."), "{stdout}");
+    // Then the sums again, as a Rust value checked against its shape.
+    assert!(
+        stdout.contains("Sums {\n    sums: [\n        Sum {\n            a: 2,"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(a typed answer: 3 sums, each total is a + b)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("Saved as note 1."), "{stdout}");
     // A call that needs approval paused the turn; with stdin closed it is
     // approved at once, and the turn resumed with its real result.

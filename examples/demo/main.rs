@@ -7,7 +7,9 @@
 //! corrected, a tool posting progress through the gateway, a call that
 //! waits for a person's approval (`delete_note`: asked on a terminal,
 //! approved at once when stdin is not one), and `analyze_media` on
-//! `sample.png`; then a final answer quoting the tools' real results.
+//! `sample.png`; then a final answer quoting the tools' real results, and
+//! the sums asked for again as a Rust value (`Agent::send_as`, in the
+//! provider's structured-output mode), printed with `{:#?}`.
 //! `--session` on a session left waiting for a decision asks for it and
 //! resumes the turn. `--provider anthropic|gemini|openai` uses a real model
 //! (the backends' environment variables: `ANTHROPIC_API_KEY` and
@@ -26,6 +28,7 @@ mod approval;
 mod interactive;
 mod model;
 mod output;
+mod record;
 mod tools;
 
 use std::io::IsTerminal as _;
@@ -190,18 +193,30 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             // Offline on a new session, the showcase first: it is what
             // the scripted model knows.
             if provider.is_none() && cli.session.is_none() {
-                println!("{BOLD}> {SHOWCASE}{BOLD:#}");
-                turn(&agent, &session, SHOWCASE, true).await?;
+                showcase(&agent, &session).await?;
             }
             interactive(&agent, &session).await?
         }
-        (None, false) => {
-            println!("{BOLD}> {SHOWCASE}{BOLD:#}");
-            turn(&agent, &session, SHOWCASE, true).await?
-        }
+        (None, false) => showcase(&agent, &session).await?,
     };
     printer.abort();
     streamer.abort();
+    Ok(code)
+}
+
+/// The showcase's prompt, then, once it completed, its typed answer.
+async fn showcase(agent: &Agent, session: &str) -> Result<ExitCode, String> {
+    println!("{BOLD}> {SHOWCASE}{BOLD:#}");
+    let code = turn(agent, session, SHOWCASE, true).await?;
+    if code == ExitCode::SUCCESS
+        && agent
+            .pending_approvals(session)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_empty()
+    {
+        record::typed_turn(agent, session).await?;
+    }
     Ok(code)
 }
 

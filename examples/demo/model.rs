@@ -19,8 +19,9 @@ const SCRIPT: &str = include_str!("script.json");
 /// The script, read once.
 static SCRIPT_VALUE: LazyLock<serde_json::Value> =
     LazyLock::new(|| serde_json::from_str(SCRIPT).expect("script.json is JSON"));
-/// How many of the script's turns play the showcase; the rest answer any
-/// later prompt.
+/// How many of the script's turns play the showcase; then comes the typed
+/// answer that follows it (`record.rs`), and the rest answer any later
+/// prompt.
 const SHOWCASE_TURNS: usize = 8;
 /// The script's replies up to the showcase's pause for approval (its
 /// `delete_note` call): a session left there resumes after them.
@@ -78,16 +79,21 @@ pub(crate) async fn offline_model(
     let script = if history.is_empty() {
         SCRIPT_VALUE.clone()
     } else {
-        let from = if paused {
-            SHOWCASE_PAUSE
-        } else {
-            SHOWCASE_TURNS
-        };
-        SCRIPT_VALUE
+        // A resumed showcase plays its last turns, without the typed
+        // answer (asked for only after a showcase run whole).
+        let turns = SCRIPT_VALUE
             .as_array()
-            .map(|turns| turns[from..].to_vec())
-            .unwrap_or_default()
-            .into()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let showcase_rest = if paused {
+            turns
+                .get(SHOWCASE_PAUSE..SHOWCASE_TURNS)
+                .unwrap_or_default()
+        } else {
+            &[]
+        };
+        let later = turns.get(SHOWCASE_TURNS + 1..).unwrap_or_default();
+        showcase_rest.iter().chain(later).cloned().collect()
     };
     let model = ScriptedLlm::from_json(script).map_err(|e| e.to_string())?;
     Ok(Model {
@@ -169,5 +175,9 @@ impl Llm for Model {
 
     fn streams(&self) -> bool {
         self.delay.is_zero() && self.inner.streams()
+    }
+
+    fn output_dialect(&self) -> Option<kesoku::lowering::Dialect> {
+        self.inner.output_dialect()
     }
 }
