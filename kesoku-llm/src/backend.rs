@@ -559,9 +559,17 @@ macro_rules! public_backend {
             ///
             /// ```
             #[doc = concat!("let model = kesoku_llm::", stringify!($name), "::new(\"key\");")]
-            /// let output = kesoku_core::OutputSchema::of::<std::collections::HashMap<String, u8>>();
-            /// // An open map: no provider's structured-output mode takes it.
-            /// assert!(model.output_report(&output).has_unsupported());
+            /// let output = kesoku_core::OutputSchema::new("Point", serde_json::json!({
+            ///     "type": "object",
+            ///     "properties": {"x": {"type": "integer", "minimum": 0}},
+            ///     "required": ["x"],
+            ///     "additionalProperties": false,
+            /// })).unwrap();
+            /// let report = model.output_report(&output);
+            /// assert!(!report.has_unsupported());
+            /// for entry in report {
+            ///     println!("{entry}"); // answer `Point` at ...: what changed and why
+            /// }
             /// ```
             pub fn output_report<'o>(
                 &self,

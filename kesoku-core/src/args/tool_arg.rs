@@ -24,7 +24,8 @@ use crate::schema::tree::{ArraySchema, Schema, StringSchema};
     message = "`{Self}` cannot be used as a tool argument: it has no JSON schema",
     label = "this type does not implement `kesoku::ToolArg`",
     note = "derive it: `#[derive(serde::Deserialize, kesoku::ToolArg)]` on your struct or enum",
-    note = "supported out of the box: bool, integers, floats, char, String, PathBuf, Option, Vec, VecDeque, arrays, sets, maps with String keys, tuples, Box and serde_json::Value"
+    note = "supported out of the box: bool, integers, floats, char, String, PathBuf, Option, Vec, VecDeque, arrays, sets, maps with String keys, tuples, Box and serde_json::Value",
+    note = "another crate's type: kesoku's features `uuid`, `chrono`, `url` and `duration` cover those crates; for others, give the schema where the type is used: `#[arg(schema = ...)]` on a tool parameter, `#[kesoku(schema = ...)]` on a field"
 )]
 pub trait ToolArg {
     /// The schema of this type, built at compile time.
