@@ -81,7 +81,9 @@ impl OutputSchema {
                     Schema::Named(n) => wire_name(n.name),
                     _ => "output".to_owned(),
                 };
-                OutputSchema::unchecked(name, T::SCHEMA.to_json())
+                let out = OutputSchema::unchecked(name, T::SCHEMA.to_json());
+                remember(format!("{}\0{}", out.0.name, out.0.schema), &out);
+                out
             })
             .clone()
     }
@@ -105,9 +107,25 @@ impl OutputSchema {
                 "the name must be 1 to 64 ASCII letters, digits, `_` or `-`".into(),
             ));
         }
-        DynamicSchema::compile(&schema)
+        let validator = DynamicSchema::compile(&schema)
             .map_err(|e| fail(format!("the schema does not compile: {e}")))?;
-        Ok(OutputSchema::unchecked(name, schema))
+        let out = OutputSchema::unchecked(name, schema);
+        let _ = out.0.validator.set(Ok(validator));
+        Ok(out)
+    }
+
+    /// The shape stored as `name` and `schema`: the one already in use
+    /// when there is one (so its validator and lowerings are reused, as
+    /// each typed turn reads its shape back from its prompt), else a new
+    /// one, kept for the next time.
+    fn interned(name: String, schema: Value) -> Result<Self, OutputSchemaError> {
+        let key = format!("{name}\0{schema}");
+        if let Some(known) = known().get(&key) {
+            return Ok(known.clone());
+        }
+        let out = OutputSchema::new(name, schema)?;
+        remember(key, &out);
+        Ok(out)
     }
 
     fn unchecked(name: String, schema: Value) -> Self {
@@ -277,8 +295,30 @@ impl<'de> serde::Deserialize<'de> for OutputSchema {
             schema: Value,
         }
         let stored = Stored::deserialize(d)?;
-        OutputSchema::new(stored.name, stored.schema).map_err(serde::de::Error::custom)
+        OutputSchema::interned(stored.name, stored.schema).map_err(serde::de::Error::custom)
     }
+}
+
+/// How many shapes read back from storage are kept for reuse; past it the
+/// cache starts again (a process asks for few shapes, but stored ones come
+/// from anywhere).
+const KNOWN_SHAPES: usize = 256;
+
+/// The shapes in use, by name and schema text.
+fn known() -> std::sync::MutexGuard<'static, HashMap<String, OutputSchema>> {
+    static KNOWN: OnceLock<Mutex<HashMap<String, OutputSchema>>> = OnceLock::new();
+    KNOWN
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+fn remember(key: String, shape: &OutputSchema) {
+    let mut known = known();
+    if known.len() >= KNOWN_SHAPES {
+        known.clear();
+    }
+    known.insert(key, shape.clone());
 }
 
 /// `name` with what providers reject in a schema name replaced.
