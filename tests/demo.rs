@@ -144,6 +144,15 @@ async fn show_schemas_prints_each_provider_s_declarations() {
         assert!(stdout.contains(heading), "{stdout}");
     }
     assert_eq!(stdout.matches("analyze_media:").count(), 3, "{stdout}");
+    // And the typed answer's shape in each provider's structured outputs.
+    for mode in [
+        "Anthropic (structured outputs)",
+        "OpenAI (strict)",
+        "Gemini (parametersJsonSchema)",
+    ] {
+        let line = format!("answer `Sums`: the typed answer's shape, in {mode}");
+        assert!(stdout.contains(&line), "{line}\n{stdout}");
+    }
     // Nothing is stored for it.
     assert!(!dir.path().join("kesoku-demo.sqlite").exists());
 }

@@ -111,7 +111,7 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<ExitCode, String> {
     let registry = registry();
     if cli.show_schemas {
-        show_schemas(&registry);
+        show_schemas(&registry, &kesoku::OutputSchema::of::<record::Sums>());
         return Ok(ExitCode::SUCCESS);
     }
     // `KESOKU_PROVIDER` and `KESOKU_MODEL` are defaults; set but empty is

@@ -218,25 +218,35 @@ pub(crate) async fn print_history(agent: &Agent, session: &str) -> Result<(), St
     Ok(())
 }
 
-pub(crate) fn show_schemas(registry: &ToolRegistry) {
+pub(crate) fn show_schemas(registry: &ToolRegistry, answer: &kesoku::OutputSchema) {
     let declarations = ToolDeclaration::all(registry);
-    for dialect in [
-        Dialect::Anthropic,
-        Dialect::OpenAi,
-        Dialect::GeminiJsonSchema,
+    // Each provider's tools' dialect, and its structured outputs'.
+    for (dialect, output) in [
+        (Dialect::Anthropic, Dialect::AnthropicStructured),
+        (Dialect::OpenAi, Dialect::OpenAiStrict),
+        (Dialect::GeminiJsonSchema, Dialect::GeminiJsonSchema),
     ] {
         println!("{BOLD}== {dialect} =={BOLD:#}");
         for d in &declarations {
             let lowered = kesoku::lowering::lower(dialect, &d.name, &d.parameters);
             println!("{CALL}{}{CALL:#}: {}", d.name, one_line(&d.description));
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&lowered.schema).unwrap_or_default()
-            );
-            for entry in &lowered.report {
-                println!("  {DIM}lowering: {entry}{DIM:#}");
-            }
+            print_lowered(&lowered);
         }
+        println!(
+            "{CALL}answer `{}`{CALL:#}: the typed answer's shape, in {output}",
+            answer.name()
+        );
+        print_lowered(answer.lowered(output));
         println!();
+    }
+}
+
+fn print_lowered(lowered: &kesoku::lowering::Lowered) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&lowered.schema).unwrap_or_default()
+    );
+    for entry in &lowered.report {
+        println!("  {DIM}lowering: {entry}{DIM:#}");
     }
 }
