@@ -368,6 +368,11 @@ pub struct OutputError {
     pub errors: Vec<ArgError>,
 }
 
+/// How many problems an [`OutputError`]'s message lists: it is shown to
+/// the model, and an answer far off its shape (a long list of the wrong
+/// items) would otherwise fill its context with the same mistake.
+const LISTED: usize = 20;
+
 impl fmt::Display for OutputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = &self.output;
@@ -379,8 +384,11 @@ impl fmt::Display for OutputError {
                     "the answer is not a valid `{name}` ({} problems):",
                     many.len()
                 )?;
-                for e in many {
+                for e in many.iter().take(LISTED) {
                     write!(f, "\n- {}", Problem(e))?;
+                }
+                if many.len() > LISTED {
+                    write!(f, "\n- and {} more", many.len() - LISTED)?;
                 }
                 Ok(())
             }
@@ -489,6 +497,33 @@ mod tests {
         assert_eq!(back, output);
         assert!(
             serde_json::from_value::<OutputSchema>(json!({"name": "a b", "schema": {}})).is_err()
+        );
+    }
+
+    #[test]
+    fn a_long_list_of_problems_is_cut_short_in_the_message() {
+        let output = OutputSchema::of::<Vec<u32>>();
+        let answer = serde_json::to_string(&vec!["x"; 1000]).unwrap();
+        let e = output.read(&answer).unwrap_err();
+        assert_eq!(e.errors.len(), 1000, "every problem is kept");
+        let text = e.to_string();
+        assert!(text.contains("(1000 problems)"), "{text}");
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("- `")).count(),
+            LISTED
+        );
+        assert!(text.ends_with("\n- and 980 more"), "{text}");
+    }
+
+    #[test]
+    fn a_shape_read_back_is_the_one_in_use() {
+        let output = OutputSchema::of::<Vec<i16>>();
+        let lowered: *const Lowered = output.lowered(Dialect::OpenAiStrict);
+        let back: OutputSchema =
+            serde_json::from_value(serde_json::to_value(&output).unwrap()).unwrap();
+        assert_eq!(
+            lowered,
+            std::ptr::from_ref(back.lowered(Dialect::OpenAiStrict))
         );
     }
 
