@@ -188,13 +188,16 @@ async fn setup(provider: Provider, replies: Vec<Value>, repairs: usize) -> Setup
         .await;
     let mut tools = ToolRegistry::new();
     tools.register(exchange_rate::TOOL).unwrap();
-    let agent = Agent::builder(provider.model(&server.uri()))
+    let mut builder = Agent::builder(provider.model(&server.uri()))
         .registry(tools)
         .gateway(Gateway::new(MemoryStore::new()))
         .streaming(false)
-        .output_repairs(repairs)
-        .build()
-        .unwrap();
+        .output_repairs(repairs);
+    if matches!(provider, Provider::Gemini) {
+        // A model that takes tools beside the JSON mode.
+        builder = builder.model("gemini-3-flash-preview");
+    }
+    let agent = builder.build().unwrap();
     Setup { server, agent }
 }
 
@@ -391,4 +394,65 @@ async fn a_type_the_provider_cannot_take_is_refused_before_anything_is_sent() {
             "{provider:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn gemini_2_with_tools_is_told_the_shape_and_held_to_it() {
+    // Gemini 2.x refuses function calling beside a JSON response type.
+    let server = MockServer::start().await;
+    let provider = Provider::Gemini;
+    let replies = vec![provider.call(), provider.text(GOOD)];
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Script(Mutex::new(replies.into())))
+        .mount(&server)
+        .await;
+    let mut tools = ToolRegistry::new();
+    tools.register(exchange_rate::TOOL).unwrap();
+    let agent = Agent::builder(GeminiLlm::new("k").with_base_url(server.uri()))
+        .registry(tools)
+        .model("gemini-2.5-flash")
+        .streaming(false)
+        .build()
+        .unwrap();
+    let typed = agent
+        .send_as::<Invoice>("s", "Read the invoice.")
+        .await
+        .unwrap();
+    assert_eq!(typed.value, expected());
+    for body in bodies(&server).await {
+        assert!(body["tools"].is_array(), "{body}");
+        let config = &body["generationConfig"];
+        assert!(config.get("responseMimeType").is_none(), "{body}");
+        assert!(config.get("responseJsonSchema").is_none(), "{body}");
+        let system = body["systemInstruction"]["parts"][0]["text"]
+            .as_str()
+            .unwrap();
+        assert!(system.contains("named `Invoice`"), "{system}");
+        assert!(
+            system.contains(r#""required":["customer","lines","currency"]"#),
+            "{system}"
+        );
+    }
+
+    // Without tools the same model takes the JSON mode.
+    let server = MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Script(Mutex::new(vec![provider.text(GOOD)].into())))
+        .mount(&server)
+        .await;
+    let agent = Agent::builder(GeminiLlm::new("k").with_base_url(server.uri()))
+        .registry(ToolRegistry::new())
+        .model("gemini-2.5-flash")
+        .streaming(false)
+        .build()
+        .unwrap();
+    agent
+        .send_as::<Invoice>("s", "Read the invoice.")
+        .await
+        .unwrap();
+    let body = &bodies(&server).await[0];
+    assert_eq!(
+        body["generationConfig"]["responseMimeType"],
+        "application/json"
+    );
 }

@@ -163,6 +163,15 @@ impl WireFormat for GenerateContent {
         let names = request.names();
         let options = request.options;
         let mut body = Map::new();
+        // The typed answer's shape goes in the JSON mode, or, where the
+        // model cannot take it beside tools, in the instructions.
+        let (native, told) = match request.output {
+            Some(output) if !request.tools.is_empty() && !takes_tools_with_json(&options.model) => {
+                (None, Some(shape_instruction(output)))
+            }
+            output => (output, None),
+        };
+        let system: Vec<&str> = system.iter().copied().chain(told.as_deref()).collect();
         if !system.is_empty() {
             body.insert(
                 "systemInstruction".into(),
@@ -203,7 +212,7 @@ impl WireFormat for GenerateContent {
         if let Some(t) = options.temperature {
             generation["temperature"] = json!(t);
         }
-        if let Some(output) = request.output {
+        if let Some(output) = native {
             generation["responseMimeType"] = "application/json".into();
             let key = if self.legacy_parameters {
                 "responseSchema"
@@ -389,4 +398,25 @@ fn inline_data(b: &Block<'_>) -> Value {
 /// A short random id for calls Gemini sent without one.
 fn short_id() -> String {
     format!("{:08x}", fastrand::u32(..))
+}
+
+/// Whether `model` takes function declarations together with a JSON
+/// response type. Gemini 1.x and 2.x refuse the pair ("Function calling
+/// with a response mime type: 'application/json' is unsupported");
+/// Gemini 3 takes it, and so is any model this does not recognise assumed
+/// to.
+fn takes_tools_with_json(model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model);
+    !(name.starts_with("gemini-1") || name.starts_with("gemini-2"))
+}
+
+/// The typed answer's shape as an instruction, for a model that cannot
+/// take it in JSON mode beside tools: kesoku's check of the answer, and
+/// its repairs, still hold the model to it.
+fn shape_instruction(output: crate::wire::Output<'_>) -> String {
+    format!(
+        "When you give your final answer, answer with only a JSON value (no other text, no code fence) \
+         that matches this JSON Schema, named `{}`:\n{}",
+        output.name, output.schema
+    )
 }
