@@ -78,7 +78,7 @@ struct Invoice {
 }
 
 /// The schema `llm` is sent for `T`, and its report, as one text.
-fn sent<T: ToolArg + 'static>(llm: &dyn Llm) -> String {
+fn sent<T: ToolArg + serde::de::DeserializeOwned + 'static>(llm: &dyn Llm) -> String {
     let dialect = llm.output_dialect().expect("a backend takes typed answers");
     let output = OutputSchema::of::<T>();
     let lowered = output.lowered(dialect);
@@ -117,4 +117,33 @@ fn gemini_legacy_parameters() {
     insta::assert_snapshot!(sent::<Invoice>(
         &GeminiLlm::new("k").with_legacy_parameters(true)
     ));
+}
+
+/// A tree of labels.
+#[derive(Debug, Deserialize, ToolArg)]
+struct Tree {
+    /// The label.
+    label: String,
+    /// The subtrees.
+    children: Vec<Tree>,
+}
+
+#[test]
+fn a_recursive_type_has_its_object_at_the_root() {
+    let output = OutputSchema::of::<Tree>();
+    assert_eq!(output.schema()["type"], "object");
+    assert!(output.schema()["$defs"]["Tree"].is_object());
+    let openai = output.lowered(OpenAiLlm::new("k").output_dialect().unwrap());
+    assert!(!openai.report.has_unsupported(), "{}", openai.report);
+    // Claude's structured outputs take no recursion.
+    let claude = output.lowered(ClaudeLlm::new("k").output_dialect().unwrap());
+    assert!(claude.report.has_unsupported(), "{}", claude.report);
+    let tree: Tree = output
+        .read_as(r#"{"label": "a", "children": [{"label": "b", "children": []}]}"#)
+        .unwrap();
+    assert_eq!(tree.children[0].label, "b");
+    let e = output
+        .read(r#"{"label": "a", "children": [{"label": 1, "children": []}]}"#)
+        .unwrap_err();
+    assert_eq!(e.errors[0].path, "children[0].label");
 }

@@ -46,17 +46,25 @@ use crate::tool::valid_args::seg;
 #[derive(Clone)]
 pub struct OutputSchema(Arc<Inner>);
 
+/// Decodes a checked answer as a type, only to see that it can be.
+type Decode = fn(&Value) -> Result<(), ArgError>;
+
 struct Inner {
     name: String,
     schema: Value,
     /// By the dialect's place in [`Dialect::ALL`].
     lowered: [OnceLock<Lowered>; Dialect::ALL.len()],
     validator: OnceLock<Result<DynamicSchema, String>>,
+    /// Decodes a checked answer as the type the shape was made from
+    /// ([`OutputSchema::of`]), so a `Deserialize` stricter than the schema
+    /// is part of the check; `None` for a shape known only at run time.
+    decode: Option<Decode>,
 }
 
 /// Why a schema cannot be an [`OutputSchema`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot use `{name}` as an answer's schema: {reason}")]
+#[non_exhaustive]
 pub struct OutputSchemaError {
     /// The name it was given.
     pub name: String,
@@ -68,7 +76,7 @@ impl OutputSchema {
     /// The schema of `T`, from its compile-time constant: named after the
     /// type (`Invoice`) when it is a derived one, else `output`. Rendered
     /// once per type and shared.
-    pub fn of<T: ToolArg + 'static>() -> Self {
+    pub fn of<T: ToolArg + DeserializeOwned + 'static>() -> Self {
         static BY_TYPE: OnceLock<Mutex<HashMap<TypeId, OutputSchema>>> = OnceLock::new();
         let mut known = BY_TYPE
             .get_or_init(Mutex::default)
@@ -81,7 +89,11 @@ impl OutputSchema {
                     Schema::Named(n) => wire_name(n.name),
                     _ => "output".to_owned(),
                 };
-                let out = OutputSchema::unchecked(name, T::SCHEMA.to_json());
+                let out = OutputSchema::build(
+                    name,
+                    root_inline(T::SCHEMA.to_json()),
+                    Some(decode_as::<T>),
+                );
                 remember(format!("{}\0{}", out.0.name, out.0.schema), &out);
                 out
             })
@@ -107,7 +119,7 @@ impl OutputSchema {
                 "the name must be 1 to 64 ASCII letters, digits, `_` or `-`".into(),
             ));
         }
-        let validator = DynamicSchema::compile(&schema)
+        let validator = DynamicSchema::compile_with_formats(&schema)
             .map_err(|e| fail(format!("the schema does not compile: {e}")))?;
         let out = OutputSchema::unchecked(name, schema);
         let _ = out.0.validator.set(Ok(validator));
@@ -129,11 +141,16 @@ impl OutputSchema {
     }
 
     fn unchecked(name: String, schema: Value) -> Self {
+        OutputSchema::build(name, schema, None)
+    }
+
+    fn build(name: String, schema: Value, decode: Option<Decode>) -> Self {
         OutputSchema(Arc::new(Inner {
             name,
             schema,
             lowered: Default::default(),
             validator: OnceLock::new(),
+            decode,
         }))
     }
 
@@ -182,7 +199,7 @@ impl OutputSchema {
         let validator = self
             .0
             .validator
-            .get_or_init(|| DynamicSchema::compile(&self.0.schema));
+            .get_or_init(|| DynamicSchema::compile_with_formats(&self.0.schema));
         match validator {
             Ok(v) => v.check(value),
             Err(e) => vec![ArgError {
@@ -212,7 +229,7 @@ impl OutputSchema {
             raw: text.to_owned(),
             errors,
         };
-        let value: Value = serde_json::from_str(unfenced(text)).map_err(|e| {
+        let mut value: Value = serde_json::from_str(unfenced(text)).map_err(|e| {
             fail(vec![ArgError {
                 path: String::new(),
                 kind: ArgErrorKind::Invalid {
@@ -220,12 +237,18 @@ impl OutputSchema {
                 },
             }])
         })?;
+        // An optional field sent as `null` means "absent" (strict modes
+        // make every field required and nullable): drop it, as for a
+        // tool's arguments, so the type's default applies.
+        drop_absent_nulls(&self.0.schema, &self.0.schema, &mut value);
         let errors = self.check(&value);
-        if errors.is_empty() {
-            Ok(value)
-        } else {
-            Err(fail(errors))
+        if !errors.is_empty() {
+            return Err(fail(errors));
         }
+        if let Some(decode) = self.0.decode {
+            decode(&value).map_err(|e| fail(vec![e]))?;
+        }
+        Ok(value)
     }
 }
 
@@ -243,19 +266,152 @@ impl OutputSchema {
     /// ```
     pub fn read_as<T: DeserializeOwned>(&self, text: &str) -> Result<T, OutputError> {
         let value = self.read(text)?;
-        serde_path_to_error::deserialize(value).map_err(|e| {
-            let path: Vec<_> = e.path().iter().filter_map(seg).collect();
-            OutputError {
-                output: self.0.name.clone(),
-                raw: text.to_owned(),
-                errors: vec![ArgError {
-                    path: format_path(&path),
-                    kind: ArgErrorKind::Invalid {
-                        message: e.into_inner().to_string(),
-                    },
-                }],
-            }
+        serde_path_to_error::deserialize(value).map_err(|e| OutputError {
+            output: self.0.name.clone(),
+            raw: text.to_owned(),
+            errors: vec![decode_error(e)],
         })
+    }
+}
+
+/// Decodes `value` as a `T` only to see that it can be.
+fn decode_as<T: DeserializeOwned>(value: &Value) -> Result<(), ArgError> {
+    serde_path_to_error::deserialize::<_, T>(value)
+        .map(drop)
+        .map_err(decode_error)
+}
+
+fn decode_error(e: serde_path_to_error::Error<serde_json::Error>) -> ArgError {
+    let path: Vec<_> = e.path().iter().filter_map(seg).collect();
+    ArgError {
+        path: format_path(&path),
+        kind: ArgErrorKind::Invalid {
+            message: e.into_inner().to_string(),
+        },
+    }
+}
+
+/// A recursive type's schema is a `$ref` to its own definition; providers
+/// want an object at the root, so the definition is put there (its inner
+/// references still point into `$defs`).
+fn root_inline(mut schema: Value) -> Value {
+    let Some(target) = schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+        .map(str::to_owned)
+    else {
+        return schema;
+    };
+    let Some(body) = schema.pointer(&format!("/$defs/{target}")).cloned() else {
+        return schema;
+    };
+    let Value::Object(mut body) = body else {
+        return schema;
+    };
+    if let Some(defs) = schema.as_object_mut().and_then(|m| m.remove("$defs")) {
+        body.insert("$defs".into(), defs);
+    }
+    Value::Object(body)
+}
+
+/// How deep [`drop_absent_nulls`] and [`takes_null`] follow a schema: a
+/// stored shape may come from anywhere, and a `$ref` may loop without
+/// going deeper into the value.
+const SCHEMA_DEPTH: usize = 64;
+
+/// Removes, in `value`, each optional property given as `null` whose
+/// schema does not take null, following `$ref`s into `root`.
+fn drop_absent_nulls(root: &Value, schema: &Value, value: &mut Value) {
+    drop_nulls_within(root, schema, value, SCHEMA_DEPTH);
+}
+
+fn drop_nulls_within(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
+    let Some(depth) = depth.checked_sub(1) else {
+        return;
+    };
+    let schema = resolve(root, schema);
+    for alternative in ["anyOf", "oneOf", "allOf"]
+        .iter()
+        .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+        .flatten()
+    {
+        drop_nulls_within(root, alternative, value, depth);
+    }
+    match value {
+        Value::Object(map) => {
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            let required = |k: &str| {
+                schema
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .is_some_and(|r| r.iter().any(|n| n == k))
+            };
+            for (key, property) in properties {
+                match map.get_mut(key) {
+                    Some(Value::Null) if !required(key) && !takes_null(root, property, depth) => {
+                        map.remove(key);
+                    }
+                    Some(v) => drop_nulls_within(root, property, v, depth),
+                    None => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = schema.get("items").filter(|i| i.is_object()) {
+                for v in items {
+                    drop_nulls_within(root, item, v, depth);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `schema`, through a local `$ref` (`#/$defs/...`, `#/definitions/...`).
+fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) if r.starts_with("#/") => root.pointer(&r[1..]).unwrap_or(schema),
+        Some("#") => root,
+        _ => schema,
+    }
+}
+
+/// Whether `schema` accepts `null` (as a type, in a union, or anything);
+/// past `depth`, it is taken to (so nothing is dropped).
+fn takes_null(root: &Value, schema: &Value, depth: usize) -> bool {
+    let Some(depth) = depth.checked_sub(1) else {
+        return true;
+    };
+    let schema = resolve(root, schema);
+    match schema {
+        Value::Bool(b) => *b,
+        Value::Object(m) => {
+            let typed = match m.get("type") {
+                Some(Value::String(t)) => Some(t == "null"),
+                Some(Value::Array(ts)) => Some(ts.iter().any(|t| t == "null")),
+                _ => None,
+            };
+            let union = ["anyOf", "oneOf"]
+                .iter()
+                .filter_map(|k| m.get(*k).and_then(Value::as_array))
+                .flatten()
+                .any(|a| takes_null(root, a, depth));
+            let open = typed.is_none()
+                && !["anyOf", "oneOf", "allOf", "enum", "const"]
+                    .iter()
+                    .any(|k| m.contains_key(*k));
+            typed == Some(true)
+                || union
+                || open
+                || m.get("enum")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| e.contains(&Value::Null))
+                || m.get("const") == Some(&Value::Null)
+        }
+        _ => false,
     }
 }
 
@@ -358,6 +514,7 @@ fn unfenced(text: &str) -> &str {
 ///
 /// Its `Display` is what the model is shown when it may try again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub struct OutputError {
     /// The shape's name ([`OutputSchema::name`]).
     pub output: String,
@@ -525,6 +682,85 @@ mod tests {
             lowered,
             std::ptr::from_ref(back.lowered(Dialect::OpenAiStrict))
         );
+    }
+
+    #[test]
+    fn a_null_for_an_optional_field_means_absent() {
+        // What a strict mode sends for a field it made required and nullable.
+        let output = OutputSchema::new(
+            "Page",
+            json!({"type": "object", "properties": {
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "next": {"anyOf": [{"$ref": "#/$defs/Link"}, {"type": "null"}]},
+                    "links": {"type": "array", "items": {"$ref": "#/$defs/Link"}}},
+                "$defs": {"Link": {"type": "object", "properties": {
+                    "href": {"type": "string"}, "rel": {"type": "string"}}, "required": ["href"]}},
+                "required": ["links"]}),
+        )
+        .unwrap();
+        let read = output
+            .read(r#"{"tags": null, "next": null, "links": [{"href": "a", "rel": null}]}"#)
+            .unwrap();
+        // `next` takes null, so it stays; the others are dropped.
+        assert_eq!(read, json!({"next": null, "links": [{"href": "a"}]}));
+        // A required field's null is still an error.
+        assert_eq!(
+            output.read(r#"{"links": null}"#).unwrap_err().errors[0].path,
+            "links"
+        );
+    }
+
+    #[test]
+    fn a_reference_loop_ends() {
+        let output = OutputSchema::new(
+            "Loop",
+            json!({"$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "object"}]}},
+                   "$ref": "#/$defs/A"}),
+        )
+        .unwrap();
+        assert!(output.read(r#"{"a": null}"#).is_ok());
+    }
+
+    #[test]
+    fn formats_are_checked_in_answers() {
+        let output = OutputSchema::of::<std::collections::BTreeMap<String, Value>>();
+        assert!(output.read("{}").is_ok());
+        let when = OutputSchema::new(
+            "When",
+            json!({"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}}),
+        )
+        .unwrap();
+        assert!(when.read(r#"{"at": "2026-12-05T14:30:00Z"}"#).is_ok());
+        let e = when.read(r#"{"at": "tomorrow"}"#).unwrap_err();
+        assert_eq!(e.errors[0].path, "at");
+    }
+
+    /// A decoder stricter than the schema: an even number.
+    #[derive(Debug)]
+    struct Even(u8);
+
+    impl<'de> serde::Deserialize<'de> for Even {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let n = u8::deserialize(d)?;
+            if n % 2 == 0 {
+                Ok(Even(n))
+            } else {
+                Err(serde::de::Error::custom(format!("{n} is odd")))
+            }
+        }
+    }
+
+    impl ToolArg for Even {
+        const SCHEMA: Schema = <u8 as ToolArg>::SCHEMA;
+    }
+
+    #[test]
+    fn a_shape_of_a_type_is_checked_by_decoding_too() {
+        let output = OutputSchema::of::<Vec<Even>>();
+        assert_eq!(output.read_as::<Vec<Even>>("[2, 4]").unwrap()[1].0, 4);
+        let e = output.read("[2, 3]").unwrap_err();
+        assert_eq!(e.errors[0].path, "[1]");
+        assert!(e.to_string().contains("3 is odd"), "{e}");
     }
 
     #[test]

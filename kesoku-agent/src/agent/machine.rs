@@ -25,7 +25,9 @@
 
 use std::collections::HashMap;
 
-use kesoku_core::{Message, MessageType, OutputSchema, Role, Status, ToolRequest, keys};
+use kesoku_core::{
+    Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
+};
 use kesoku_llm::{AssistantTurn, LlmError};
 
 use super::approval::{self, Approval, Verdict};
@@ -177,6 +179,14 @@ impl Machine {
             let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
             *machine.uses.entry(tool.to_owned()).or_default() += 1;
         }
+        // A rejected answer whose feedback was never stored (its worker
+        // stopped between the two posts) is not the answer: the feedback
+        // now, and the try it gives.
+        if let Some(error) = machine.rejected(history) {
+            machine.repairs -= 1;
+            let note = machine.feedback(&error);
+            return machine.next_step(vec![note]);
+        }
         if let Some(finish) = machine.answered(history) {
             return Decision::finish(Vec::new(), finish);
         }
@@ -223,14 +233,37 @@ impl Machine {
         machine.next_step(Vec::new())
     }
 
+    /// The last message answering the prompt.
+    fn last_answer<'h>(&self, history: &'h [Message]) -> Option<&'h Message> {
+        history
+            .iter()
+            .rev()
+            .find(|m| m.parent_id.as_deref() == Some(self.prompt.as_str()))
+    }
+
+    /// What is wrong with the typed answer `history` ends on, when the
+    /// model has tries left to fix it.
+    fn rejected(&self, history: &[Message]) -> Option<OutputError> {
+        let output = self.output.as_ref().filter(|_| self.repairs > 0)?;
+        let last = self.last_answer(history)?;
+        let rejected = last.role == Role::Assistant
+            && last.kind == MessageType::Text
+            && last.metadata.contains_key(typed::REJECTED);
+        rejected.then(|| output.read(&last.content).err()).flatten()
+    }
+
+    /// The feedback on an answer that does not fit, read as the user's turn.
+    fn feedback(&self, error: &OutputError) -> Message {
+        let mut note = self.note(Role::System, typed::feedback(error), Status::Responded);
+        note.metadata.insert(keys::FEEDBACK.into(), true.into());
+        note
+    }
+
     /// How the turn ended, when `history` says it did: its last message
     /// answering the prompt is an assistant text (the answer, or the note
     /// of a failure or of the step limit).
     fn answered(&self, history: &[Message]) -> Option<Finish> {
-        let last = history
-            .iter()
-            .rev()
-            .find(|m| m.parent_id.as_deref() == Some(self.prompt.as_str()))?;
+        let last = self.last_answer(history)?;
         if last.role != Role::Assistant || last.kind != MessageType::Text {
             return None;
         }
@@ -313,17 +346,18 @@ impl Ask {
                 .filter(|m| !m.content.trim().is_empty())
                 .map(|m| machine.answering(*m, Status::Pending));
             // A typed answer that does not fit is kept, and the model is
-            // told what is wrong, while it has tries left.
+            // told what is wrong, while it has tries and steps left (at
+            // the last step the answer stands, for the caller to see why).
             if let (Some(output), Some(given)) = (&machine.output, &answer)
                 && machine.repairs > 0
+                && machine.steps < machine.max_steps
                 && let Err(error) = output.read(&given.content)
             {
                 machine.repairs -= 1;
                 let mut given = answer.unwrap_or_else(|| unreachable!("matched above"));
                 given.status = Status::Responded;
-                let mut note =
-                    machine.note(Role::System, typed::feedback(&error), Status::Responded);
-                note.metadata.insert(keys::FEEDBACK.into(), true.into());
+                given.metadata.insert(typed::REJECTED.into(), true.into());
+                let note = machine.feedback(&error);
                 return machine.next_step(vec![given, note]);
             }
             let text = answer.as_ref().map(|m| m.content.clone());

@@ -8,6 +8,10 @@ use serde_json::{Value, json};
 
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 
+/// Marks an answer that did not fit and was sent back: not the turn's
+/// answer, whatever follows it.
+pub(crate) const REJECTED: &str = "rejected";
+
 /// Where the prompt keeps how many more answers the model may give after
 /// one that does not fit.
 const REPAIRS: &str = "repairs";
@@ -25,7 +29,18 @@ pub(crate) fn ask_for(prompt: &mut Message, output: &OutputSchema, repairs: usiz
 /// as text).
 pub(crate) fn asked(prompt: &Message) -> Option<(OutputSchema, usize)> {
     let stored = prompt.metadata.get(keys::OUTPUT)?;
-    let output = serde_json::from_value(stored.clone()).ok()?;
+    let output = match serde_json::from_value(stored.clone()) {
+        Ok(output) => output,
+        Err(e) => {
+            tracing::warn!(
+                prompt = %prompt.id,
+                session = %prompt.session_id,
+                "the prompt's answer shape (metadata `{}`) does not read, so it is answered as text: {e}",
+                keys::OUTPUT
+            );
+            return None;
+        }
+    };
     let repairs = stored
         .get(REPAIRS)
         .and_then(Value::as_u64)

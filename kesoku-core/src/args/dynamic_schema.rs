@@ -25,6 +25,22 @@ impl DynamicSchema {
     /// Compiles `schema`, or says why it cannot be used.
     pub(crate) fn compile(schema: &Value) -> Result<Self, String> {
         let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+        Ok(Self::with(validator, schema))
+    }
+
+    /// Compiles `schema` checking `format`s too (`date-time`, `uuid`,
+    /// `uri`...), which draft 2020-12 leaves as annotations: for a typed
+    /// answer, whose shape is kesoku's own and whose formats its types
+    /// parse strictly.
+    pub(crate) fn compile_with_formats(schema: &Value) -> Result<Self, String> {
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(schema)
+            .map_err(|e| e.to_string())?;
+        Ok(Self::with(validator, schema))
+    }
+
+    fn with(validator: Validator, schema: &Value) -> Self {
         let properties = schema.get("properties").and_then(Value::as_object);
         let (names, descriptions) = properties
             .into_iter()
@@ -34,11 +50,11 @@ impl DynamicSchema {
                 (Cow::Owned(name.clone()), description.map(str::to_owned))
             })
             .unzip();
-        Ok(DynamicSchema {
+        DynamicSchema {
             validator,
             names,
             descriptions,
-        })
+        }
     }
 
     /// Every problem of `args`, in argument order (as the schema lists

@@ -526,9 +526,11 @@ fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_l
     let (post, ask) = asked(ask.replied(reply(r#"{"total": "five"}"#, &[]), &allow, &no_limit));
     assert_eq!(ask.step(), 2);
     assert_eq!(post.len(), 2);
-    // The model's answer is kept, answered (not left for the user).
+    // The model's answer is kept, answered (not left for the user), and
+    // marked as sent back.
     assert_eq!(post[0].content, r#"{"total": "five"}"#);
     assert_eq!(post[0].status, Status::Responded);
+    assert!(post[0].metadata.contains_key(crate::agent::typed::REJECTED));
     // The feedback names the path, and reads as the user's turn.
     assert_eq!(
         (post[1].role, post[1].kind),
@@ -574,4 +576,32 @@ fn tries_already_used_are_counted_from_the_history_on_a_restart() {
     let (_, ask) = asked(Machine::start(&p, 5, &h, &none()));
     let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
     assert_eq!(finish.status, TurnStatus::Completed);
+}
+
+#[test]
+fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
+    let p = typed_prompt(1);
+    // The worker stored the rejected answer and stopped before the note.
+    let mut rejected = assistant(r#"{"total": "five"}"#).with_status(Status::Responded);
+    rejected
+        .metadata
+        .insert(crate::agent::typed::REJECTED.into(), true.into());
+    let h = history(&p, vec![rejected]);
+    let (post, ask) = asked(Machine::start(&p, 5, &h, &none()));
+    assert_eq!(post.len(), 1);
+    assert!(post[0].metadata.contains_key(keys::FEEDBACK));
+    assert!(post[0].content.contains("`total`"), "{}", post[0].content);
+    // That was the one try: the next answer stands.
+    let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
+    assert_eq!(finish.answer.as_deref(), Some("{}"));
+}
+
+#[test]
+fn at_the_last_step_an_answer_that_does_not_fit_stands() {
+    let p = typed_prompt(3);
+    let (_, ask) = asked(Machine::start(&p, 1, std::slice::from_ref(&p), &none()));
+    let (post, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
+    assert_eq!(post.len(), 1, "no feedback left behind");
+    assert_eq!(finish.status, TurnStatus::Completed);
+    assert_eq!(finish.answer.as_deref(), Some("{}"));
 }
