@@ -70,7 +70,8 @@ impl LlmOptions {
     /// use kesoku_core::OutputSchema;
     /// use kesoku_llm::LlmOptions;
     ///
-    /// let options = LlmOptions::new("gpt-4.1").with_output(OutputSchema::of::<Vec<String>>());
+    /// // A list at the root: Gemini takes it (OpenAI and Claude want an object).
+    /// let options = LlmOptions::new("gemini-2.5-flash").with_output(OutputSchema::of::<Vec<String>>());
     /// assert_eq!(options.output.unwrap().name(), "output");
     /// ```
     #[must_use]
