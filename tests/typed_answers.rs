@@ -456,3 +456,25 @@ async fn gemini_2_with_tools_is_told_the_shape_and_held_to_it() {
         "application/json"
     );
 }
+
+#[tokio::test]
+async fn an_openai_refusal_ends_the_turn_with_its_text() {
+    let refusal = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+            "refusal": "I can't help with that."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    });
+    let s = setup(Provider::OpenAi, vec![refusal], 2).await;
+    let error = s
+        .agent
+        .send_as::<Invoice>("s", "Read the invoice.")
+        .await
+        .unwrap_err();
+    let TypedError::Invalid { error, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(error.raw, "I can't help with that.");
+    // Not asked again: a refusal is not a mistake to repair.
+    assert_eq!(bodies(&s.server).await.len(), 1);
+}

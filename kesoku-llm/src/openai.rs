@@ -238,7 +238,14 @@ impl WireFormat for ChatCompletions {
             .get("message")
             .ok_or_else(|| malformed("choices[0] has no `message`".into()))?;
         let mut turn = TurnBuilder::default();
-        turn.push_text(message["content"].as_str().unwrap_or_default());
+        let content = message["content"].as_str().unwrap_or_default();
+        // A refusal in strict mode comes in its own field, instead of the
+        // content: it is the reply's text, so it is not lost.
+        let refusal = message["refusal"].as_str().filter(|r| !r.is_empty());
+        turn.push_text(match refusal {
+            Some(refusal) if content.is_empty() => refusal,
+            _ => content,
+        });
         for (i, call) in message["tool_calls"]
             .as_array()
             .into_iter()
@@ -255,6 +262,7 @@ impl WireFormat for ChatCompletions {
             turn.push_call(ToolRequest::new(id, names.from_wire(name), arguments), None);
         }
         let stop_reason = match choice["finish_reason"].as_str() {
+            _ if refusal.is_some() => StopReason::Refusal,
             Some("stop") => StopReason::EndTurn,
             Some("tool_calls" | "function_call") => StopReason::ToolUse,
             Some("length") => StopReason::MaxTokens,

@@ -230,6 +230,39 @@ fn openai_calls_that_share_an_index_are_told_apart_by_their_ids() {
     assert_eq!(calls[1]["function"]["arguments"], "{\"city\": \"Lima\"}");
 }
 
+#[test]
+fn an_openai_refusal_is_the_replys_text_streamed_or_not() {
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let sse = chunk(
+        serde_json::json!({"role": "assistant", "refusal": "I can't "}),
+        Value::Null,
+    ) + &chunk(
+        serde_json::json!({"refusal": "help with that."}),
+        Value::Null,
+    ) + &chunk(serde_json::json!({}), "stop".into());
+    let (events, body) = replay::<ChatCompletions>(&[sse.into_bytes()]).unwrap();
+    assert_eq!(events.len(), 2, "the refusal streams as text: {events:?}");
+    assert_eq!(
+        body["choices"][0]["message"]["refusal"],
+        "I can't help with that."
+    );
+    let format = ChatCompletions::default();
+    let turn = format
+        .decode(
+            "s",
+            &body,
+            &kesoku_core::lowering::ToolNames::new(kesoku_core::lowering::Dialect::OpenAi, []),
+        )
+        .unwrap();
+    assert_eq!(turn.text, "I can't help with that.");
+    assert_eq!(turn.stop_reason, crate::StopReason::Refusal);
+}
+
 /// The fuzz harness of the stream boundary: server-sent events and each
 /// provider's stream decoding under random splits and mutations of the
 /// recorded replies. Nothing may panic, and how a body is cut into chunks

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use kesoku_core::{
     Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
 };
-use kesoku_llm::{AssistantTurn, LlmError};
+use kesoku_llm::{AssistantTurn, LlmError, StopReason};
 
 use super::approval::{self, Approval, Verdict};
 use super::outcome::TurnStatus;
@@ -339,6 +339,9 @@ impl Ask {
                 let nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
                 return machine.next_step(vec![nudge]);
             }
+            // A refusal stands: asking again would not change it, and the
+            // caller reads it in the error's text.
+            let refused = turn.stop_reason == StopReason::Refusal;
             // The answer is posted as it came (provider fields kept), for
             // the user to take: `pending`.
             let answer = turn
@@ -351,6 +354,7 @@ impl Ask {
             if let (Some(output), Some(given)) = (&machine.output, &answer)
                 && machine.repairs > 0
                 && machine.steps < machine.max_steps
+                && !refused
                 && let Err(error) = output.read(&given.content)
             {
                 machine.repairs -= 1;

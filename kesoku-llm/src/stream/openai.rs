@@ -16,6 +16,8 @@ pub(crate) struct Decoder {
     /// The chunk's own fields (id, model, created...), from the first.
     head: Map<String, Value>,
     content: Option<String>,
+    /// A strict-mode refusal, which comes in place of the content.
+    refusal: Option<String>,
     /// Calls in the order they began, with the provider's `index`.
     calls: Vec<Call>,
     /// The position of the latest call with each `index`, so a piece
@@ -105,6 +107,12 @@ impl StreamDecoder for Decoder {
             self.content.get_or_insert_with(String::new).push_str(text);
             out.push(StreamEvent::Text(text.to_owned()));
         }
+        if let Some(text) = delta["refusal"].as_str()
+            && !text.is_empty()
+        {
+            self.refusal.get_or_insert_with(String::new).push_str(text);
+            out.push(StreamEvent::Text(text.to_owned()));
+        }
         for piece in delta["tool_calls"].as_array().into_iter().flatten() {
             let id = piece["id"].as_str().unwrap_or_default();
             let function = &piece["function"];
@@ -163,6 +171,9 @@ impl StreamDecoder for Decoder {
 
     fn into_body(self) -> Value {
         let mut message = json!({"role": "assistant", "content": self.content});
+        if let Some(refusal) = self.refusal {
+            message["refusal"] = refusal.into();
+        }
         if !self.calls.is_empty() {
             let calls: Vec<Value> = self
                 .calls

@@ -605,3 +605,14 @@ fn at_the_last_step_an_answer_that_does_not_fit_stands() {
     assert_eq!(finish.status, TurnStatus::Completed);
     assert_eq!(finish.answer.as_deref(), Some("{}"));
 }
+
+#[test]
+fn a_refusal_is_not_repaired() {
+    let p = typed_prompt(2);
+    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let refusal =
+        reply("I can't help with that.", &[]).with_stop_reason(kesoku_llm::StopReason::Refusal);
+    let (post, finish) = finished(ask.replied(refusal, &allow, &no_limit));
+    assert_eq!(post.len(), 1);
+    assert_eq!(finish.answer.as_deref(), Some("I can't help with that."));
+}
