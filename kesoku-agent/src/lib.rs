@@ -26,6 +26,7 @@
 //! | module | holds |
 //! | --- | --- |
 //! | `agent` | [`Agent`]: `send`, `serve`, the session's history |
+//! | `agent::decisions` | a person's decisions through the agent: `decide`, `approve`, `deny`, `pending_approvals`, `expire_approvals`, `resume` |
 //! | `agent::builder` | [`AgentBuilder`] |
 //! | `agent::claim` | leases and claims: which worker runs a session's turn |
 //! | `agent::run` | one turn's IO (the store, the gateway, the model call, streaming, the runner), following `machine`'s decisions |
