@@ -132,8 +132,9 @@ impl Decision {
 }
 
 impl Machine {
-    /// The turn of `prompt` (a user message), at most `max_steps` model
-    /// calls a run, from `history`, the session as stored, and the
+    /// The turn of `prompt` (a user message), asking for the answer shape
+    /// it stores if any (`asked`, read by `typed::asked`, with its
+    /// repairs), at most `max_steps` model calls a run, from `history`, the session as stored, and the
     /// `decisions` on its calls that waited for a person (by call message
     /// id). A turn whose last message answers the prompt is over (its
     /// worker died before settling it); one with a waiting call not yet
@@ -142,11 +143,12 @@ impl Machine {
     /// reasons); else the model is asked.
     pub(crate) fn start(
         prompt: &Message,
+        asked: Option<(OutputSchema, usize)>,
         max_steps: usize,
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
-        let (output, repairs) = typed::asked(prompt).map_or((None, 0), |(o, r)| (Some(o), r));
+        let (output, repairs) = asked.map_or((None, 0), |(o, r)| (Some(o), r));
         let machine = Machine {
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),

@@ -73,10 +73,13 @@ pub(crate) async fn turn(
     );
     slot.set_running(seq);
     // A typed prompt's shape is asked for on each of its model calls.
-    let options =
-        super::typed::asked(&message).map(|(output, _)| shared.options.clone().with_output(output));
+    let asked = super::typed::asked(&message);
+    let options = asked
+        .as_ref()
+        .map(|(output, _)| shared.options.clone().with_output(output.clone()));
     let mut turn = Turn {
         options,
+        asked,
         shared,
         slot,
         holder,
@@ -133,6 +136,8 @@ struct Turn<'a> {
     /// The model options of a typed turn (the agent's, with the answer's
     /// shape); `None` for the agent's own.
     options: Option<kesoku_llm::LlmOptions>,
+    /// The shape a typed prompt asks for, with its repairs, read once.
+    asked: Option<(kesoku_core::OutputSchema, usize)>,
     slot: &'a Slot,
     /// The session's lease holder: every post is fenced by it.
     holder: &'a str,
@@ -180,7 +185,13 @@ impl Turn<'_> {
             .iter()
             .map(|(id, v)| (id.as_str(), v.clone()))
             .collect();
-        let mut decision = Machine::start(&self.user, self.shared.max_steps, view, &decided);
+        let mut decision = Machine::start(
+            &self.user,
+            self.asked.clone(),
+            self.shared.max_steps,
+            view,
+            &decided,
+        );
         // Made when first needed: a turn found answered, or interrupted
         // before it began, reads no tools and makes no workspace.
         let mut runner = None;

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use super::{Decision, Finish, Machine, NUDGE, Next, Run};
 use crate::agent::approval::{self, Approval, Verdict};
 use crate::agent::outcome::TurnStatus;
+use crate::agent::typed;
 
 /// No decisions: no call waits for a person.
 fn none() -> HashMap<&'static str, Verdict> {
@@ -71,6 +72,7 @@ fn start(max_steps: usize) -> super::Ask {
     let p = prompt();
     let (post, ask) = asked(Machine::start(
         &p,
+        typed::asked(&p),
         max_steps,
         std::slice::from_ref(&p),
         &none(),
@@ -82,7 +84,13 @@ fn start(max_steps: usize) -> super::Ask {
 #[test]
 fn a_new_prompt_asks_the_model_first() {
     let p = prompt();
-    let (post, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let (post, ask) = asked(Machine::start(
+        &p,
+        typed::asked(&p),
+        5,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     assert!(post.is_empty());
     assert_eq!(ask.step(), 1);
     assert_eq!(ask.0.prompt, p.id);
@@ -95,7 +103,13 @@ fn prompt_id_of(ask: &super::Ask) -> String {
 #[test]
 fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
     let p = prompt();
-    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let (_, ask) = asked(Machine::start(
+        &p,
+        typed::asked(&p),
+        5,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     let mut turn = reply("5", &[]);
     let text = turn.text_message.as_mut().unwrap();
     text.metadata
@@ -298,7 +312,7 @@ fn assistant(text: &str) -> Message {
 fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let p = prompt();
     let h = history(&p, vec![assistant("5")]);
-    let (post, finish) = finished(Machine::start(&p, 5, &h, &none()));
+    let (post, finish) = finished(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
     assert!(post.is_empty(), "nothing is posted again");
     assert_eq!(
         finish,
@@ -307,12 +321,24 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
 
     let mut failed = assistant("The model call failed");
     failed.metadata.insert("error".into(), "boom".into());
-    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![failed]), &none()));
+    let (_, finish) = finished(Machine::start(
+        &p,
+        typed::asked(&p),
+        5,
+        &history(&p, vec![failed]),
+        &none(),
+    ));
     assert_eq!(finish, Finish::new(TurnStatus::Failed, None, Status::Error));
 
     let mut limit = assistant("I stopped");
     limit.metadata.insert("step_limit".into(), true.into());
-    let (_, finish) = finished(Machine::start(&p, 5, &history(&p, vec![limit]), &none()));
+    let (_, finish) = finished(Machine::start(
+        &p,
+        typed::asked(&p),
+        5,
+        &history(&p, vec![limit]),
+        &none(),
+    ));
     assert_eq!(
         finish,
         Finish::new(TurnStatus::Completed, None, Status::Processed)
@@ -327,7 +353,7 @@ fn a_turn_whose_last_message_is_not_an_answer_goes_on() {
     let call = Message::tool_call("s", &add("c1"));
     let result = result_of(&call, "5");
     let h = history(&p, vec![other, call, result]);
-    let (post, ask) = asked(Machine::start(&p, 5, &h, &none()));
+    let (post, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
     assert!(post.is_empty());
     assert_eq!(ask.step(), 1);
 }
@@ -347,7 +373,7 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
             elsewhere,
         ],
     );
-    let (post, run) = ran(Machine::start(&p, 5, &h, &none()));
+    let (post, run) = ran(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
     assert!(post.is_empty());
     assert_eq!(run.calls().len(), 1);
     let (request, message) = &run.calls()[0];
@@ -362,7 +388,13 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
 #[test]
 fn no_steps_at_all_is_the_step_limit_at_once() {
     let p = prompt();
-    let (post, finish) = finished(Machine::start(&p, 0, std::slice::from_ref(&p), &none()));
+    let (post, finish) = finished(Machine::start(
+        &p,
+        typed::asked(&p),
+        0,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     assert_eq!(finish.status, TurnStatus::StepLimit);
     assert_eq!(post.len(), 1);
 }
@@ -440,7 +472,7 @@ fn a_turn_taken_before_its_calls_are_decided_pauses_again() {
     let (c1, c2) = (asked_call(&p, "c1"), asked_call(&p, "c2"));
     let h = history(&p, vec![c1.clone(), c2]);
     let decided = HashMap::from([(c1.id.as_str(), Verdict::Approve)]);
-    let (post, finish) = finished(Machine::start(&p, 5, &h, &decided));
+    let (post, finish) = finished(Machine::start(&p, typed::asked(&p), 5, &h, &decided));
     assert!(post.is_empty());
     assert_eq!(finish.status, TurnStatus::AwaitingApproval);
 }
@@ -454,7 +486,7 @@ fn a_resumed_turn_runs_the_approved_calls_and_answers_the_denied_ones() {
         (c1.id.as_str(), Verdict::Approve),
         (c2.id.as_str(), Verdict::Deny(Some("keep it".into()))),
     ]);
-    let (post, run) = ran(Machine::start(&p, 5, &h, &decided));
+    let (post, run) = ran(Machine::start(&p, typed::asked(&p), 5, &h, &decided));
     assert!(post.is_empty());
     assert_eq!(run.calls().len(), 1);
     assert_eq!(run.calls()[0].1.id, c1.id);
@@ -498,7 +530,7 @@ fn an_approved_call_a_dead_worker_began_is_not_run_again() {
     begun.status = Status::Processing;
     let h = history(&p, vec![begun.clone()]);
     let decided = HashMap::from([(begun.id.as_str(), Verdict::Approve)]);
-    let (_, run) = ran(Machine::start(&p, 5, &h, &decided));
+    let (_, run) = ran(Machine::start(&p, typed::asked(&p), 5, &h, &decided));
     assert!(run.calls().is_empty());
     let (post, _) = asked(run.results(Vec::new()));
     assert_eq!(post.len(), 1);
@@ -522,7 +554,13 @@ fn typed_prompt(repairs: usize) -> Message {
 #[test]
 fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_last() {
     let p = typed_prompt(1);
-    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let (_, ask) = asked(Machine::start(
+        &p,
+        typed::asked(&p),
+        5,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     let (post, ask) = asked(ask.replied(reply(r#"{"total": "five"}"#, &[]), &allow, &no_limit));
     assert_eq!(ask.step(), 2);
     assert_eq!(post.len(), 2);
@@ -556,7 +594,13 @@ fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_l
 #[test]
 fn a_typed_answer_that_fits_ends_the_turn() {
     let p = typed_prompt(1);
-    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let (_, ask) = asked(Machine::start(
+        &p,
+        typed::asked(&p),
+        5,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     let (post, finish) = finished(ask.replied(reply(r#"{"total": 5}"#, &[]), &allow, &no_limit));
     assert_eq!(post.len(), 1);
     assert_eq!(finish.answer.as_deref(), Some(r#"{"total": 5}"#));
@@ -573,7 +617,7 @@ fn tries_already_used_are_counted_from_the_history_on_a_restart() {
         &p,
         vec![assistant("{}").with_status(Status::Responded), note],
     );
-    let (_, ask) = asked(Machine::start(&p, 5, &h, &none()));
+    let (_, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
     let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
     assert_eq!(finish.status, TurnStatus::Completed);
 }
@@ -587,7 +631,7 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
         .metadata
         .insert(crate::agent::typed::REJECTED.into(), true.into());
     let h = history(&p, vec![rejected]);
-    let (post, ask) = asked(Machine::start(&p, 5, &h, &none()));
+    let (post, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
     assert_eq!(post.len(), 1);
     assert!(post[0].metadata.contains_key(keys::FEEDBACK));
     assert!(post[0].content.contains("`total`"), "{}", post[0].content);
@@ -599,7 +643,13 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
 #[test]
 fn at_the_last_step_an_answer_that_does_not_fit_stands() {
     let p = typed_prompt(3);
-    let (_, ask) = asked(Machine::start(&p, 1, std::slice::from_ref(&p), &none()));
+    let (_, ask) = asked(Machine::start(
+        &p,
+        typed::asked(&p),
+        1,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     let (post, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
     assert_eq!(post.len(), 1, "no feedback left behind");
     assert_eq!(finish.status, TurnStatus::Completed);
@@ -609,7 +659,13 @@ fn at_the_last_step_an_answer_that_does_not_fit_stands() {
 #[test]
 fn a_refusal_is_not_repaired() {
     let p = typed_prompt(2);
-    let (_, ask) = asked(Machine::start(&p, 5, std::slice::from_ref(&p), &none()));
+    let (_, ask) = asked(Machine::start(
+        &p,
+        typed::asked(&p),
+        5,
+        std::slice::from_ref(&p),
+        &none(),
+    ));
     let refusal =
         reply("I can't help with that.", &[]).with_stop_reason(kesoku_llm::StopReason::Refusal);
     let (post, finish) = finished(ask.replied(refusal, &allow, &no_limit));
