@@ -97,6 +97,9 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
         stdout.contains("The picture: A small landscape"),
         "{stdout}"
     );
+    // The tokens the script's model calls report, summed over the turn,
+    // its part before the pause for approval included.
+    assert!(stdout.contains("tokens: 5499 in, 373 out)"), "{stdout}");
 
     // The session is in the store file: the prompt processed, every call
     // answered by a result whose parent is the call.
@@ -126,6 +129,15 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
     assert!(out.status.success());
     assert!(
         stdout.contains("[Processed]") && stdout.contains("Saved as note 1"),
+        "{stdout}"
+    );
+    // Each model call's tokens, on the first message it wrote; the total.
+    assert!(
+        stdout.contains("calculate_sum({\"a\":2,\"b\":40}) (tokens: 412 in, 38 out)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("tokens used by the session's model calls: 7349 in, 437 out"),
         "{stdout}"
     );
 }
@@ -331,13 +343,15 @@ async fn anthropic_two_parallel_calls_results_paired_then_an_answer() {
             "stop_reason": "end_turn", "usage": {"input_tokens": 20, "output_tokens": 5}}),
     ])
     .await;
-    two_parallel_sums(
+    let stdout = two_parallel_sums(
         "anthropic",
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_BASE_URL",
         &server.uri(),
     )
     .await;
+    // The usage Claude streamed for both steps, read and summed.
+    assert!(stdout.contains("tokens: 30 in, 10 out)"), "{stdout}");
     let bodies = bodies.lock().unwrap();
     assert_eq!(bodies.len(), 2);
     assert_eq!(bodies[1]["stream"], true, "the demo streams");

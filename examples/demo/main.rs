@@ -248,6 +248,8 @@ pub(crate) async fn turn(
         bar.finish_and_clear();
     }
     let mut outcome = outcome.map_err(|e| e.to_string())?;
+    // The tokens of the turn's model calls, before a pause and after it.
+    let mut usage = outcome.usage();
     if outcome.status == TurnStatus::AwaitingApproval {
         for m in &outcome.messages {
             delivered(agent, m).await;
@@ -255,6 +257,7 @@ pub(crate) async fn turn(
         let waiting = outcome.pending_approvals();
         let on_terminal = std::io::stdin().is_terminal();
         if let Some(resumed) = approval::decide_and_resume(agent, waiting, on_terminal).await? {
+            usage += resumed.usage();
             outcome = resumed;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -271,7 +274,11 @@ pub(crate) async fn turn(
             if !STREAMED.swap(false, std::sync::atomic::Ordering::Relaxed) {
                 say!("\n{BOLD}{}{BOLD:#}", outcome.answer.unwrap_or_default());
             }
-            say!("{DIM}({} ms){DIM:#}", took.as_millis());
+            if usage.is_empty() {
+                say!("{DIM}({} ms){DIM:#}", took.as_millis());
+            } else {
+                say!("{DIM}({} ms; tokens: {usage}){DIM:#}", took.as_millis());
+            }
             Ok(ExitCode::SUCCESS)
         }
         TurnStatus::Interrupted => {

@@ -205,15 +205,24 @@ pub(crate) async fn print_history(agent: &Agent, session: &str) -> Result<(), St
     if history.is_empty() {
         println!("session {session} has no messages");
     }
+    let mut total = kesoku::llm::Usage::default();
     for m in history {
+        // The tokens of the model call that wrote it, on its first message.
+        let usage = kesoku::llm::Usage::of(&m).map_or_else(String::new, |u| {
+            total += u;
+            format!(" {DIM}(tokens: {u}){DIM:#}")
+        });
         println!(
-            "{DIM}{} {:?}/{:?} [{:?}]{DIM:#} {}",
+            "{DIM}{} {:?}/{:?} [{:?}]{DIM:#} {}{usage}",
             m.timestamp.format("%H:%M:%S"),
             m.role,
             m.kind,
             m.status,
             one_line(&m.content)
         );
+    }
+    if !total.is_empty() {
+        println!("{DIM}tokens used by the session's model calls: {total}{DIM:#}");
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use crate::error::LlmError;
 use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult};
 use crate::options::ToolChoice;
-use crate::turn::{AssistantTurn, StopReason, TurnBuilder};
+use crate::turn::{AssistantTurn, StopReason, TurnBuilder, Usage};
 use crate::wire::{Request, WireFormat, WireHistory, push_merged};
 
 const PROVIDER: &str = "Claude";
@@ -190,10 +190,7 @@ impl WireFormat for Messages {
             Some(other) => StopReason::Other(other.to_owned()),
             None => return Err(malformed("the response has no `stop_reason`".into())),
         };
-        turn.set_usage(
-            body["usage"]["input_tokens"].as_u64().unwrap_or(0),
-            body["usage"]["output_tokens"].as_u64().unwrap_or(0),
-        );
+        turn.set_usage(usage(&body["usage"]));
         Ok(turn.finish(session_id, PROVIDER, stop_reason))
     }
 }
@@ -262,4 +259,17 @@ fn block(b: &Block<'_>, m: &Message, fallbacks: &mut Vec<ContentFallback>) -> Va
             json!({"type": "text", "text": b.fallback_text(PROVIDER)})
         }
     }
+}
+
+/// Claude's `usage`: its `input_tokens` are the part of the request read
+/// neither from nor into the cache, so the cached parts are added back.
+fn usage(usage: &Value) -> Usage {
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64);
+    let read = count("cache_read_input_tokens");
+    let write = count("cache_creation_input_tokens");
+    let input = count("input_tokens")
+        .unwrap_or(0)
+        .saturating_add(read.unwrap_or(0))
+        .saturating_add(write.unwrap_or(0));
+    Usage::new(input, count("output_tokens").unwrap_or(0)).with_cache(read, write)
 }

@@ -271,6 +271,16 @@ fn api_error(
             preview(body, key)
         }
     });
+    if status == 400 || status == 413 {
+        if let Some((tokens, limit)) = overflow(field("code").as_deref(), &message) {
+            return LlmError::ContextOverflow {
+                provider,
+                tokens,
+                limit,
+                message: redact(message, key),
+            };
+        }
+    }
     LlmError::Api {
         provider,
         status,
@@ -278,6 +288,49 @@ fn api_error(
         message: redact(message, key),
         attempts,
     }
+}
+
+/// Whether an error is a refusal of the request's length, and the sizes
+/// it names (the request's, the limit), read from each provider's wording:
+///
+/// - Anthropic: `prompt is too long: 209353 tokens > 200000 maximum`;
+/// - OpenAI (code `context_length_exceeded`): `This model's maximum
+///   context length is 8192 tokens. However, your messages resulted in
+///   8227 tokens.` (or `you requested 4120 tokens`);
+/// - Gemini (`INVALID_ARGUMENT`): `The input token count (1200293) exceeds
+///   the maximum number of tokens allowed (1048576).`
+#[allow(clippy::type_complexity)] // Two sizes.
+fn overflow(code: Option<&str>, message: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let number_after = |marker: &str| -> Option<u64> {
+        let rest = &message[message.find(marker)? + marker.len()..];
+        let digits: String = rest
+            .trim_start_matches([' ', '('])
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    if let Some(rest) = message.strip_prefix("prompt is too long") {
+        let tokens = number_after(": ");
+        let limit = rest.find("> ").and_then(|i| {
+            rest[i + 2..]
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse().ok())
+        });
+        return Some((tokens, limit));
+    }
+    if message.starts_with("The input token count") {
+        return Some((
+            number_after("The input token count"),
+            number_after("tokens allowed"),
+        ));
+    }
+    if code == Some("context_length_exceeded") {
+        let tokens = number_after("resulted in").or_else(|| number_after("you requested"));
+        return Some((tokens, number_after("maximum context length is")));
+    }
+    None
 }
 
 /// `text` with every occurrence of `key` replaced by `[redacted]`.
@@ -321,6 +374,60 @@ mod tests {
             api_error("OpenAI", 502, b"<html>bad gateway</html>", 1, None).to_string(),
             "OpenAI returned HTTP 502: \"<html>bad gateway</html>\""
         );
+    }
+
+    /// Each provider's refusal of a request's length, as it sends it, is
+    /// one variant holding the sizes it named; other 400s are not.
+    #[test]
+    fn each_providers_context_refusal_is_an_overflow_with_its_sizes() {
+        let cases: [(&'static str, &[u8], Option<u64>, Option<u64>); 5] = [
+            (
+                "Claude",
+                br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 209353 tokens > 199999 maximum"}}"#,
+                Some(209_353),
+                Some(199_999),
+            ),
+            (
+                "OpenAI",
+                br#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 8227 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+                Some(8_227),
+                Some(8_192),
+            ),
+            (
+                "OpenAI",
+                br#"{"error":{"message":"This model's maximum context length is 4097 tokens. However, you requested 4120 tokens (3120 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+                Some(4_120),
+                Some(4_097),
+            ),
+            (
+                "OpenAI",
+                br#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#,
+                None,
+                None,
+            ),
+            (
+                "Gemini",
+                br#"{"error":{"code":400,"message":"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#,
+                Some(1_200_293),
+                Some(1_048_576),
+            ),
+        ];
+        for (provider, body, tokens, limit) in cases {
+            match api_error(provider, 400, body, 1, None) {
+                LlmError::ContextOverflow {
+                    provider: p,
+                    tokens: t,
+                    limit: l,
+                    ..
+                } => assert_eq!((p, t, l), (provider, tokens, limit), "{provider}"),
+                other => panic!("{provider}: {other:?}"),
+            }
+        }
+        let other_400 = br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 10000 > 4096, which is the maximum allowed number of output tokens"}}"#;
+        assert!(matches!(
+            api_error("Claude", 400, other_400, 1, None),
+            LlmError::Api { status: 400, .. }
+        ));
     }
 
     #[test]

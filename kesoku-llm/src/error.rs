@@ -18,6 +18,38 @@ pub enum LlmError {
         /// How many attempts were made.
         attempts: u32,
     },
+    /// The provider refused the request as longer than the model's context
+    /// window: Anthropic's `prompt is too long`, OpenAI's
+    /// `context_length_exceeded`, Gemini's `INVALID_ARGUMENT` on the input
+    /// token count. Not retried: the same request would be refused again.
+    /// The sizes are those the provider named, when it named them.
+    ///
+    /// ```
+    /// use kesoku_llm::LlmError;
+    ///
+    /// let e = LlmError::ContextOverflow {
+    ///     provider: "Claude",
+    ///     tokens: Some(209_353),
+    ///     limit: Some(200_000),
+    ///     message: "prompt is too long: 209353 tokens > 200000 maximum".into(),
+    /// };
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "Claude refused the request as longer than the model's context window \
+    ///      (209353 tokens, over its limit of 200000): prompt is too long: 209353 tokens > 200000 maximum"
+    /// );
+    /// ```
+    #[error("{provider} refused the request as longer than the model's context window{}: {message}", sizes_note(*.tokens, *.limit))]
+    ContextOverflow {
+        /// The provider.
+        provider: &'static str,
+        /// The request's size in tokens, as the provider counted it.
+        tokens: Option<u64>,
+        /// The model's limit in tokens.
+        limit: Option<u64>,
+        /// The provider's message.
+        message: String,
+    },
     /// The provider could not be reached, or did not answer in time.
     ///
     /// The message quotes the transport's error too (it is also the
@@ -139,6 +171,15 @@ impl LlmError {
             status: 200,
             message,
         }
+    }
+}
+
+fn sizes_note(tokens: Option<u64>, limit: Option<u64>) -> String {
+    match (tokens, limit) {
+        (Some(tokens), Some(limit)) => format!(" ({tokens} tokens, over its limit of {limit})"),
+        (Some(tokens), None) => format!(" ({tokens} tokens)"),
+        (None, Some(limit)) => format!(" (its limit is {limit} tokens)"),
+        (None, None) => String::new(),
     }
 }
 

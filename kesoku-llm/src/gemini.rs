@@ -12,7 +12,7 @@ use crate::error::LlmError;
 use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult, provider_fields};
 use crate::options::{LlmOptions, ToolChoice};
-use crate::turn::{AssistantTurn, PROVIDER_KEY, StopReason, TurnBuilder};
+use crate::turn::{AssistantTurn, PROVIDER_KEY, StopReason, TurnBuilder, Usage};
 use crate::wire::{Request, WireFormat, WireHistory, push_merged};
 
 const PROVIDER: &str = "Gemini";
@@ -290,13 +290,16 @@ impl WireFormat for GenerateContent {
             }
             Some(other) => StopReason::Other(other.to_owned()),
         };
+        // `promptTokenCount` counts the cached part too; thinking is
+        // counted apart from the answer, and billed as output.
+        let usage = &body["usageMetadata"];
+        let count = |key: &str| usage[key].as_u64().unwrap_or(0);
         turn.set_usage(
-            body["usageMetadata"]["promptTokenCount"]
-                .as_u64()
-                .unwrap_or(0),
-            body["usageMetadata"]["candidatesTokenCount"]
-                .as_u64()
-                .unwrap_or(0),
+            Usage::new(
+                count("promptTokenCount"),
+                count("candidatesTokenCount").saturating_add(count("thoughtsTokenCount")),
+            )
+            .with_cache(usage["cachedContentTokenCount"].as_u64(), None),
         );
         let mut turn = turn.finish(session_id, PROVIDER, stop_reason);
         // Keep the parts exactly as they came, for replay, on the turn's

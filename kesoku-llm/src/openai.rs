@@ -11,7 +11,7 @@ use crate::error::LlmError;
 use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult};
 use crate::options::{LlmOptions, ToolChoice};
-use crate::turn::{AssistantTurn, StopReason, TurnBuilder};
+use crate::turn::{AssistantTurn, StopReason, TurnBuilder, Usage};
 use crate::wire::{Request, WireFormat, WireHistory};
 
 const PROVIDER: &str = "OpenAI";
@@ -271,9 +271,17 @@ impl WireFormat for ChatCompletions {
             None if turn.has_calls() => StopReason::ToolUse,
             None => StopReason::EndTurn,
         };
+        // `prompt_tokens` counts the cached part too.
+        let usage = &body["usage"];
         turn.set_usage(
-            body["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
-            body["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+            Usage::new(
+                usage["prompt_tokens"].as_u64().unwrap_or(0),
+                usage["completion_tokens"].as_u64().unwrap_or(0),
+            )
+            .with_cache(
+                usage["prompt_tokens_details"]["cached_tokens"].as_u64(),
+                None,
+            ),
         );
         Ok(turn.finish(session_id, PROVIDER, stop_reason))
     }

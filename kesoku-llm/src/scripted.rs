@@ -8,7 +8,7 @@ use std::time::Duration;
 use kesoku_core::{Message, MessageType, Role, ToolRequest, keys};
 use serde_json::Value;
 
-use crate::{AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ToolDeclaration};
+use crate::{AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ToolDeclaration, Usage};
 
 const PROVIDER: &str = "Scripted";
 
@@ -16,7 +16,8 @@ const PROVIDER: &str = "Scripted";
 /// session.
 ///
 /// A turn is `{"tool_calls": [{"id", "name", "arguments"}]}` or
-/// `{"text": "..."}`. In a text turn, `{{ID}}` is replaced by the content
+/// `{"text": "..."}`, with an optional `"usage"` (a [`Usage`](crate::Usage)
+/// as JSON: `{"input_tokens", "output_tokens"}`) that it reports. In a text turn, `{{ID}}` is replaced by the content
 /// of the tool result whose call id is `ID`, found in the history the
 /// model is given. When a session's turns run out, the call fails with an
 /// error saying so. A call dropped before it answers (an interrupted
@@ -35,7 +36,7 @@ const PROVIDER: &str = "Scripted";
 /// ```
 #[derive(Debug)]
 pub struct ScriptedLlm {
-    turns: Vec<Scripted>,
+    turns: Vec<(Scripted, Usage)>,
     /// How many turns each session has played.
     played: Mutex<HashMap<String, usize>>,
     latency: Duration,
@@ -129,7 +130,7 @@ impl ScriptedLlm {
         } else {
             (self.next_turn(session), history)
         };
-        let Some(turn) = self.turns.get(n - 1) else {
+        let Some((turn, usage)) = self.turns.get(n - 1) else {
             return Err(LlmError::Config {
                 provider: PROVIDER,
                 message: format!(
@@ -149,7 +150,8 @@ impl ScriptedLlm {
                 AssistantTurn::new(session, PROVIDER, text, [])
             }
             Scripted::Calls(calls) => AssistantTurn::new(session, PROVIDER, "", calls.clone()),
-        })
+        }
+        .with_usage(*usage))
     }
 }
 
@@ -185,9 +187,14 @@ impl Llm for ScriptedLlm {
     }
 }
 
-fn read_turn(n: usize, turn: &Value) -> Result<Scripted, ScriptError> {
+fn read_turn(n: usize, turn: &Value) -> Result<(Scripted, Usage), ScriptError> {
     let err = |what: String| ScriptError(format!("turn {n}: {what}"));
-    match (turn.get("text"), turn.get("tool_calls")) {
+    let usage = match turn.get("usage") {
+        None => Usage::default(),
+        Some(usage) => serde_json::from_value(usage.clone())
+            .map_err(|e| err(format!("`usage` does not read: {e}")))?,
+    };
+    let scripted = match (turn.get("text"), turn.get("tool_calls")) {
         (Some(Value::String(text)), None) => Ok(Scripted::Text(text.clone())),
         (Some(other), None) => Err(err(format!("`text` must be a string, got {}", kind(other)))),
         (None, Some(Value::Array(calls))) if !calls.is_empty() => calls
@@ -213,7 +220,8 @@ fn read_turn(n: usize, turn: &Value) -> Result<Scripted, ScriptError> {
         (None, None) => Err(err(format!(
             "a turn is {{\"text\": ...}} or {{\"tool_calls\": [...]}}, got {turn}"
         ))),
-    }
+    }?;
+    Ok((scripted, usage))
 }
 
 /// `template` with each `{{ID}}` replaced by the content of the result of
@@ -277,6 +285,10 @@ mod tests {
         let bad = [
             (json!({"text": "x"}), "a JSON array"),
             (json!([{"text": 1}]), "turn 1: `text` must be a string"),
+            (
+                json!([{"text": "a", "usage": {"input_tokens": -1}}]),
+                "turn 1: `usage` does not read",
+            ),
             (
                 json!([{"text": "a"}, {"tool_calls": []}]),
                 "turn 2: `tool_calls` must be a non-empty array",

@@ -3,7 +3,7 @@
 //! decoder feeds it a whole response; a streamed reply is first rebuilt as
 //! that response (`stream/mod.rs`), so it is read the same way.
 
-use kesoku_core::{Message, MessageType, Role, Status, ToolRequest};
+use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
 use serde_json::{Map, Value};
 
 use crate::fallback::ContentFallback;
@@ -29,13 +29,131 @@ pub enum StopReason {
     Other(String),
 }
 
-/// Tokens used by one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Tokens used by one model call, as the provider reported them.
+///
+/// `input_tokens` counts the whole request, cached or not, on every
+/// provider (Claude reports the uncached part alone; its cached parts are
+/// added back), so it is the request's size in the model's tokens. The
+/// cache counts are parts of it, present when the provider reports them.
+///
+/// The agent stores each call's usage with the first message the call
+/// produced ([`keys::USAGE`](kesoku_core::keys::USAGE)); [`Usage::of`]
+/// reads it back, and a sum of usages is their total.
+///
+/// ```
+/// use kesoku_llm::Usage;
+///
+/// let first = Usage::new(1_200, 80).with_cache(Some(1_000), None);
+/// let second = Usage::new(1_400, 20);
+/// let total: Usage = [first, second].into_iter().sum();
+/// assert_eq!((total.input_tokens, total.output_tokens), (2_600, 100));
+/// assert_eq!(total.cache_read_tokens, Some(1_000));
+/// assert_eq!(total.to_string(), "2600 in (1000 from cache), 100 out");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct Usage {
-    /// Tokens read.
+    /// Tokens read: the whole request, cached parts included.
     pub input_tokens: u64,
-    /// Tokens written.
+    /// Tokens written, reasoning included.
     pub output_tokens: u64,
+    /// Of the input, the tokens read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Of the input, the tokens written to the prompt cache (Claude).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// `input_tokens` read and `output_tokens` written, no cache counts.
+    #[must_use]
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens,
+            output_tokens,
+            cache_read_tokens: None,
+            cache_write_tokens: None,
+        }
+    }
+
+    /// Builder: the cache counts, where the provider reports them.
+    #[must_use]
+    pub fn with_cache(mut self, read: Option<u64>, write: Option<u64>) -> Self {
+        self.cache_read_tokens = read;
+        self.cache_write_tokens = write;
+        self
+    }
+
+    /// Whether nothing was counted (a scripted model, a provider that
+    /// sent no counts).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == Usage::default()
+    }
+
+    /// The usage stored on `message` ([`keys::USAGE`](kesoku_core::keys::USAGE)),
+    /// if it holds one that reads.
+    ///
+    /// ```
+    /// use kesoku_llm::{AssistantTurn, Usage};
+    ///
+    /// let turn = AssistantTurn::new("s", "mock", "Hi.", []).with_usage(Usage::new(10, 2));
+    /// let stored = turn.messages().next().unwrap();
+    /// assert_eq!(Usage::of(stored), Some(Usage::new(10, 2)));
+    /// ```
+    #[must_use]
+    pub fn of(message: &Message) -> Option<Usage> {
+        serde_json::from_value(message.metadata.get(keys::USAGE)?.clone()).ok()
+    }
+}
+
+/// Adds two optional counts: absent only when both are.
+fn add_counts(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    }
+}
+
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cache_read_tokens: add_counts(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens: add_counts(self.cache_write_tokens, other.cache_write_tokens),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        *self = *self + other;
+    }
+}
+
+impl std::iter::Sum for Usage {
+    fn sum<I: Iterator<Item = Usage>>(iter: I) -> Usage {
+        iter.fold(Usage::default(), |a, b| a + b)
+    }
+}
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} in", self.input_tokens)?;
+        match (self.cache_read_tokens, self.cache_write_tokens) {
+            (Some(read), Some(write)) => {
+                write!(f, " ({read} from cache, {write} written to it)")?;
+            }
+            (Some(read), None) => write!(f, " ({read} from cache)")?,
+            (None, Some(write)) => write!(f, " ({write} written to cache)")?,
+            (None, None) => {}
+        }
+        write!(f, ", {} out", self.output_tokens)
+    }
 }
 
 /// One call the model asked for, held once: the request to run and the
@@ -167,10 +285,19 @@ impl AssistantTurn {
         self
     }
 
-    /// Builder: sets the tokens used.
+    /// Builder: sets the tokens used, and stores them on the turn's first
+    /// message ([`keys::USAGE`](kesoku_core::keys::USAGE)) unless nothing
+    /// was counted.
     #[must_use]
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = usage;
+        if let Some(first) = self.messages_mut().next() {
+            if usage.is_empty() {
+                first.metadata.shift_remove(keys::USAGE);
+            } else if let Ok(value) = serde_json::to_value(usage) {
+                first.metadata.insert(keys::USAGE.into(), value);
+            }
+        }
         self
     }
 
@@ -260,11 +387,8 @@ impl TurnBuilder {
         !self.calls.is_empty()
     }
 
-    pub(crate) fn set_usage(&mut self, input_tokens: u64, output_tokens: u64) {
-        self.usage = Usage {
-            input_tokens,
-            output_tokens,
-        };
+    pub(crate) fn set_usage(&mut self, usage: Usage) {
+        self.usage = usage;
     }
 
     /// The turn, with its history messages: a text message when there is

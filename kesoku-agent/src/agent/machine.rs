@@ -428,7 +428,15 @@ impl Ask {
     /// The model call failed (after the backend's retries): a note says
     /// why, and the turn fails.
     pub(crate) fn failed(self, error: &LlmError) -> Decision {
-        let text = format!("The model call failed, so this turn stopped: {error}");
+        let text = if matches!(error, LlmError::ContextOverflow { .. }) {
+            // The same request would be refused again: say what to change.
+            format!(
+                "The session no longer fits the model's context window, so this turn stopped: \
+                 {error}. Continue in a new session, or use a model with a larger window."
+            )
+        } else {
+            format!("The model call failed, so this turn stopped: {error}")
+        };
         let mut m = self.0.note(Role::Assistant, text, Status::Pending);
         m.metadata.insert("error".into(), error.to_string().into());
         Decision::finish(

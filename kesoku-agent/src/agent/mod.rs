@@ -259,6 +259,30 @@ impl Agent {
         Ok(self.shared.gateway.history(session_id).await?)
     }
 
+    /// The tokens a session's model calls used, in total: the sum of the
+    /// usage stored with each call's first message
+    /// ([`Usage::of`](kesoku_llm::Usage::of)). Calls whose provider sent no
+    /// counts (a scripted model) add nothing.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use kesoku_agent::Agent;
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// let model = ScriptedLlm::from_json(serde_json::json!([
+    ///     {"text": "Hello.", "usage": {"input_tokens": 120, "output_tokens": 3}},
+    /// ])).unwrap();
+    /// let agent = Agent::builder(model).build().unwrap();
+    /// agent.send("s", "Hi").await.unwrap();
+    /// let total = agent.usage("s").await.unwrap();
+    /// assert_eq!((total.input_tokens, total.output_tokens), (120, 3));
+    /// # });
+    /// ```
+    pub async fn usage(&self, session_id: &str) -> Result<kesoku_llm::Usage, AgentError> {
+        let history = self.shared.gateway.history(session_id).await?;
+        Ok(history.iter().filter_map(kesoku_llm::Usage::of).sum())
+    }
+
     /// Start-up recovery: every user message left `processing` by a crash
     /// goes back to `pending_agent`, its session's lease broken, for
     /// [`serve`](Self::serve) to take again at once (instead of after the

@@ -45,6 +45,12 @@ pub struct TurnOutcome {
 }
 
 impl TurnOutcome {
+    /// The tokens this turn's model calls used, in total (see
+    /// [`Agent::usage`](super::Agent::usage) for a session's).
+    pub fn usage(&self) -> kesoku_llm::Usage {
+        self.messages.iter().filter_map(kesoku_llm::Usage::of).sum()
+    }
+
     /// The calls this turn left waiting for a person's decision, in the
     /// model's order: empty unless it ended
     /// [`AwaitingApproval`](TurnStatus::AwaitingApproval).

@@ -149,6 +149,10 @@ pub mod keys {
     /// [`OutputSchema`](crate::OutputSchema), stored as `{name, schema}`),
     /// so that whichever worker runs the turn asks for it.
     pub const OUTPUT: &str = "output";
+    /// On the first message a model call produced: the tokens it used
+    /// (`{input_tokens, output_tokens, cache_read_tokens?,
+    /// cache_write_tokens?}`), as `kesoku_llm::Usage` reads them.
+    pub const USAGE: &str = "usage";
 }
 
 impl Message {

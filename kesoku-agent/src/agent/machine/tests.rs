@@ -278,6 +278,29 @@ fn a_failed_model_call_fails_the_turn_with_a_note_naming_the_error() {
 }
 
 #[test]
+fn a_context_overflow_fails_the_turn_saying_what_to_change() {
+    let error = LlmError::ContextOverflow {
+        provider: "Claude",
+        tokens: Some(209_353),
+        limit: Some(200_000),
+        message: "prompt is too long: 209353 tokens > 200000 maximum".into(),
+    };
+    let (post, finish) = finished(start(5).failed(&error));
+    assert_eq!(finish, Finish::new(TurnStatus::Failed, None, Status::Error));
+    let text = &post[0].content;
+    assert!(
+        text.contains("no longer fits the model's context window"),
+        "{text}"
+    );
+    assert!(
+        text.contains("209353 tokens, over its limit of 200000"),
+        "{text}"
+    );
+    assert!(text.contains("new session"), "{text}");
+    assert_eq!(post[0].metadata["error"], error.to_string());
+}
+
+#[test]
 fn an_interruption_ends_the_turn_posting_nothing() {
     let (_, run) = ran(start(5).replied(reply("", &["c1"]), &allow, &no_limit));
     let result = result_of(&run.calls()[0].1, "5");
