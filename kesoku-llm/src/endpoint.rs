@@ -271,15 +271,15 @@ fn api_error(
             preview(body, key)
         }
     });
-    if status == 400 || status == 413 {
-        if let Some((tokens, limit)) = overflow(field("code").as_deref(), &message) {
-            return LlmError::ContextOverflow {
-                provider,
-                tokens,
-                limit,
-                message: redact(message, key),
-            };
-        }
+    if (status == 400 || status == 413)
+        && let Some((tokens, limit)) = overflow(field("code").as_deref(), &message)
+    {
+        return LlmError::ContextOverflow {
+            provider,
+            tokens,
+            limit,
+            message: redact(message, key),
+        };
     }
     LlmError::Api {
         provider,
@@ -290,6 +290,9 @@ fn api_error(
     }
 }
 
+/// A request's size and the model's limit, in tokens, where named.
+type Sizes = (Option<u64>, Option<u64>);
+
 /// Whether an error is a refusal of the request's length, and the sizes
 /// it names (the request's, the limit), read from each provider's wording:
 ///
@@ -299,8 +302,7 @@ fn api_error(
 ///   8227 tokens.` (or `you requested 4120 tokens`);
 /// - Gemini (`INVALID_ARGUMENT`): `The input token count (1200293) exceeds
 ///   the maximum number of tokens allowed (1048576).`
-#[allow(clippy::type_complexity)] // Two sizes.
-fn overflow(code: Option<&str>, message: &str) -> Option<(Option<u64>, Option<u64>)> {
+fn overflow(code: Option<&str>, message: &str) -> Option<Sizes> {
     let number_after = |marker: &str| -> Option<u64> {
         let rest = &message[message.find(marker)? + marker.len()..];
         let digits: String = rest
@@ -380,39 +382,34 @@ mod tests {
     /// one variant holding the sizes it named; other 400s are not.
     #[test]
     fn each_providers_context_refusal_is_an_overflow_with_its_sizes() {
-        let cases: [(&'static str, &[u8], Option<u64>, Option<u64>); 5] = [
+        let cases: [(&'static str, &[u8], Sizes); 5] = [
             (
                 "Claude",
                 br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 209353 tokens > 199999 maximum"}}"#,
-                Some(209_353),
-                Some(199_999),
+                (Some(209_353), Some(199_999)),
             ),
             (
                 "OpenAI",
                 br#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 8227 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
-                Some(8_227),
-                Some(8_192),
+                (Some(8_227), Some(8_192)),
             ),
             (
                 "OpenAI",
                 br#"{"error":{"message":"This model's maximum context length is 4097 tokens. However, you requested 4120 tokens (3120 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
-                Some(4_120),
-                Some(4_097),
+                (Some(4_120), Some(4_097)),
             ),
             (
                 "OpenAI",
                 br#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#,
-                None,
-                None,
+                (None, None),
             ),
             (
                 "Gemini",
                 br#"{"error":{"code":400,"message":"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}"#,
-                Some(1_200_293),
-                Some(1_048_576),
+                (Some(1_200_293), Some(1_048_576)),
             ),
         ];
-        for (provider, body, tokens, limit) in cases {
+        for (provider, body, (tokens, limit)) in cases {
             match api_error(provider, 400, body, 1, None) {
                 LlmError::ContextOverflow {
                     provider: p,
