@@ -33,9 +33,11 @@
 //! | `agent::approved` | a turn's side of approval: deadlines, decisions read back, approved calls marked begun, calls left by a user who moved on |
 //! | `agent::machine` | one turn's rules, with no IO: ask the model, run these calls, or finish with a status |
 //! | `agent::workspace` | each session's workspace directory, a session id made a safe name |
+//! | `agent::fit` | a turn's requests kept inside the context window: when to compact, what a refusal teaches |
 //! | `agent::shared` | what every turn of an agent shares |
 //! | `agent::sessions` | per-session state kept between turns (views, the newest prompt) |
-//! | `agent::view` | the history as the model is shown it; orphaned calls and their healing |
+//! | `agent::view` | the history as the model is shown it; orphaned calls and their healing; its compaction |
+//! | `agent::compaction` | a request's size, estimated and calibrated; [`Compaction`] and its strategies; where a view may be cut |
 //! | `agent::toolset` | the tools, fixed or read live from a registry |
 //! | `agent::retry` | trying again while the store fails for a moment |
 //! | `agent::typed` | typed answers: the shape a prompt asks for, feedback on one that does not fit, [`Typed`], [`TypedError`] |
@@ -47,6 +49,7 @@ mod agent;
 pub mod tools;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, PendingApproval,
-    TurnOutcome, TurnStatus, Typed, TypedError, Verdict,
+    Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Compacted, Compaction,
+    CompactionFuture, CompactionRequest, CompactionStrategy, PendingApproval, TurnOutcome,
+    TurnStatus, Typed, TypedError, Verdict,
 };

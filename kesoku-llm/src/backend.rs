@@ -619,6 +619,10 @@ macro_rules! public_backend {
                 <$format as crate::wire::WireFormat>::DEFAULT_MODEL
             }
 
+            fn context_window(&self, model: &str) -> Option<u64> {
+                <$format as crate::wire::WireFormat>::context_window(model)
+            }
+
             fn output_dialect(&self) -> Option<kesoku_core::lowering::Dialect> {
                 Some(crate::wire::WireFormat::output_dialect(&self.0.format))
             }

@@ -43,6 +43,11 @@ impl WireFormat for Messages {
     const NAME: &'static str = PROVIDER;
     const DEFAULT_BASE_URL: &'static str = ClaudeLlm::DEFAULT_BASE_URL;
     const DEFAULT_MODEL: &'static str = "claude-sonnet-4-5";
+    // Every Claude model takes 200,000 tokens (more only with a beta
+    // header kesoku does not send).
+    fn context_window(model: &str) -> Option<u64> {
+        model.starts_with("claude-").then_some(200_000)
+    }
     const KEY_VARS: &'static [&'static str] = &["ANTHROPIC_API_KEY"];
     const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
     const NAMES: Dialect = Dialect::Anthropic;

@@ -60,6 +60,15 @@ impl WireFormat for GenerateContent {
     const NAME: &'static str = PROVIDER;
     const DEFAULT_BASE_URL: &'static str = GeminiLlm::DEFAULT_BASE_URL;
     const DEFAULT_MODEL: &'static str = "gemini-2.5-flash";
+    fn context_window(model: &str) -> Option<u64> {
+        if model.starts_with("gemini-1.5-pro") {
+            Some(2_097_152)
+        } else if model.starts_with("gemini-") {
+            Some(1_048_576)
+        } else {
+            None
+        }
+    }
     const KEY_VARS: &'static [&'static str] = &["GEMINI_API_KEY", "GOOGLE_API_KEY"];
     const BASE_URL_VAR: &'static str = "GOOGLE_GEMINI_BASE_URL";
     const NAMES: Dialect = Dialect::GeminiJsonSchema;

@@ -159,7 +159,12 @@ pub(crate) fn read_from<'a>(
         let item = match (m.role, m.kind) {
             // Feedback on the model's last reply reads as the user's turn:
             // a request must not end on the model's own message.
-            (Role::System, MessageType::Text) if m.metadata.contains_key(keys::FEEDBACK) => {
+            // So does a summary of the turns before, which a view starts
+            // with.
+            (Role::System, MessageType::Text)
+                if m.metadata.contains_key(keys::FEEDBACK)
+                    || m.metadata.contains_key(keys::SUMMARY) =>
+            {
                 Item::User(Text {
                     message: m,
                     blocks: blocks::read(m, &mut scratch),

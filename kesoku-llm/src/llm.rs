@@ -54,6 +54,24 @@ pub trait Llm: Send + Sync {
         "default"
     }
 
+    /// The most tokens a request to `model` may hold (its context window,
+    /// less any output that shares it), where the provider documents the
+    /// model's family: what an agent's context budget defaults to. `None`
+    /// (the default) where it is not known.
+    ///
+    /// ```
+    /// use kesoku_llm::{ClaudeLlm, GeminiLlm, Llm, OpenAiLlm};
+    ///
+    /// assert_eq!(ClaudeLlm::new("k").context_window("claude-sonnet-4-5"), Some(200_000));
+    /// assert_eq!(OpenAiLlm::new("k").context_window("gpt-4o-mini"), Some(128_000));
+    /// assert_eq!(GeminiLlm::new("k").context_window("gemini-2.5-pro"), Some(1_048_576));
+    /// assert_eq!(OpenAiLlm::new("k").context_window("llama3.1:8b"), None);
+    /// ```
+    fn context_window(&self, model: &str) -> Option<u64> {
+        let _ = model;
+        None
+    }
+
     /// The schema dialect of this model's structured-output mode, which a
     /// typed answer's schema ([`LlmOptions::output`]) is lowered to:
     /// what an agent checks before it asks for one. `None` (the default)
@@ -113,6 +131,10 @@ macro_rules! forward_llm {
 
             fn default_model(&self) -> &str {
                 (**self).default_model()
+            }
+
+            fn context_window(&self, model: &str) -> Option<u64> {
+                (**self).context_window(model)
             }
 
             fn output_dialect(&self) -> Option<kesoku_core::lowering::Dialect> {

@@ -104,6 +104,27 @@ impl WireFormat for ChatCompletions {
     const NAME: &'static str = PROVIDER;
     const DEFAULT_BASE_URL: &'static str = OpenAiLlm::DEFAULT_BASE_URL;
     const DEFAULT_MODEL: &'static str = "gpt-4.1";
+    // The input a request may hold: the window less the output the model
+    // may write, where the two share it (GPT-5: 400,000, of which 128,000
+    // output).
+    fn context_window(model: &str) -> Option<u64> {
+        let families: [(&str, u64); 10] = [
+            ("gpt-4.1", 1_047_576),
+            ("gpt-4.5", 128_000),
+            ("gpt-5", 272_000),
+            ("gpt-4o", 128_000),
+            ("gpt-4-turbo", 128_000),
+            ("o1", 200_000),
+            ("o3", 200_000),
+            ("o4", 200_000),
+            ("gpt-3.5-turbo", 16_385),
+            ("gpt-4", 8_192),
+        ];
+        families
+            .iter()
+            .find(|(family, _)| model.starts_with(family))
+            .map(|&(_, tokens)| tokens)
+    }
     const KEY_VARS: &'static [&'static str] = &["OPENAI_API_KEY"];
     const BASE_URL_VAR: &'static str = "OPENAI_BASE_URL";
     const NAMES: Dialect = Dialect::OpenAi;

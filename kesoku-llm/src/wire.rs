@@ -91,6 +91,9 @@ pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
     /// The model an agent asks for when none is set: the provider's
     /// general one.
     const DEFAULT_MODEL: &'static str;
+    /// The most tokens a request to `model` may hold, for the model
+    /// families the provider documents; `None` for others.
+    fn context_window(model: &str) -> Option<u64>;
     /// The environment variables the official SDK reads the key from, in
     /// order.
     const KEY_VARS: &'static [&'static str];

@@ -11,6 +11,7 @@ use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry, ToolRunn
 use tokio::sync::Semaphore;
 
 use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
+use super::compaction::Compaction;
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
 use super::toolset::Toolset;
@@ -40,6 +41,8 @@ pub struct AgentBuilder {
     approval_deadline: Option<Duration>,
     max_parallel_calls: usize,
     max_uses_per_turn: Option<usize>,
+    compaction: Compaction,
+    context_window: Option<u64>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -69,6 +72,8 @@ impl AgentBuilder {
             gateway: None,
             max_steps: 8,
             output_repairs: 1,
+            compaction: Compaction::default(),
+            context_window: None,
             streaming: true,
             max_concurrent_turns: 64,
             sessions_dir: None,
@@ -202,6 +207,39 @@ impl AgentBuilder {
     /// [`max_steps`](Self::max_steps).
     pub fn output_repairs(mut self, repairs: usize) -> Self {
         self.output_repairs = repairs;
+        self
+    }
+
+    /// How a session past the model's context window is fitted into it:
+    /// before each model call whose estimated request passes 80% of the
+    /// window (less the reply's `max_tokens`), the view the model is sent
+    /// is cut to about half, keeping whole turns. The store is never
+    /// changed. Default: [`Compaction::DropOldestTurns`].
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, Compaction};
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Hi."}])).unwrap();
+    /// let agent = Agent::builder(model)
+    ///     .compaction(Compaction::Summarize)
+    ///     .context_window(32_000)
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(agent);
+    /// ```
+    pub fn compaction(mut self, compaction: Compaction) -> Self {
+        self.compaction = compaction;
+        self
+    }
+
+    /// The most tokens a request to the model may hold. Default: the
+    /// model's, where its backend knows its family
+    /// ([`Llm::context_window`]); with none, the agent compacts only after
+    /// the provider refused a request as too long (and learns the window
+    /// from the refusal).
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
         self
     }
 
@@ -358,6 +396,9 @@ impl AgentBuilder {
                     .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
                 max_steps: self.max_steps,
                 output_repairs: self.output_repairs,
+                compaction: self.compaction,
+                context_window: self.context_window,
+                learned_window: std::sync::atomic::AtomicU64::new(0),
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::new(self.view_budget),

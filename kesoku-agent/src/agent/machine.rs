@@ -431,8 +431,10 @@ impl Ask {
         let text = if matches!(error, LlmError::ContextOverflow { .. }) {
             // The same request would be refused again: say what to change.
             format!(
-                "The session no longer fits the model's context window, so this turn stopped: \
-                 {error}. Continue in a new session, or use a model with a larger window."
+                "The session no longer fits the model's context window, even compacted, so this \
+                 turn stopped: {error}. Set the agent's context window \
+                 (AgentBuilder::context_window) below the model's, or its compaction \
+                 (AgentBuilder::compaction), or continue in a new session."
             )
         } else {
             format!("The model call failed, so this turn stopped: {error}")

@@ -16,7 +16,9 @@ mod approval;
 mod approved;
 mod builder;
 mod claim;
+mod compaction;
 mod decisions;
+mod fit;
 mod machine;
 mod outcome;
 mod retry;
@@ -40,6 +42,9 @@ use tokio::task::JoinSet;
 
 pub use approval::{Approval, ApprovalCheck, ApprovalError, PendingApproval, Verdict};
 pub use builder::AgentBuilder;
+pub use compaction::{
+    Compacted, Compaction, CompactionFuture, CompactionRequest, CompactionStrategy,
+};
 pub use outcome::{AgentError, TurnOutcome, TurnStatus};
 use shared::Shared;
 pub use typed::{Typed, TypedError};

@@ -23,6 +23,8 @@ use kesoku_core::{Delta, DeltaKind};
 
 use super::approval::{self, ApprovalCheck, Verdict};
 use super::approved::{self, Begun};
+use super::compaction::Compaction;
+use super::fit;
 use super::machine::{Call, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::retry::{is_transient, retried, retried_store};
@@ -164,9 +166,9 @@ impl Turn<'_> {
         let mut view = self.load_view().await?;
         // The turn adds to the view as it goes; what it stored is read
         // back, in the store's order, by the next turn.
-        let kept = view.messages.len();
-        let finish = self.drive(&mut view.messages).await;
-        view.messages.truncate(kept);
+        view.mark();
+        let finish = self.drive(&mut view).await;
+        view.rewind();
         self.shared.sessions.put_view(&self.user.session_id, view);
         let (finish, last) = finish?;
         self.finish(finish, last).await
@@ -176,11 +178,8 @@ impl Turn<'_> {
     /// history, which the turn's posts are added to) until it finishes;
     /// how, with the posts of that last decision, which the turn's last
     /// write makes (`finish`).
-    async fn drive(
-        &mut self,
-        view: &mut Vec<Message>,
-    ) -> Result<(Finish, Vec<Message>), AgentError> {
-        let decisions = approved::decisions(self.shared, &self.user.id, view).await?;
+    async fn drive(&mut self, view: &mut View) -> Result<(Finish, Vec<Message>), AgentError> {
+        let decisions = approved::decisions(self.shared, &self.user.id, &view.messages).await?;
         let decided: std::collections::HashMap<&str, Verdict> = decisions
             .iter()
             .map(|(id, v)| (id.as_str(), v.clone()))
@@ -189,7 +188,7 @@ impl Turn<'_> {
             &self.user,
             self.asked.clone(),
             self.shared.max_steps,
-            view,
+            &view.messages,
             &decided,
         );
         // Made when first needed: a turn found answered, or interrupted
@@ -214,7 +213,7 @@ impl Turn<'_> {
                         if runner.is_none() {
                             runner = Some(self.runner().await?);
                         }
-                        match self.ask(view, ask.step()).await {
+                        match self.ask_fitted(view, ask.step()).await? {
                             None => ask.interrupted(),
                             Some(Ok(reply)) => {
                                 let registry = self.shared.tools.current().0;
@@ -353,6 +352,42 @@ impl Turn<'_> {
             ctx = ctx.with_workspace(dir);
         }
         Ok(ctx)
+    }
+
+    /// One model call on the view, compacted first when it passes its
+    /// budget; once more, compacted at once, after the provider refused
+    /// it as too long. `None` when a newer user message arrived first.
+    async fn ask_fitted(
+        &mut self,
+        view: &mut View,
+        step: usize,
+    ) -> Result<Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>>, AgentError> {
+        let overhead = fit::overhead(self.shared, &self.declarations);
+        let mut forced = false;
+        loop {
+            if let Some(summary) = fit::fit(self.shared, view, &self.user, overhead, forced).await {
+                self.post(summary).await?;
+            }
+            let (_, raw) = view.estimate(overhead);
+            match self.ask(&view.messages, step).await {
+                Some(Ok(mut reply)) => {
+                    fit::stamp(&mut reply, raw);
+                    return Ok(Some(Ok(reply)));
+                }
+                Some(Err(kesoku_llm::LlmError::ContextOverflow { tokens, limit, .. }))
+                    if !forced && !matches!(self.shared.compaction, Compaction::Off) =>
+                {
+                    tracing::warn!(
+                        ?tokens,
+                        ?limit,
+                        "the model refused the request as too long; compacting and asking again"
+                    );
+                    fit::learn(self.shared, view, raw, tokens, limit);
+                    forced = true;
+                }
+                other => return Ok(other),
+            }
+        }
     }
 
     /// One model call; `None` when a newer user message arrived first (the

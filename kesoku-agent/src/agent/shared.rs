@@ -58,6 +58,12 @@ pub(crate) struct Shared {
     /// How many more answers a typed prompt's model may give after one
     /// that does not fit.
     pub(crate) output_repairs: usize,
+    /// How a session past the context window is fitted into it.
+    pub(crate) compaction: super::compaction::Compaction,
+    /// The context window set on the agent, if any.
+    pub(crate) context_window: Option<u64>,
+    /// A window the provider's refusal taught (0 for none).
+    pub(crate) learned_window: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {

@@ -8,6 +8,7 @@ use kesoku_core::store::Seq;
 use kesoku_core::{Message, MessageType, keys};
 
 use super::approval;
+use super::compaction;
 
 /// The tool calls of `history` that have no result: a turn cut short
 /// before they ran, or a crash. Each gets an error result, so every
@@ -96,6 +97,10 @@ pub(crate) fn model_view(history: Vec<Message>) -> Vec<Message> {
 /// A session's history as the model is shown it, as of a `Seq`: loaded
 /// once, then kept between turns and brought up to date with only the
 /// messages stored since (see `sessions.rs`).
+///
+/// Once compacted, it holds only what the model is still shown: the
+/// session's leading system messages, a summary if there is one, and the
+/// turns from where it was cut.
 #[derive(Debug, Default)]
 pub(crate) struct View {
     /// Every message of the session up to this one is in `messages`.
@@ -105,6 +110,13 @@ pub(crate) struct View {
     /// Whether a call has no result yet (or is last): a later result would
     /// move into the middle, so the view cannot simply grow.
     open: bool,
+    /// The estimated tokens of `messages`, uncalibrated.
+    tokens: u64,
+    /// The latest reply's count over its estimate.
+    calibration: Option<f64>,
+    /// Where the running turn's own posts start: they are dropped when it
+    /// ends (the next turn reads them back from the store).
+    mark: usize,
 }
 
 impl View {
@@ -143,9 +155,116 @@ impl View {
             || newer
                 .last()
                 .is_some_and(|m| m.kind == MessageType::ToolCall);
-        self.messages.extend(model_view(newer));
+        for m in model_view(newer) {
+            if compaction::is_summary(&m) {
+                self.start_from(m);
+            } else {
+                self.push(m);
+            }
+        }
+    }
+
+    /// Adds `m` at the end.
+    pub(crate) fn push(&mut self, m: Message) {
+        self.tokens += compaction::estimate(&m);
+        if let Some(ratio) = compaction::calibration(&m) {
+            self.calibration = Some(ratio);
+        }
+        self.messages.push(m);
+    }
+
+    /// The tokens of a request of the view and `overhead` (instructions
+    /// and tools, estimated the same way), calibrated by the latest count
+    /// the provider gave; and the uncalibrated estimate, stored with the
+    /// reply to calibrate the next.
+    pub(crate) fn estimate(&self, overhead: u64) -> (u64, u64) {
+        let raw = self.tokens + overhead;
+        (scaled(raw, self.ratio()), raw)
+    }
+
+    /// Sets the ratio of the provider's count to the estimate.
+    pub(crate) fn calibrate(&mut self, ratio: f64) {
+        self.calibration = Some(ratio.clamp(0.25, 4.0));
+    }
+
+    /// The latest count over its estimate (1 before any).
+    pub(crate) fn ratio(&self) -> f64 {
+        self.calibration.unwrap_or(1.0)
+    }
+
+    /// Marks where the running turn's posts start.
+    pub(crate) fn mark(&mut self) {
+        self.mark = self.messages.len();
+    }
+
+    /// Drops the running turn's posts.
+    pub(crate) fn rewind(&mut self) {
+        for m in self.messages.drain(self.mark..) {
+            self.tokens = self.tokens.saturating_sub(compaction::estimate(&m));
+        }
+    }
+
+    /// Each message's estimated tokens, calibrated.
+    pub(crate) fn estimates(&self) -> Vec<u64> {
+        let ratio = self.ratio();
+        self.messages
+            .iter()
+            .map(|m| scaled(compaction::estimate(m), ratio))
+            .collect()
+    }
+
+    /// Cuts the view to its leading system messages, then `summary` (if
+    /// any), then the messages from `keep_from` on (a turn's start, at or
+    /// before the running turn's).
+    pub(crate) fn compact(&mut self, keep_from: usize, summary: Option<Message>) {
+        let lead = compaction::lead(&self.messages);
+        let keep_from = keep_from.max(lead);
+        let dropped: u64 = self
+            .messages
+            .drain(lead..keep_from)
+            .map(|m| compaction::estimate(&m))
+            .sum();
+        self.tokens = self.tokens.saturating_sub(dropped);
+        self.mark = self.mark.saturating_sub(keep_from - lead);
+        if let Some(summary) = summary {
+            self.tokens += compaction::estimate(&summary);
+            self.messages.insert(lead, summary);
+            self.mark += 1;
+        }
+    }
+
+    /// A stored summary read back: the view starts from it, and from the
+    /// message it names on. One already in place (this process made it)
+    /// is not added again; one naming a message the view no longer holds
+    /// is left out.
+    fn start_from(&mut self, summary: Message) {
+        let lead = compaction::lead(&self.messages);
+        if self.messages.get(lead).is_some_and(|m| m.id == summary.id) {
+            return;
+        }
+        let from = summary.metadata[keys::SUMMARY]["from"]
+            .as_str()
+            .and_then(|id| self.messages.iter().position(|m| m.id == id));
+        if let Some(from) = from {
+            self.compact(from, Some(summary));
+        }
     }
 }
+
+/// `tokens` times `ratio`, rounded up.
+fn scaled(tokens: u64, ratio: f64) -> u64 {
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )] // Token counts, far below 2^52; the ratio is positive.
+    let scaled = (tokens as f64 * ratio).ceil() as u64;
+    scaled
+}
+
+#[cfg(test)]
+#[path = "view_tests.rs"]
+mod compaction_tests;
 
 #[cfg(test)]
 mod tests {

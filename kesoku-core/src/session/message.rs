@@ -153,6 +153,10 @@ pub mod keys {
     /// (`{input_tokens, output_tokens, cache_read_tokens?,
     /// cache_write_tokens?}`), as `kesoku_llm::Usage` reads them.
     pub const USAGE: &str = "usage";
+    /// On a `system` message: a summary of the turns before the message
+    /// it names (`{"from": id}`), which an agent's view of the session
+    /// starts from, and which models are shown as a user turn.
+    pub const SUMMARY: &str = "summary";
 }
 
 impl Message {

@@ -296,7 +296,7 @@ fn a_context_overflow_fails_the_turn_saying_what_to_change() {
         text.contains("209353 tokens, over its limit of 200000"),
         "{text}"
     );
-    assert!(text.contains("new session"), "{text}");
+    assert!(text.contains("AgentBuilder::context_window"), "{text}");
     assert_eq!(post[0].metadata["error"], error.to_string());
 }
 
