@@ -309,10 +309,11 @@ impl CompactionStrategy for Summarize {
             if keep_from <= lead {
                 return Ok(Compacted::keep_from(keep_from));
             }
-            // The latest dropped messages that fit the target, read as a
-            // transcript; an earlier summary first, whatever its place.
+            // The latest dropped messages that fit half the target, read
+            // as a transcript; an earlier summary first, whatever its
+            // place.
             let dropped = &request.messages[lead..keep_from];
-            let mut budget = request.target;
+            let mut budget = request.target / 2;
             let mut first = dropped.len();
             while first > 0 && request.tokens[lead + first - 1] <= budget {
                 first -= 1;

@@ -1,0 +1,460 @@
+//! A session of 100,000 stored messages keeps running against each
+//! provider: a loopback server that counts each request's tokens (its own
+//! way, not kesoku's) and refuses one over its limit with the provider's
+//! real error body. The agent, told no window, learns it from the first
+//! refusal, compacts and asks again; every request after fits, every
+//! tool call sent is answered where the provider wants its result, and
+//! the store keeps every message.
+
+use std::sync::{Arc, Mutex};
+
+use kesoku::agent::Compaction;
+use kesoku::llm::{Agent, ClaudeLlm, GeminiLlm, Llm, OpenAiLlm, TurnStatus};
+use kesoku::store::{MemoryStore, MessageLog as _, Store};
+use kesoku::{
+    DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
+};
+use serde_json::{Value, json};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The server's limit, in its own tokens.
+const LIMIT: u64 = 40_000;
+/// The stored session's length.
+const STORED: usize = 100_000;
+/// The turns run on it.
+const TURNS: usize = 20;
+
+/// The server's tokenizer: a token per three bytes of the request body,
+/// where kesoku estimates one per four bytes of text, so the agent must
+/// calibrate.
+fn count(body: &[u8]) -> u64 {
+    body.len() as u64 / 3
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Requests to summarize.
+    summaries: usize,
+    /// Whether each request (not a summary's) opened on a summary.
+    opened_on_summary: Vec<bool>,
+    /// Each request's token count, and whether it was refused.
+    requests: Vec<(u64, bool)>,
+    /// Pairing rules a request broke.
+    broken: Vec<String>,
+}
+
+struct Provider {
+    name: &'static str,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl Respond for Provider {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let tokens = count(&request.body);
+        let body: Value = serde_json::from_slice(&request.body).expect("a JSON request");
+        let mut seen = self.seen.lock().unwrap();
+        if tokens > LIMIT {
+            seen.requests.push((tokens, true));
+            return ResponseTemplate::new(400).set_body_json(refusal(self.name, tokens));
+        }
+        seen.requests.push((tokens, false));
+        if self.name == "anthropic" {
+            let first = body["messages"][0]["content"].to_string();
+            if first.contains("Summarize the conversation below") {
+                seen.summaries += 1;
+                return ResponseTemplate::new(200).set_body_json(json!({
+                    "id": "msg", "type": "message", "role": "assistant", "model": "m",
+                    "content": [{"type": "text", "text": "They asked about the weather in many cities: sunny everywhere."}],
+                    "stop_reason": "end_turn", "stop_sequence": null,
+                    "usage": {"input_tokens": tokens, "output_tokens": 14}}));
+            }
+            seen.opened_on_summary
+                .push(first.contains("A summary of the earlier conversation"));
+        }
+        if let Err(e) = pairs_hold(self.name, &body) {
+            seen.broken.push(e);
+        }
+        ResponseTemplate::new(200).set_body_json(reply(self.name, &body, tokens))
+    }
+}
+
+/// Each provider's refusal of a request over its window, as it sends it.
+fn refusal(provider: &str, tokens: u64) -> Value {
+    match provider {
+        "anthropic" => json!({"type": "error", "error": {"type": "invalid_request_error",
+            "message": format!("prompt is too long: {tokens} tokens > {LIMIT} maximum")}}),
+        "openai" => json!({"error": {"message": format!(
+            "This model's maximum context length is {LIMIT} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+        _ => json!({"error": {"code": 400, "message": format!(
+            "The input token count ({tokens}) exceeds the maximum number of tokens allowed ({LIMIT})."),
+            "status": "INVALID_ARGUMENT"}}),
+    }
+}
+
+/// Whether the request ends on tool results (then the model answers),
+/// else on a prompt (then it calls the tool).
+fn ends_on_results(provider: &str, body: &Value) -> bool {
+    match provider {
+        "anthropic" => body["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result")),
+        "openai" => body["messages"].as_array().unwrap().last().unwrap()["role"] == "tool",
+        _ => body["contents"].as_array().unwrap().last().unwrap()["parts"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p.get("functionResponse").is_some())),
+    }
+}
+
+/// A reply in the provider's format: a call of `get_weather` after a
+/// prompt, a text after its result; with the tokens counted.
+fn reply(provider: &str, body: &Value, tokens: u64) -> Value {
+    let answer = ends_on_results(provider, body);
+    match provider {
+        "anthropic" => {
+            let content = if answer {
+                json!([{"type": "text", "text": "It is sunny."}])
+            } else {
+                json!([{"type": "tool_use", "id": format!("toolu_{tokens}"), "name": "get_weather", "input": {"city": "Paris"}}])
+            };
+            json!({"id": "msg", "type": "message", "role": "assistant", "model": "m",
+                "content": content, "stop_reason": if answer { "end_turn" } else { "tool_use" },
+                "stop_sequence": null, "usage": {"input_tokens": tokens, "output_tokens": 9}})
+        }
+        "openai" => {
+            let message = if answer {
+                json!({"role": "assistant", "content": "It is sunny.", "refusal": null})
+            } else {
+                json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": [
+                    {"id": format!("call_{tokens}"), "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]})
+            };
+            json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                "choices": [{"index": 0, "message": message, "logprobs": null,
+                    "finish_reason": if answer { "stop" } else { "tool_calls" }}],
+                "usage": {"prompt_tokens": tokens, "completion_tokens": 9, "total_tokens": tokens + 9}})
+        }
+        _ => {
+            let part = if answer {
+                json!({"text": "It is sunny."})
+            } else {
+                json!({"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}, "thoughtSignature": "c2ln"})
+            };
+            json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 9, "totalTokenCount": tokens + 9},
+                "modelVersion": "m"})
+        }
+    }
+}
+
+/// The provider's rules for calls and results in a request: it opens on
+/// the user; each call is answered in the message right after its own
+/// (Claude: a user message of `tool_result`s; OpenAI: `tool` messages;
+/// Gemini: a user content of `functionResponse`s), and no result comes
+/// without its call.
+fn pairs_hold(provider: &str, body: &Value) -> Result<(), String> {
+    let messages = match provider {
+        "gemini" => body["contents"].as_array().unwrap(),
+        _ => body["messages"].as_array().unwrap(),
+    };
+    let first = messages
+        .iter()
+        .find(|m| m["role"] != "system")
+        .ok_or("no message")?;
+    if first["role"] != "user" {
+        return Err(format!("{provider}: the request opens on {first}"));
+    }
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        let (calls, mut results) = calls_and_results(provider, m);
+        if provider == "openai" && m["role"] == "tool" {
+            // One `tool` message per call, right after the calls.
+            let id = &results[0];
+            let Some(at) = open.iter().position(|c| c == id) else {
+                return Err(format!("{provider}: result {id} without its call"));
+            };
+            open.remove(at);
+            continue;
+        }
+        if provider == "openai" {
+            if !open.is_empty() {
+                return Err(format!("{provider}: calls {open:?} left unanswered"));
+            }
+        } else {
+            let mut want = std::mem::take(&mut open);
+            want.sort();
+            results.sort();
+            if want != results {
+                return Err(format!(
+                    "{provider}: calls {want:?} answered by {results:?}"
+                ));
+            }
+        }
+        open = calls;
+    }
+    if open.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{provider}: calls {open:?} left unanswered"))
+    }
+}
+
+/// The call ids (or names, for Gemini) a wire message makes, and those it
+/// answers.
+fn calls_and_results(provider: &str, m: &Value) -> (Vec<String>, Vec<String>) {
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    match provider {
+        "anthropic" => {
+            for b in m["content"].as_array().into_iter().flatten() {
+                match b["type"].as_str() {
+                    Some("tool_use") => calls.push(b["id"].as_str().unwrap().to_owned()),
+                    Some("tool_result") => {
+                        results.push(b["tool_use_id"].as_str().unwrap().to_owned());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        "openai" => {
+            for c in m["tool_calls"].as_array().into_iter().flatten() {
+                calls.push(c["id"].as_str().unwrap().to_owned());
+            }
+            if m["role"] == "tool" {
+                results.push(m["tool_call_id"].as_str().unwrap().to_owned());
+            }
+        }
+        _ => {
+            for p in m["parts"].as_array().into_iter().flatten() {
+                if let Some(call) = p.get("functionCall") {
+                    calls.push(call["name"].as_str().unwrap().to_owned());
+                }
+                if let Some(result) = p.get("functionResponse") {
+                    results.push(result["name"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+    }
+    (calls, results)
+}
+
+fn registry() -> Arc<ToolRegistry> {
+    let mut tools = ToolRegistry::new();
+    let tool = DynamicTool::new(
+        "get_weather",
+        "Reports the weather.",
+        json!({"type": "object", "properties": {"city": {"type": "string"}},
+            "required": ["city"], "additionalProperties": false}),
+        // A long report: each turn adds about a thousand tokens, so the
+        // view passes its budget again and is compacted again.
+        |_, _| async move { Ok(ToolOutput::new(json!("sunny. ".repeat(430)))) },
+    )
+    .unwrap();
+    tools.register(tool).unwrap();
+    Arc::new(tools)
+}
+
+/// `n` stored messages of past rounds: question, call, result, answer.
+fn history(session: &str, n: usize) -> Vec<Message> {
+    let mut out = Vec::with_capacity(n);
+    for round in 0..n / 4 {
+        let request = ToolRequest::new(
+            format!("old_{round}"),
+            "get_weather",
+            json!({"city": format!("city {round}")}),
+        );
+        let call = Message::tool_call(session, &request);
+        let mut result = Message::new(
+            session,
+            Role::Tool,
+            MessageType::ToolResult,
+            format!("sunny in city {round}"),
+        )
+        .with_parent(call.id.clone())
+        .with_status(Status::Responded);
+        result
+            .metadata
+            .insert(keys::CALL_ID.into(), request.id.clone().into());
+        result
+            .metadata
+            .insert(keys::TOOL_NAME.into(), request.name.clone().into());
+        let question = Message::new(
+            session,
+            Role::User,
+            MessageType::Text,
+            format!("Weather in city {round}?"),
+        )
+        .with_status(Status::Processed);
+        let answer = Message::new(
+            session,
+            Role::Assistant,
+            MessageType::Text,
+            format!("It is sunny in city {round}."),
+        );
+        out.extend([question, call, result, answer]);
+    }
+    out
+}
+
+async fn long_session_keeps_running(provider: &'static str) {
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Provider {
+            name: provider,
+            seen: Arc::clone(&seen),
+        })
+        .mount(&server)
+        .await;
+    let llm: Box<dyn Llm> = match provider {
+        "anthropic" => Box::new(ClaudeLlm::new("k").with_base_url(server.uri())),
+        "openai" => Box::new(OpenAiLlm::new("k").with_base_url(server.uri())),
+        _ => Box::new(GeminiLlm::new("k").with_base_url(server.uri())),
+    };
+    // A model name no backend knows the window of: the agent learns it.
+    assert_eq!(llm.context_window("m"), None);
+    let store = Arc::new(MemoryStore::new());
+    for m in history("long", STORED) {
+        store.insert(&m).await.unwrap();
+    }
+    let agent = Agent::builder(llm)
+        .model("m")
+        .registry(registry())
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .streaming(false)
+        .build()
+        .unwrap();
+    for turn in 0..TURNS {
+        let outcome = agent
+            .send("long", &format!("And now, turn {turn}?"))
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.status,
+            TurnStatus::Completed,
+            "{provider} turn {turn}: {outcome:?}"
+        );
+        assert_eq!(outcome.answer.as_deref(), Some("It is sunny."));
+    }
+    let seen = seen.lock().unwrap();
+    assert!(seen.broken.is_empty(), "{provider}: {:?}", seen.broken);
+    // One refusal (the whole session, before the window was known), then
+    // every request fits: two a turn.
+    let refused: Vec<u64> = seen.requests.iter().filter(|r| r.1).map(|r| r.0).collect();
+    assert_eq!(refused.len(), 1, "{provider}: {:?}", seen.requests);
+    assert!(
+        refused[0] > 1_000_000,
+        "{provider}: the first request was the whole session"
+    );
+    let accepted: Vec<u64> = seen.requests.iter().filter(|r| !r.1).map(|r| r.0).collect();
+    assert_eq!(accepted.len(), 2 * TURNS, "{provider}: {:?}", seen.requests);
+    assert!(
+        accepted.iter().all(|&t| t <= LIMIT),
+        "{provider}: {accepted:?}"
+    );
+    // Compacted to at most half the window, and calibrated: the estimate
+    // followed the server's count, not kesoku's own (a fifth of the
+    // window at least: one ratio serves short and long messages alike,
+    // and errs on the side of sending less).
+    assert!(
+        accepted.iter().all(|&t| t >= LIMIT / 5),
+        "{provider}: {accepted:?}"
+    );
+    // As the session grew past its budget again, it was compacted again,
+    // before the server had to refuse it.
+    let again = accepted
+        .windows(2)
+        .filter(|w| w[1] + LIMIT / 5 < w[0])
+        .count();
+    assert!(again >= 1, "{provider}: {accepted:?}");
+    // The store was never cut.
+    let stored = store.history("long").await.unwrap();
+    assert_eq!(stored.len(), STORED + TURNS * 4, "{provider}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_a_session_of_100_000_messages_keeps_running() {
+    long_session_keeps_running("anthropic").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_a_session_of_100_000_messages_keeps_running() {
+    long_session_keeps_running("openai").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_a_session_of_100_000_messages_keeps_running() {
+    long_session_keeps_running("gemini").await;
+}
+
+/// Summarized: the model is asked once for a summary of what is dropped,
+/// which is stored marked; every later request opens on it, on this agent
+/// and on another one that loads the session afresh (another worker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_is_asked_once_stored_and_views_start_from_it() {
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Provider {
+            name: "anthropic",
+            seen: Arc::clone(&seen),
+        })
+        .mount(&server)
+        .await;
+    let store = Arc::new(MemoryStore::new());
+    for m in history("long", 20_000) {
+        store.insert(&m).await.unwrap();
+    }
+    let agent = |store: Arc<MemoryStore>| {
+        Agent::builder(ClaudeLlm::new("k").with_base_url(server.uri()))
+            .model("m")
+            .registry(registry())
+            .store(store as Arc<dyn Store>)
+            .streaming(false)
+            .context_window(LIMIT / 2 + 4_096)
+            .compaction(Compaction::Summarize)
+            .build()
+            .unwrap()
+    };
+    let first = agent(Arc::clone(&store));
+    for turn in 0..3 {
+        let outcome = first.send("long", &format!("Turn {turn}?")).await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    }
+    let stored = store.history("long").await.unwrap();
+    let summaries: Vec<&Message> = stored
+        .iter()
+        .filter(|m| m.metadata.contains_key(keys::SUMMARY))
+        .collect();
+    // Each summary asked for once, and stored; not one a step (a second
+    // comes when the first request's count shows the estimate was low).
+    let asked = seen.lock().unwrap().summaries;
+    assert_eq!(summaries.len(), asked);
+    assert!((1..=2).contains(&asked), "{asked} summaries in 3 turns");
+    assert!(
+        summaries
+            .iter()
+            .all(|m| m.content.contains("sunny everywhere"))
+    );
+    assert!(summaries.iter().all(|m| m.role == Role::System));
+    // Nothing was deleted: the 20,000 messages, the summaries, 3 turns.
+    assert_eq!(stored.len(), 20_000 + asked + 3 * 4);
+    // Another worker, loading the session afresh, starts from it too.
+    let second = agent(Arc::clone(&store));
+    let outcome = second.send("long", "And again?").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.summaries, asked, "the other worker asked for none");
+    assert!(seen.broken.is_empty(), "{:?}", seen.broken);
+    assert_eq!(seen.opened_on_summary.len(), 4 * 2);
+    assert!(
+        seen.opened_on_summary.iter().all(|&s| s),
+        "{:?}",
+        seen.opened_on_summary
+    );
+    assert!(
+        seen.requests.iter().all(|r| !r.1 && r.0 <= LIMIT / 2),
+        "{:?}",
+        seen.requests
+    );
+}
