@@ -336,6 +336,9 @@ async fn long_session_keeps_running(provider: &'static str) {
         );
         assert_eq!(outcome.answer.as_deref(), Some("It is sunny."));
     }
+    // The store was never cut.
+    let stored = store.history("long").await.unwrap();
+    assert_eq!(stored.len(), STORED + TURNS * 4, "{provider}");
     let seen = seen.lock().unwrap();
     assert!(seen.broken.is_empty(), "{provider}: {:?}", seen.broken);
     // One refusal (the whole session, before the window was known), then
@@ -367,9 +370,6 @@ async fn long_session_keeps_running(provider: &'static str) {
         .filter(|w| w[1] + LIMIT / 5 < w[0])
         .count();
     assert!(again >= 1, "{provider}: {accepted:?}");
-    // The store was never cut.
-    let stored = store.history("long").await.unwrap();
-    assert_eq!(stored.len(), STORED + TURNS * 4, "{provider}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,198 @@
+//! What a step costs on a long session once compaction is active: an
+//! agent turn (a tool call, its result, the answer: two model calls) on
+//! a session of N = 1,000 and N = 100,000 stored messages, with a context
+//! window small enough that both are compacted (to about 3,000 tokens).
+//! Each model call is a real `ClaudeLlm` building its request in full,
+//! with its prefix cache (dropped by a [`Sink`]); then the turn comes
+//! from a script.
+//!
+//! Sessions are prefilled in a `MemoryStore` and each warmed by two
+//! untimed turns (the first loads the whole history and compacts
+//! it, which is once per process); then at most [`TURNS_PER_SESSION`]
+//! timed turns (or N/10, four messages each) run before a fresh session:
+//! N grows from 1,000 to at most 2,000, and from 100,000 to at most
+//! 140,000.
+//! The ratio printed at the end is the step's cost at 100,000 over its
+//! cost at 1,000, from this run's medians.
+//!
+//! Run with `cargo bench -p kesoku-bench --bench compaction -- --warm-up-time 1 --measurement-time 5`.
+
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, SamplingMode};
+use kesoku::agent::Compaction;
+use kesoku::llm::{Agent, ClaudeLlm, Llm, ScriptedLlm, TurnStatus};
+use kesoku::store::{MemoryStore, MessageLog as _, Store};
+use kesoku::{
+    DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
+};
+use kesoku_bench::{Encoded, Sink};
+use serde_json::json;
+
+/// Timed turns per session, at least: N grows by four messages a turn.
+const TURNS_PER_SESSION: u64 = 250;
+/// The tokens a request may hold beyond the reply's room.
+const USABLE: u64 = 6_000;
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+fn model() -> ScriptedLlm {
+    ScriptedLlm::from_json(json!([
+        {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}]},
+        {"text": "It will be sunny in Paris."}
+    ]))
+    .expect("a valid script")
+    .per_prompt()
+}
+
+fn registry() -> Arc<ToolRegistry> {
+    let mut tools = ToolRegistry::new();
+    let tool = DynamicTool::new(
+        "get_weather",
+        "Reports the weather.",
+        json!({
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city."}},
+            "required": ["city"],
+            "additionalProperties": false
+        }),
+        |args, _| async move {
+            Ok(ToolOutput::new(
+                json!({"sky": "sunny", "city": args["city"].clone()}),
+            ))
+        },
+    )
+    .expect("a valid tool");
+    tools.register(tool).expect("one tool");
+    Arc::new(tools)
+}
+
+/// `n` stored messages of past rounds (question, call, result, answer).
+fn history(session: &str, n: usize) -> Vec<Message> {
+    let mut out = Vec::with_capacity(n);
+    for round in 0..n / 4 {
+        let request = ToolRequest::new(
+            format!("call_{round}"),
+            "get_weather",
+            json!({"city": format!("city {round}")}),
+        );
+        let call = Message::tool_call(session, &request);
+        let mut result = Message::new(
+            session,
+            Role::Tool,
+            MessageType::ToolResult,
+            format!("sunny in city {round}"),
+        )
+        .with_parent(call.id.clone())
+        .with_status(Status::Responded);
+        result
+            .metadata
+            .insert(keys::CALL_ID.into(), request.id.clone().into());
+        result
+            .metadata
+            .insert(keys::TOOL_NAME.into(), request.name.into());
+        let question = Message::new(
+            session,
+            Role::User,
+            MessageType::Text,
+            format!("Weather in city {round}?"),
+        )
+        .with_status(Status::Processed);
+        let answer = Message::new(
+            session,
+            Role::Assistant,
+            MessageType::Text,
+            format!("It is sunny in city {round}."),
+        );
+        out.extend([question, call, result, answer]);
+    }
+    out
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+fn steps(c: &mut Criterion) {
+    let rt = runtime();
+    let tools = registry();
+    let claude: Arc<dyn Llm> = Arc::new(ClaudeLlm::new("k").with_transport(Sink::new("claude")));
+    let mut group = c.benchmark_group("compaction");
+    group.sample_size(10).sampling_mode(SamplingMode::Flat);
+    for n in [1_000_usize, 100_000] {
+        // One agent and store for every batch, a fresh session every
+        // `chunk` turns: prefilled and warmed untimed.
+        let store = Arc::new(MemoryStore::new());
+        let agent = Agent::builder(Encoded {
+            backend: Arc::clone(&claude),
+            script: model(),
+        })
+        .registry(Arc::clone(&tools))
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .max_steps(2)
+        .context_window(USABLE + 4_096)
+        .compaction(Compaction::DropOldestTurns)
+        .build()
+        .expect("an agent");
+        // A tenth of N at most: N grows by at most 40%.
+        let chunk = TURNS_PER_SESSION.max(n as u64 / 10);
+        let mut session = String::new();
+        let mut played = chunk;
+        group.bench_function(format!("step_at_{n}"), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut timed = Duration::ZERO;
+                    for _ in 0..iters {
+                        if played == chunk {
+                            session = format!("long-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+                            for m in history(&session, n) {
+                                store.insert(&m).await.expect("prefill");
+                            }
+                            for _ in 0..2 {
+                                agent.send(&session, "And in Lyon?").await.expect("a turn");
+                            }
+                            played = 0;
+                        }
+                        played += 1;
+                        let start = Instant::now();
+                        let outcome = agent.send(&session, "And in Paris?").await.expect("a turn");
+                        timed += start.elapsed();
+                        assert_eq!(outcome.status, TurnStatus::Completed);
+                    }
+                    // Two model calls, two steps, per turn.
+                    timed / 2
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
+fn summary() {
+    let median = |id: &str| kesoku_bench::median_ns("compaction", id);
+    if let (Some(small), Some(large)) = (median("step_at_1000"), median("step_at_100000")) {
+        println!(
+            "\ncompaction (medians, µs per step): N = 1,000: {:.1} | N = 100,000: {:.1} | ratio {:.2}×",
+            small / 1e3,
+            large / 1e3,
+            large / small
+        );
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .output_directory(&kesoku_bench::criterion_dir())
+        .configure_from_args();
+    steps(&mut c);
+    c.final_summary();
+    summary();
+}
