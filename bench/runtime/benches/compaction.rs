@@ -25,13 +25,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
 use kesoku::agent::Compaction;
-use kesoku::llm::{Agent, ClaudeLlm, Llm, ScriptedLlm, TurnStatus};
+use kesoku::llm::{Agent, ClaudeLlm, Llm, TurnStatus};
 use kesoku::store::{MemoryStore, MessageLog as _, Store};
-use kesoku::{
-    DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
-};
 use kesoku_bench::{Encoded, Sink};
-use serde_json::json;
 
 /// Timed turns per session, at least: N grows by four messages a turn.
 const TURNS_PER_SESSION: u64 = 250;
@@ -39,79 +35,6 @@ const TURNS_PER_SESSION: u64 = 250;
 const USABLE: u64 = 6_000;
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn model() -> ScriptedLlm {
-    ScriptedLlm::from_json(json!([
-        {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}]},
-        {"text": "It will be sunny in Paris."}
-    ]))
-    .expect("a valid script")
-    .per_prompt()
-}
-
-fn registry() -> Arc<ToolRegistry> {
-    let mut tools = ToolRegistry::new();
-    let tool = DynamicTool::new(
-        "get_weather",
-        "Reports the weather.",
-        json!({
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city."}},
-            "required": ["city"],
-            "additionalProperties": false
-        }),
-        |args, _| async move {
-            Ok(ToolOutput::new(
-                json!({"sky": "sunny", "city": args["city"].clone()}),
-            ))
-        },
-    )
-    .expect("a valid tool");
-    tools.register(tool).expect("one tool");
-    Arc::new(tools)
-}
-
-/// `n` stored messages of past rounds (question, call, result, answer).
-fn history(session: &str, n: usize) -> Vec<Message> {
-    let mut out = Vec::with_capacity(n);
-    for round in 0..n / 4 {
-        let request = ToolRequest::new(
-            format!("call_{round}"),
-            "get_weather",
-            json!({"city": format!("city {round}")}),
-        );
-        let call = Message::tool_call(session, &request);
-        let mut result = Message::new(
-            session,
-            Role::Tool,
-            MessageType::ToolResult,
-            format!("sunny in city {round}"),
-        )
-        .with_parent(call.id.clone())
-        .with_status(Status::Responded);
-        result
-            .metadata
-            .insert(keys::CALL_ID.into(), request.id.clone().into());
-        result
-            .metadata
-            .insert(keys::TOOL_NAME.into(), request.name.into());
-        let question = Message::new(
-            session,
-            Role::User,
-            MessageType::Text,
-            format!("Weather in city {round}?"),
-        )
-        .with_status(Status::Processed);
-        let answer = Message::new(
-            session,
-            Role::Assistant,
-            MessageType::Text,
-            format!("It is sunny in city {round}."),
-        );
-        out.extend([question, call, result, answer]);
-    }
-    out
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -123,7 +46,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn steps(c: &mut Criterion) {
     let rt = runtime();
-    let tools = registry();
+    let tools = kesoku_bench::weather_tools();
     let claude: Arc<dyn Llm> = Arc::new(ClaudeLlm::new("k").with_transport(Sink::new("claude")));
     let mut group = c.benchmark_group("compaction");
     group.sample_size(10).sampling_mode(SamplingMode::Flat);
@@ -133,7 +56,7 @@ fn steps(c: &mut Criterion) {
         let store = Arc::new(MemoryStore::new());
         let agent = Agent::builder(Encoded {
             backend: Arc::clone(&claude),
-            script: model(),
+            script: kesoku_bench::weather_script(),
         })
         .registry(Arc::clone(&tools))
         .store(Arc::clone(&store) as Arc<dyn Store>)
@@ -153,7 +76,7 @@ fn steps(c: &mut Criterion) {
                     for _ in 0..iters {
                         if played == chunk {
                             session = format!("long-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-                            for m in history(&session, n) {
+                            for m in kesoku_bench::weather_rounds(&session, n) {
                                 store.insert(&m).await.expect("prefill");
                             }
                             for _ in 0..2 {

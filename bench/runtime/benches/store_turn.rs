@@ -30,13 +30,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
-use kesoku::llm::{Agent, ClaudeLlm, Llm, ScriptedLlm, TurnStatus};
+use kesoku::llm::{Agent, ClaudeLlm, Llm, TurnStatus};
 use kesoku::store::{MemoryStore, SqliteStore, Store};
-use kesoku::{
-    DynamicTool, Message, MessageType, Role, Status, ToolOutput, ToolRegistry, ToolRequest, keys,
-};
 use kesoku_bench::{Encoded, Sink};
-use serde_json::json;
 
 /// The session's length when its timed turns start.
 const MESSAGES: usize = 1_000;
@@ -51,84 +47,6 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 
 fn session_id() -> String {
     format!("turn-{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// Each prompt: one call of `get_weather`, then the answer.
-fn model() -> ScriptedLlm {
-    ScriptedLlm::from_json(json!([
-        {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}]},
-        {"text": "It will be sunny in Paris."}
-    ]))
-    .expect("a valid script")
-    .per_prompt()
-}
-
-fn registry() -> Arc<ToolRegistry> {
-    let mut tools = ToolRegistry::new();
-    let tool = DynamicTool::new(
-        "get_weather",
-        "Reports the weather.",
-        json!({
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city."}},
-            "required": ["city"],
-            "additionalProperties": false
-        }),
-        |args, _| async move {
-            Ok(ToolOutput::new(
-                json!({"sky": "sunny", "city": args["city"].clone()}),
-            ))
-        },
-    )
-    .expect("a valid tool");
-    tools.register(tool).expect("one tool");
-    Arc::new(tools)
-}
-
-/// `n` stored messages of past rounds (question, call, result, answer),
-/// every call answered.
-fn history(session: &str, n: usize) -> Vec<Message> {
-    let mut out = Vec::with_capacity(n);
-    let mut round = 0;
-    while out.len() < n {
-        let request = ToolRequest::new(
-            format!("call_{round}"),
-            "get_weather",
-            json!({"city": format!("city {round}")}),
-        );
-        let call = Message::tool_call(session, &request);
-        let mut result = Message::new(
-            session,
-            Role::Tool,
-            MessageType::ToolResult,
-            format!("sunny in city {round}"),
-        )
-        .with_parent(call.id.clone())
-        .with_status(Status::Responded);
-        result
-            .metadata
-            .insert(keys::CALL_ID.into(), request.id.clone().into());
-        result
-            .metadata
-            .insert(keys::TOOL_NAME.into(), request.name.into());
-        let question = Message::new(
-            session,
-            Role::User,
-            MessageType::Text,
-            format!("Weather in city {round}?"),
-        )
-        .with_status(Status::Processed);
-        let answer = Message::new(
-            session,
-            Role::Assistant,
-            MessageType::Text,
-            format!("It is sunny in city {round}."),
-        );
-        out.extend([question, call, result, answer]);
-        round += 1;
-    }
-    out.truncate(n - n % 4);
-    out
 }
 
 #[derive(Clone, Copy)]
@@ -156,7 +74,7 @@ impl Kind {
             let ids = ids.clone();
             async move {
                 for session in &ids {
-                    for m in history(session, MESSAGES - 4 * WARM_TURNS) {
+                    for m in kesoku_bench::weather_rounds(session, MESSAGES - 4 * WARM_TURNS) {
                         store.insert(&m).await.expect("prefill");
                     }
                 }
@@ -209,7 +127,7 @@ async fn warm_up(agent: &Agent, session: &str) {
 
 fn turns(c: &mut Criterion) {
     let rt = runtime();
-    let tools = registry();
+    let tools = kesoku_bench::weather_tools();
     // Shared by every agent, so its lowered schemas stay cached as in a
     // long-lived agent.
     let claude: Arc<dyn Llm> = Arc::new(ClaudeLlm::new("k").with_transport(Sink::new("claude")));
@@ -234,10 +152,10 @@ fn turns(c: &mut Criterion) {
                 let builder = if encoding {
                     Agent::builder(Encoded {
                         backend: Arc::clone(&claude),
-                        script: model(),
+                        script: kesoku_bench::weather_script(),
                     })
                 } else {
-                    Agent::builder(model())
+                    Agent::builder(kesoku_bench::weather_script())
                 };
                 let agent = builder
                     .registry(Arc::clone(&tools))

@@ -101,3 +101,92 @@ impl<L: kesoku::llm::Llm> kesoku::llm::Llm for Encoded<L> {
         })
     }
 }
+
+/// The script of the store and compaction benches' model: for each
+/// prompt, one call of `get_weather`, then the answer.
+///
+/// # Panics
+/// Never: the script is a constant.
+#[must_use]
+pub fn weather_script() -> kesoku::llm::ScriptedLlm {
+    kesoku::llm::ScriptedLlm::from_json(serde_json::json!([
+        {"tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}]},
+        {"text": "It will be sunny in Paris."}
+    ]))
+    .expect("a valid script")
+    .per_prompt()
+}
+
+/// A registry of the one tool [`weather_script`] calls.
+///
+/// # Panics
+/// Never: the tool is a constant.
+#[must_use]
+pub fn weather_tools() -> std::sync::Arc<kesoku::ToolRegistry> {
+    use serde_json::json;
+    let mut tools = kesoku::ToolRegistry::new();
+    let tool = kesoku::DynamicTool::new(
+        "get_weather",
+        "Reports the weather.",
+        json!({
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city."}},
+            "required": ["city"],
+            "additionalProperties": false
+        }),
+        |args, _| async move {
+            Ok(kesoku::ToolOutput::new(
+                json!({"sky": "sunny", "city": args["city"].clone()}),
+            ))
+        },
+    )
+    .expect("a valid tool");
+    tools.register(tool).expect("one tool");
+    std::sync::Arc::new(tools)
+}
+
+/// `n` stored messages (rounded down to a multiple of four) of past
+/// rounds of session `session`: question, call, result, answer; every
+/// call answered.
+#[must_use]
+pub fn weather_rounds(session: &str, n: usize) -> Vec<kesoku::Message> {
+    use kesoku::{Message, MessageType, Role, Status, ToolRequest, keys};
+    let mut out = Vec::with_capacity(n);
+    for round in 0..n / 4 {
+        let request = ToolRequest::new(
+            format!("call_{round}"),
+            "get_weather",
+            serde_json::json!({"city": format!("city {round}")}),
+        );
+        let call = Message::tool_call(session, &request);
+        let mut result = Message::new(
+            session,
+            Role::Tool,
+            MessageType::ToolResult,
+            format!("sunny in city {round}"),
+        )
+        .with_parent(call.id.clone())
+        .with_status(Status::Responded);
+        result
+            .metadata
+            .insert(keys::CALL_ID.into(), request.id.clone().into());
+        result
+            .metadata
+            .insert(keys::TOOL_NAME.into(), request.name.into());
+        let question = Message::new(
+            session,
+            Role::User,
+            MessageType::Text,
+            format!("Weather in city {round}?"),
+        )
+        .with_status(Status::Processed);
+        let answer = Message::new(
+            session,
+            Role::Assistant,
+            MessageType::Text,
+            format!("It is sunny in city {round}."),
+        );
+        out.extend([question, call, result, answer]);
+    }
+    out
+}
