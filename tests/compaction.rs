@@ -44,11 +44,15 @@ struct Seen {
     requests: Vec<(u64, bool)>,
     /// Pairing rules a request broke.
     broken: Vec<String>,
+    /// How many messages each request held.
+    sizes: Vec<usize>,
 }
 
 struct Provider {
     name: &'static str,
     seen: Arc<Mutex<Seen>>,
+    /// Refuses without naming a size (as OpenAI's newer wording does).
+    sizeless: bool,
 }
 
 impl Respond for Provider {
@@ -56,9 +60,21 @@ impl Respond for Provider {
         let tokens = count(&request.body);
         let body: Value = serde_json::from_slice(&request.body).expect("a JSON request");
         let mut seen = self.seen.lock().unwrap();
+        let messages = body
+            .get("messages")
+            .or_else(|| body.get("contents"))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        seen.sizes.push(messages);
         if tokens > LIMIT {
             seen.requests.push((tokens, true));
-            return ResponseTemplate::new(400).set_body_json(refusal(self.name, tokens));
+            let body = if self.sizeless {
+                json!({"error": {"message": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+                    "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}})
+            } else {
+                refusal(self.name, tokens)
+            };
+            return ResponseTemplate::new(400).set_body_json(body);
         }
         seen.requests.push((tokens, false));
         if self.name == "anthropic" {
@@ -102,7 +118,9 @@ fn ends_on_results(provider: &str, body: &Value) -> bool {
         "anthropic" => body["messages"].as_array().unwrap().last().unwrap()["content"]
             .as_array()
             .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result")),
-        "openai" => body["messages"].as_array().unwrap().last().unwrap()["role"] == "tool",
+        "openai" | "openai-sizeless" => {
+            body["messages"].as_array().unwrap().last().unwrap()["role"] == "tool"
+        }
         _ => body["contents"].as_array().unwrap().last().unwrap()["parts"]
             .as_array()
             .is_some_and(|p| p.iter().any(|p| p.get("functionResponse").is_some())),
@@ -215,6 +233,7 @@ async fn long_session_keeps_running(provider: &'static str) {
         .respond_with(Provider {
             name: provider,
             seen: Arc::clone(&seen),
+            sizeless: false,
         })
         .mount(&server)
         .await;
@@ -310,6 +329,7 @@ async fn a_summary_is_asked_once_stored_and_views_start_from_it() {
         .respond_with(Provider {
             name: "anthropic",
             seen: Arc::clone(&seen),
+            sizeless: false,
         })
         .mount(&server)
         .await;
@@ -369,4 +389,108 @@ async fn a_summary_is_asked_once_stored_and_views_start_from_it() {
         "{:?}",
         seen.requests
     );
+}
+
+/// A running turn that alone passes the budget is not summarized again
+/// at each step: only what lies before it is, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_larger_than_the_budget_is_not_summarized_step_after_step() {
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Provider {
+            name: "anthropic",
+            seen: Arc::clone(&seen),
+            sizeless: false,
+        })
+        .mount(&server)
+        .await;
+    let store = Arc::new(MemoryStore::new());
+    for m in history("s", 200) {
+        store.insert(&m).await.unwrap();
+    }
+    let agent = Agent::builder(ClaudeLlm::new("k").with_base_url(server.uri()))
+        .model("m")
+        .registry(registry())
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .streaming(false)
+        // Less room than the tool's report alone takes.
+        .context_window(4_096 + 900)
+        .compaction(Compaction::Summarize)
+        .build()
+        .unwrap();
+    // A prompt that alone passes the budget: the first step drops every
+    // turn before it, with a summary; the second finds nothing else.
+    let prompt = format!("One more? {}", "Please look again. ".repeat(250));
+    let outcome = agent.send("s", &prompt).await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    let stored = store.history("s").await.unwrap();
+    let summaries = stored
+        .iter()
+        .filter(|m| m.metadata.contains_key(keys::SUMMARY))
+        .count();
+    assert_eq!(summaries, 1, "summarized once, before the running turn");
+    assert_eq!(seen.lock().unwrap().summaries, 1);
+}
+
+/// A refusal that names no size guesses a window for the one request
+/// asked again, and keeps nothing: here a picture counted far below what
+/// the provider counts made the guess tiny, and another session's view,
+/// which fits, is still sent whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_naming_no_size_does_not_shrink_other_sessions() {
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Provider {
+            name: "openai",
+            seen: Arc::clone(&seen),
+            sizeless: true,
+        })
+        .mount(&server)
+        .await;
+    let store = Arc::new(MemoryStore::new());
+    let mut picture = Message::new(
+        "a",
+        Role::User,
+        MessageType::Text,
+        "What is in this picture?",
+    )
+    .with_status(Status::Processed);
+    picture.metadata.insert(
+        keys::CONTENT_BLOCKS.into(),
+        json!([{"type": "image", "mime_type": "image/png", "data": "iVBORw0KGgo".repeat(20_000)}]),
+    );
+    store.insert(&picture).await.unwrap();
+    store
+        .insert(&Message::new(
+            "a",
+            Role::Assistant,
+            MessageType::Text,
+            "A cat.",
+        ))
+        .await
+        .unwrap();
+    for m in history("b", 300) {
+        store.insert(&m).await.unwrap();
+    }
+    let agent = Agent::builder(OpenAiLlm::new("k").with_base_url(server.uri()))
+        .model("m")
+        .registry(registry())
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .streaming(false)
+        .build()
+        .unwrap();
+    let outcome = agent.send("a", "And now?").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    let outcome = agent.send("b", "And now?").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    let seen = seen.lock().unwrap();
+    let refused = seen.requests.iter().filter(|r| r.1).count();
+    assert_eq!(refused, 1, "{:?}", seen.requests);
+    assert!(seen.broken.is_empty(), "{:?}", seen.broken);
+    // Session b's first request held its 300 messages and the prompt.
+    assert_eq!(seen.sizes.len(), seen.requests.len());
+    let b_first = seen.sizes[seen.sizes.len() - 2];
+    assert!(b_first > 300, "session b was sent {b_first} messages");
 }

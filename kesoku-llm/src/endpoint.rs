@@ -303,12 +303,14 @@ type Sizes = (Option<u64>, Option<u64>);
 /// - Gemini (`INVALID_ARGUMENT`): `The input token count (1200293) exceeds
 ///   the maximum number of tokens allowed (1048576).`
 fn overflow(code: Option<&str>, message: &str) -> Option<Sizes> {
+    // A number as a provider writes it, thousands grouped or not.
     let number_after = |marker: &str| -> Option<u64> {
         let rest = &message[message.find(marker)? + marker.len()..];
         let digits: String = rest
             .trim_start_matches([' ', '('])
             .chars()
-            .take_while(char::is_ascii_digit)
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .filter(char::is_ascii_digit)
             .collect();
         digits.parse().ok()
     };
@@ -320,6 +322,19 @@ fn overflow(code: Option<&str>, message: &str) -> Option<Sizes> {
                 .next()
                 .and_then(|n| n.parse().ok())
         });
+        return Some((tokens, limit));
+    }
+    // Anthropic, when the input fits but not with the reply's room:
+    // `input length and `max_tokens` exceed context limit: 187254 + 20000
+    // > 200000, decrease input length or `max_tokens` and try again`.
+    if let Some(at) = message.find("exceed context limit:") {
+        let sizes = &message[at + "exceed context limit:".len()..];
+        let mut numbers = sizes
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|n| !n.is_empty())
+            .filter_map(|n| n.parse::<u64>().ok());
+        let (input, room, limit) = (numbers.next(), numbers.next(), numbers.next());
+        let tokens = input.zip(room).map(|(a, b)| a.saturating_add(b));
         return Some((tokens, limit));
     }
     if message.starts_with("The input token count") {
@@ -382,7 +397,7 @@ mod tests {
     /// one variant holding the sizes it named; other 400s are not.
     #[test]
     fn each_providers_context_refusal_is_an_overflow_with_its_sizes() {
-        let cases: [(&'static str, &[u8], Sizes); 5] = [
+        let cases: [(&'static str, &[u8], Sizes); 7] = [
             (
                 "Claude",
                 br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 209353 tokens > 199999 maximum"}}"#,
@@ -402,6 +417,16 @@ mod tests {
                 "OpenAI",
                 br#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#,
                 (None, None),
+            ),
+            (
+                "Claude",
+                br#"{"type":"error","error":{"type":"invalid_request_error","message":"input length and `max_tokens` exceed context limit: 187254 + 20000 > 200000, decrease input length or `max_tokens` and try again"}}"#,
+                (Some(207_254), Some(200_000)),
+            ),
+            (
+                "Gemini",
+                br#"{"error":{"code":400,"message":"The input token count (1,200,293) exceeds the maximum number of tokens allowed (1,048,576).","status":"INVALID_ARGUMENT"}}"#,
+                (Some(1_200_293), Some(1_048_576)),
             ),
             (
                 "Gemini",

@@ -104,23 +104,36 @@ impl WireFormat for ChatCompletions {
     const NAME: &'static str = PROVIDER;
     const DEFAULT_BASE_URL: &'static str = OpenAiLlm::DEFAULT_BASE_URL;
     const DEFAULT_MODEL: &'static str = "gpt-4.1";
-    // The input a request may hold: the window less the output the model
-    // may write, where the two share it (GPT-5: 400,000, of which 128,000
-    // output).
+    // The input a request may hold, for the names OpenAI documents; the
+    // more specific first. GPT-5's 400,000 are shared with up to 128,000
+    // of output: 272,000 of input. Any other name (a compatible server's
+    // model, a new family) is not guessed.
     fn context_window(model: &str) -> Option<u64> {
-        let families: [(&str, u64); 10] = [
+        const FAMILIES: [(&str, u64); 16] = [
             ("gpt-4.1", 1_047_576),
             ("gpt-4.5", 128_000),
-            ("gpt-5", 272_000),
             ("gpt-4o", 128_000),
             ("gpt-4-turbo", 128_000),
+            ("gpt-4-0125-preview", 128_000),
+            ("gpt-4-1106-preview", 128_000),
+            ("gpt-4-vision-preview", 128_000),
+            ("gpt-4-32k", 32_768),
+            ("gpt-5-chat", 128_000),
+            ("gpt-5", 272_000),
+            ("o1-mini", 128_000),
+            ("o1-preview", 128_000),
             ("o1", 200_000),
             ("o3", 200_000),
-            ("o4", 200_000),
-            ("gpt-3.5-turbo", 16_385),
-            ("gpt-4", 8_192),
+            ("o4-mini", 200_000),
+            ("gpt-3.5-turbo-instruct", 4_096),
         ];
-        families
+        if matches!(model, "gpt-4" | "gpt-4-0613" | "gpt-4-0314") {
+            return Some(8_192);
+        }
+        if model.starts_with("gpt-3.5-turbo") && !model.contains("instruct") {
+            return Some(16_385);
+        }
+        FAMILIES
             .iter()
             .find(|(family, _)| model.starts_with(family))
             .map(|&(_, tokens)| tokens)

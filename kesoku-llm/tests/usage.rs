@@ -177,3 +177,36 @@ async fn each_provider_s_context_refusal_is_one_typed_error_sent_once() {
         );
     }
 }
+
+/// The windows each backend knows, by the names its provider documents;
+/// none for a name it does not know (a compatible server's model).
+#[test]
+fn each_backend_knows_its_model_families_windows() {
+    let openai = OpenAiLlm::new("k");
+    for (model, window) in [
+        ("gpt-4.1-mini", Some(1_047_576)),
+        ("gpt-4o-2024-08-06", Some(128_000)),
+        ("gpt-4-turbo-2024-04-09", Some(128_000)),
+        ("gpt-4-0125-preview", Some(128_000)),
+        ("gpt-4-32k", Some(32_768)),
+        ("gpt-4", Some(8_192)),
+        ("gpt-4-0613", Some(8_192)),
+        ("gpt-5", Some(272_000)),
+        ("gpt-5-chat-latest", Some(128_000)),
+        ("o1-mini", Some(128_000)),
+        ("o3-mini", Some(200_000)),
+        ("gpt-3.5-turbo-0125", Some(16_385)),
+        ("gpt-3.5-turbo-instruct", Some(4_096)),
+        ("llama3.1:8b", None),
+        ("gpt-4-something-new", None),
+    ] {
+        assert_eq!(openai.context_window(model), window, "{model}");
+    }
+    let claude = ClaudeLlm::new("k");
+    assert_eq!(claude.context_window("claude-opus-4-1"), Some(200_000));
+    assert_eq!(claude.context_window("m"), None);
+    let gemini = GeminiLlm::new("k");
+    assert_eq!(gemini.context_window("gemini-1.5-pro-002"), Some(2_097_152));
+    assert_eq!(gemini.context_window("gemini-2.5-flash"), Some(1_048_576));
+    assert_eq!(gemini.context_window("gemma-3"), None);
+}

@@ -24,6 +24,8 @@ pub(crate) const ESTIMATE: &str = "request_estimate";
 const MEDIA_TOKENS: u64 = 1_600;
 /// What each message costs beyond its text (role, framing, ids).
 const MESSAGE_TOKENS: u64 = 8;
+/// The smallest estimate a provider's count calibrates.
+const CALIBRATE_FROM: u64 = 1_000;
 
 /// When the estimated request passes this share of the window (less the
 /// reply's room), the view is compacted...
@@ -86,7 +88,9 @@ fn json_len(value: &serde_json::Value) -> u64 {
 pub(crate) fn calibration(m: &Message) -> Option<f64> {
     let counted = Usage::of(m)?.input_tokens;
     let estimated = m.metadata.get(ESTIMATE)?.as_u64()?;
-    if counted == 0 || estimated == 0 {
+    // A small request's count is mostly what the provider adds itself
+    // (its own instructions for tools): it says little of the messages.
+    if counted == 0 || estimated < CALIBRATE_FROM {
         return None;
     }
     #[allow(clippy::cast_precision_loss)] // Token counts, far below 2^52.
@@ -263,6 +267,8 @@ pub struct Compacted {
     pub keep_from: usize,
     /// A summary of what is dropped, stored and shown to the model first.
     pub summary: Option<String>,
+    /// The tokens making the summary cost, stored with it.
+    pub usage: Usage,
 }
 
 impl Compacted {
@@ -272,6 +278,7 @@ impl Compacted {
         Compacted {
             keep_from: index,
             summary: None,
+            usage: Usage::default(),
         }
     }
 
@@ -279,6 +286,14 @@ impl Compacted {
     #[must_use]
     pub fn with_summary(mut self, summary: impl Into<String>) -> Self {
         self.summary = Some(summary.into());
+        self
+    }
+
+    /// Builder: the tokens making the summary cost (counted in
+    /// [`Agent::usage`](super::Agent::usage)).
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
         self
     }
 }
@@ -292,8 +307,10 @@ impl CompactionStrategy for DropOldest {
     }
 }
 
-/// The most of a dropped message a summary request quotes.
+/// The most of a dropped message a summary request quotes...
 const QUOTE_BYTES: usize = 2_000;
+/// ...and so the most tokens it costs there.
+const QUOTE_TOKENS: u64 = QUOTE_BYTES as u64 / 2;
 
 /// [`Compaction::Summarize`]: the kept turns take most of the target, the
 /// summary the rest; the model is sent the dropped turns as a transcript
@@ -306,7 +323,9 @@ impl CompactionStrategy for Summarize {
         Box::pin(async move {
             let keep_from = request.keep_fitting(request.target / 10 * 7);
             let lead = lead(request.messages);
-            if keep_from <= lead {
+            // Nothing to summarize but an earlier summary: not asked again.
+            let first = lead + usize::from(request.messages.get(lead).is_some_and(is_summary));
+            if keep_from <= first {
                 return Ok(Compacted::keep_from(keep_from));
             }
             // The latest dropped messages that fit half the target, read
@@ -315,9 +334,11 @@ impl CompactionStrategy for Summarize {
             let dropped = &request.messages[lead..keep_from];
             let mut budget = request.target / 2;
             let mut first = dropped.len();
-            while first > 0 && request.tokens[lead + first - 1] <= budget {
+            // Each costs at most what is quoted of it.
+            let quoted = |i: usize| request.tokens[lead + i].min(QUOTE_TOKENS);
+            while first > 0 && quoted(first - 1) <= budget {
                 first -= 1;
-                budget -= request.tokens[lead + first];
+                budget -= quoted(first);
             }
             let mut transcript = String::new();
             if let Some(earlier) = dropped[..first].iter().find(|m| is_summary(m)) {
@@ -345,7 +366,9 @@ impl CompactionStrategy for Summarize {
                 .llm
                 .complete(request.session, &ask, &[], &options)
                 .await?;
-            Ok(Compacted::keep_from(keep_from).with_summary(turn.text))
+            Ok(Compacted::keep_from(keep_from)
+                .with_summary(turn.text)
+                .with_usage(turn.usage))
         })
     }
 }
@@ -378,4 +401,92 @@ fn quote(out: &mut String, m: &Message) {
     }
     let more = if cut < text.len() { " […]" } else { "" };
     let _ = writeln!(out, "{who}: {}{more}", &text[..cut]);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use kesoku_core::{Message, MessageType, Role, ToolRequest};
+    use kesoku_llm::{AssistantTurn, Llm, LlmError, LlmFuture, LlmOptions, ToolDeclaration};
+    use serde_json::json;
+
+    use super::{CompactionRequest, CompactionStrategy, Summarize, estimate, turn_starts};
+
+    /// A model that keeps what it is asked and answers a summary.
+    #[derive(Default)]
+    struct Keeps(Mutex<String>);
+
+    impl Llm for Keeps {
+        fn provider(&self) -> &'static str {
+            "keeps"
+        }
+
+        fn complete<'a>(
+            &'a self,
+            session_id: &'a str,
+            messages: &'a [Message],
+            _tools: &'a [ToolDeclaration],
+            _options: &'a LlmOptions,
+        ) -> LlmFuture<'a, Result<AssistantTurn, LlmError>> {
+            *self.0.lock().unwrap() = messages[0].content.clone();
+            Box::pin(async move { Ok(AssistantTurn::new(session_id, "keeps", "SUMMARY", [])) })
+        }
+    }
+
+    /// A big tool result among the turns dropped does not end the
+    /// transcript: each is quoted in part, and costs what is quoted.
+    #[test]
+    fn a_summary_request_quotes_every_dropped_message_in_part() {
+        let call = Message::tool_call("s", &ToolRequest::new("c1", "fetch", json!({"url": "x"})));
+        let mut view = vec![
+            Message::new("s", Role::User, MessageType::Text, "What do the pages say?"),
+            call.clone(),
+            Message::new("s", Role::Tool, MessageType::ToolResult, "x".repeat(40_000))
+                .with_parent(&call.id),
+            Message::new("s", Role::Assistant, MessageType::Text, "They say x."),
+        ];
+        for n in 0..3 {
+            view.push(Message::new(
+                "s",
+                Role::User,
+                MessageType::Text,
+                format!("Then {n}?"),
+            ));
+            view.push(Message::new(
+                "s",
+                Role::Assistant,
+                MessageType::Text,
+                "y".repeat(2_000),
+            ));
+        }
+        let current = view.len() - 2;
+        let tokens: Vec<u64> = view.iter().map(estimate).collect();
+        let turns = turn_starts(&view, current);
+        let model = Keeps::default();
+        let options = LlmOptions::new("m");
+        let request = CompactionRequest {
+            session: "s",
+            messages: &view,
+            tokens: &tokens,
+            turns: &turns,
+            target: 3_000,
+            llm: &model,
+            options: &options,
+        };
+        let chosen = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(Summarize.compact(request))
+            .unwrap();
+        assert!(chosen.keep_from >= 4, "the big turn is dropped: {chosen:?}");
+        assert_eq!(chosen.summary.as_deref(), Some("SUMMARY"));
+        let asked = model.0.lock().unwrap().clone();
+        assert!(asked.contains("user: What do the pages say?"), "{asked}");
+        assert!(asked.contains("tool call: fetch("), "{asked}");
+        assert!(asked.contains("tool result: xxx"), "{asked}");
+        assert!(asked.contains("[…]"), "the result is cut: {asked}");
+        assert!(asked.contains("assistant: They say x."), "{asked}");
+        assert!(asked.len() < 12_000, "{} bytes asked", asked.len());
+    }
 }

@@ -42,14 +42,17 @@ fn window(shared: &Shared) -> Option<u64> {
 }
 
 /// Compacts `view` if a request of it and `overhead` would pass
-/// [`COMPACT_AT`] of the window, or at once when `force`d; the summary to
-/// post, if the strategy made one. The turn of `prompt` is kept whole.
+/// [`COMPACT_AT`] of the window, or at once when `force`d (after a
+/// refusal; with `guess`, a window for this request alone when the
+/// refusal named no size); the summary to post, if the strategy made
+/// one. The turn of `prompt` is kept whole.
 pub(crate) async fn fit(
     shared: &Shared,
     view: &mut View,
     prompt: &Message,
     overhead: u64,
     force: bool,
+    guess: Option<u64>,
 ) -> Option<Message> {
     let strategy: &dyn CompactionStrategy = match &shared.compaction {
         Compaction::Off => return None,
@@ -57,7 +60,11 @@ pub(crate) async fn fit(
         Compaction::Summarize => &Summarize,
         Compaction::Custom(strategy) => &**strategy,
     };
-    let usable = window(shared)?.saturating_sub(u64::from(shared.options.max_tokens));
+    let window = match (window(shared), guess) {
+        (Some(known), Some(guess)) => Some(known.min(guess)),
+        (known, guess) => known.or(guess),
+    };
+    let usable = window?.saturating_sub(u64::from(shared.options.max_tokens));
     let (estimate, _) = view.estimate(overhead);
     if !force && share(estimate) <= share(usable) * COMPACT_AT {
         return None;
@@ -91,7 +98,10 @@ pub(crate) async fn fit(
         .copied()
         .find(|&t| t <= chosen.keep_from)
         .unwrap_or(lead);
-    if keep_from <= lead {
+    // Dropping only an earlier summary would summarize the summary, step
+    // after step, when the running turn alone passes the budget.
+    let first = lead + usize::from(view.messages.get(lead).is_some_and(compaction::is_summary));
+    if keep_from <= first {
         return None;
     }
     tracing::info!(
@@ -114,27 +124,36 @@ pub(crate) async fn fit(
             keys::SUMMARY.into(),
             serde_json::json!({"from": view.messages[keep_from].id}),
         );
+        if !chosen.usage.is_empty()
+            && let Ok(usage) = serde_json::to_value(chosen.usage)
+        {
+            m.metadata.insert(keys::USAGE.into(), usage);
+        }
         m
     });
     view.compact(keep_from, summary.clone());
     summary
 }
 
-/// What a refusal of the request as too long teaches: the window (the
-/// limit it named, else a little under the size it named, else under the
-/// estimate), and how the estimate compares with the provider's count.
+/// What a refusal of the request as too long teaches. A size it named
+/// (the limit, else a little under the request's) is the model's window,
+/// for every session of the agent; how the estimate compares with the
+/// provider's count calibrates this one's. With no size named, a guess a
+/// little under the estimate, for the one request asked again: returned,
+/// not kept, so one odd refusal cannot shrink every session's view.
 pub(crate) fn learn(
     shared: &Shared,
     view: &mut View,
     raw: u64,
     tokens: Option<u64>,
     limit: Option<u64>,
-) {
-    let (estimate, _) = view.estimate(0);
-    let learned = limit
-        .or_else(|| tokens.map(|t| t / 10 * 9))
-        .unwrap_or(estimate / 10 * 8)
-        .saturating_add(u64::from(shared.options.max_tokens));
+) -> Option<u64> {
+    let room = u64::from(shared.options.max_tokens);
+    let Some(named) = limit.or_else(|| tokens.map(|t| t / 10 * 9)) else {
+        let (estimate, _) = view.estimate(0);
+        return Some((estimate / 10 * 8).saturating_add(room));
+    };
+    let learned = named.saturating_add(room);
     let _ = shared
         .learned_window
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
@@ -146,6 +165,7 @@ pub(crate) fn learn(
         #[allow(clippy::cast_precision_loss)] // Token counts, far below 2^52.
         view.calibrate(tokens as f64 / raw as f64);
     }
+    None
 }
 
 /// Stores the request's uncalibrated estimate with a reply that has the

@@ -338,7 +338,16 @@ impl Ask {
         if turn.calls.is_empty() {
             if turn.text.trim().is_empty() && !machine.nudged {
                 machine.nudged = true;
-                let nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
+                let mut nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
+                // The empty reply is not stored; the tokens it cost are,
+                // with the note that answers it.
+                if let Some(usage) = turn
+                    .messages()
+                    .next()
+                    .and_then(|m| m.metadata.get(keys::USAGE))
+                {
+                    nudge.metadata.insert(keys::USAGE.into(), usage.clone());
+                }
                 return machine.next_step(vec![nudge]);
             }
             // A refusal stands: asking again would not change it, and the

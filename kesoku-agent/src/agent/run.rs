@@ -364,9 +364,14 @@ impl Turn<'_> {
     ) -> Result<Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>>, AgentError> {
         let overhead = fit::overhead(self.shared, &self.declarations);
         let mut forced = false;
+        let mut guess = None;
         loop {
-            if let Some(summary) = fit::fit(self.shared, view, &self.user, overhead, forced).await {
-                self.post(summary).await?;
+            if let Some(summary) =
+                fit::fit(self.shared, view, &self.user, overhead, forced, guess).await
+            {
+                // Stored, not part of the turn's answer (as a turn read
+                // back from the store shows it).
+                post(self.shared, self.holder, &summary).await?;
             }
             let (_, raw) = view.estimate(overhead);
             match self.ask(&view.messages, step).await {
@@ -382,7 +387,7 @@ impl Turn<'_> {
                         ?limit,
                         "the model refused the request as too long; compacting and asking again"
                     );
-                    fit::learn(self.shared, view, raw, tokens, limit);
+                    guess = fit::learn(self.shared, view, raw, tokens, limit);
                     forced = true;
                 }
                 other => return Ok(other),

@@ -150,6 +150,17 @@ fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
 }
 
 #[test]
+fn an_empty_reply_s_tokens_are_stored_with_its_nudge() {
+    let empty = reply("", &[]).with_usage(kesoku_llm::Usage::new(900, 1));
+    let (post, _) = asked(start(5).replied(empty, &allow, &no_limit));
+    assert_eq!(
+        kesoku_llm::Usage::of(&post[0]),
+        Some(kesoku_llm::Usage::new(900, 1)),
+        "the tokens it cost are counted"
+    );
+}
+
+#[test]
 fn a_nudge_answered_with_text_completes() {
     let (_, ask) = asked(start(5).replied(reply("", &[]), &allow, &no_limit));
     let (post, finish) = finished(ask.replied(reply("Here.", &[]), &allow, &no_limit));
