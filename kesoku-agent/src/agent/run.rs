@@ -366,9 +366,14 @@ impl Turn<'_> {
         let mut forced = false;
         let mut guess = None;
         loop {
-            if let Some(summary) =
-                fit::fit(self.shared, view, &self.user, overhead, forced, guess).await
-            {
+            // A summary is a model call: a newer prompt interrupts it too
+            // (the view is changed only once it is made).
+            let fitted = tokio::select! {
+                biased;
+                () = self.slot.newer_than(self.seq) => return Ok(None),
+                fitted = fit::fit(self.shared, view, &self.user, overhead, forced, guess) => fitted,
+            };
+            if let Some(summary) = fitted {
                 // Stored, not part of the turn's answer (as a turn read
                 // back from the store shows it).
                 post(self.shared, self.holder, &summary).await?;
