@@ -38,6 +38,7 @@
 //! | `agent::sessions` | per-session state kept between turns (views, the newest prompt) |
 //! | `agent::view` | the history as the model is shown it; orphaned calls and their healing; its compaction |
 //! | `agent::compaction` | a request's size, estimated and calibrated; [`Compaction`] and its strategies; where a view may be cut |
+//! | `agent::telemetry` | the turn's and model calls' spans, as OpenTelemetry's GenAI conventions name them |
 //! | `agent::toolset` | the tools, fixed or read live from a registry |
 //! | `agent::retry` | trying again while the store fails for a moment |
 //! | `agent::typed` | typed answers: the shape a prompt asks for, feedback on one that does not fit, [`Typed`], [`TypedError`] |

@@ -196,7 +196,9 @@ impl WireFormat for Messages {
             None => return Err(malformed("the response has no `stop_reason`".into())),
         };
         turn.set_usage(usage(&body["usage"]));
-        Ok(turn.finish(session_id, PROVIDER, stop_reason))
+        let mut turn = turn.finish(session_id, PROVIDER, stop_reason);
+        turn.response_id = body.get("id").and_then(Value::as_str).map(str::to_owned);
+        Ok(turn)
     }
 }
 

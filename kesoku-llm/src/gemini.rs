@@ -311,6 +311,10 @@ impl WireFormat for GenerateContent {
             .with_cache(usage["cachedContentTokenCount"].as_u64(), None),
         );
         let mut turn = turn.finish(session_id, PROVIDER, stop_reason);
+        turn.response_id = body
+            .get("responseId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         // Keep the parts exactly as they came, for replay, on the turn's
         // first message; mark every message of the turn.
         let turn_id = turn

@@ -317,7 +317,9 @@ impl WireFormat for ChatCompletions {
                 None,
             ),
         );
-        Ok(turn.finish(session_id, PROVIDER, stop_reason))
+        let mut turn = turn.finish(session_id, PROVIDER, stop_reason);
+        turn.response_id = body.get("id").and_then(Value::as_str).map(str::to_owned);
+        Ok(turn)
     }
 }
 

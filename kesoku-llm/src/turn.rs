@@ -225,6 +225,8 @@ pub struct AssistantTurn {
     pub usage: Usage,
     /// Blocks of the request the provider could not take, sent as text notes.
     pub fallbacks: Vec<ContentFallback>,
+    /// The provider's id of the response, when it gave one.
+    pub response_id: Option<String>,
 }
 
 impl AssistantTurn {
@@ -275,6 +277,7 @@ impl AssistantTurn {
             stop_reason,
             usage: Usage::default(),
             fallbacks: Vec::new(),
+            response_id: None,
         }
     }
 

@@ -43,6 +43,8 @@ pub struct AgentBuilder {
     max_uses_per_turn: Option<usize>,
     compaction: Compaction,
     context_window: Option<u64>,
+    name: String,
+    capture_content: bool,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -74,6 +76,8 @@ impl AgentBuilder {
             output_repairs: 1,
             compaction: Compaction::default(),
             context_window: None,
+            name: "kesoku".into(),
+            capture_content: false,
             streaming: true,
             max_concurrent_turns: 64,
             sessions_dir: None,
@@ -243,6 +247,24 @@ impl AgentBuilder {
         self
     }
 
+    /// The agent's name in its telemetry: each turn is a span
+    /// `invoke_agent {name}` (OpenTelemetry's GenAI conventions, through
+    /// `tracing`). Default: `kesoku`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Whether the spans carry content: the messages each model call is
+    /// sent and gives back (`gen_ai.input.messages`,
+    /// `gen_ai.output.messages`) and each tool call's arguments and
+    /// result. Off by default: they may hold what users said. API keys are
+    /// never recorded either way.
+    pub fn capture_content(mut self, on: bool) -> Self {
+        self.capture_content = on;
+        self
+    }
+
     /// How many model calls one turn may make. Default: 8.
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps;
@@ -399,6 +421,8 @@ impl AgentBuilder {
                 compaction: self.compaction,
                 context_window: self.context_window,
                 learned_window: std::sync::atomic::AtomicU64::new(0),
+                name: self.name,
+                capture_content: self.capture_content,
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::new(self.view_budget),

@@ -25,6 +25,7 @@ mod retry;
 mod run;
 mod sessions;
 mod shared;
+mod telemetry;
 mod toolset;
 mod typed;
 mod view;

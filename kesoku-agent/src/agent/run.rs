@@ -30,6 +30,7 @@ use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::retry::{is_transient, retried, retried_store};
 use super::sessions::Slot;
 use super::shared::Shared;
+use super::telemetry;
 use super::view::{View, healing_result, orphans};
 use super::workspace::workspace;
 use kesoku_llm::StreamEvent;
@@ -66,12 +67,11 @@ pub(crate) async fn turn(
     seq: Seq,
     ending: &Ending,
 ) -> Result<TurnOutcome, AgentError> {
-    let span = tracing::info_span!(
-        "agent_turn",
-        session = %message.session_id,
-        message_id = %message.id,
-        steps = tracing::field::Empty,
-        status = tracing::field::Empty,
+    let span = telemetry::turn_span(
+        &shared.name,
+        shared.llm.provider(),
+        &message.session_id,
+        &message.id,
     );
     slot.set_running(seq);
     // A typed prompt's shape is asked for on each of its model calls.
@@ -95,8 +95,16 @@ pub(crate) async fn turn(
     };
     let outcome = turn.run().instrument(span.clone()).await;
     slot.set_running(0);
-    if let Ok(o) = &outcome {
-        span.record("status", tracing::field::debug(o.status));
+    match &outcome {
+        Ok(o) => {
+            span.record("status", tracing::field::debug(o.status));
+            if o.status == TurnStatus::Failed {
+                span.record("error.type", "turn_failed");
+            }
+        }
+        Err(_) => {
+            span.record("error.type", "agent_error");
+        }
     }
     outcome
 }
@@ -270,8 +278,9 @@ impl Turn<'_> {
         let ctx = self.context().await?;
         let (registry, declarations) = self.shared.tools.current();
         self.declarations = declarations;
-        let mut runner =
-            ToolRunner::new(registry, ctx).with_max_concurrency(self.shared.max_parallel_calls);
+        let mut runner = ToolRunner::new(registry, ctx)
+            .with_max_concurrency(self.shared.max_parallel_calls)
+            .with_content_capture(self.shared.capture_content);
         if let Some(limit) = self.shared.tool_timeout {
             runner = runner.with_default_timeout(limit);
         }
@@ -408,23 +417,27 @@ impl Turn<'_> {
         step: usize,
     ) -> Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>> {
         let shared = self.shared;
-        let span = tracing::info_span!(
-            "model_call",
-            provider = shared.llm.provider(),
-            model = %shared.options.model,
+        let options = self.options.as_ref().unwrap_or(&shared.options);
+        let streams = shared.streaming && shared.llm.streams();
+        let span = telemetry::model_span(
+            shared.llm.provider(),
+            options,
+            &self.user.session_id,
             step,
-            input_tokens = tracing::field::Empty,
-            output_tokens = tracing::field::Empty,
+            streams,
         );
-        let call = self.reply(view).instrument(span.clone());
+        if shared.capture_content {
+            telemetry::record_input(&span, view);
+        }
+        let call = self.reply(view, &span).instrument(span.clone());
         let reply = tokio::select! {
             biased;
             () = self.slot.newer_than(self.seq) => return None,
             reply = call => reply,
         };
-        if let Ok(turn) = &reply {
-            span.record("input_tokens", turn.usage.input_tokens);
-            span.record("output_tokens", turn.usage.output_tokens);
+        match &reply {
+            Ok(turn) => telemetry::record_reply(&span, turn, shared.capture_content),
+            Err(e) => telemetry::record_error(&span, e),
         }
         Some(reply)
     }
@@ -435,6 +448,7 @@ impl Turn<'_> {
     async fn reply(
         &self,
         view: &[Message],
+        span: &tracing::Span,
     ) -> Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError> {
         let shared = self.shared;
         let session = &self.user.session_id;
@@ -449,7 +463,12 @@ impl Turn<'_> {
             .llm
             .stream(session, view, &self.declarations, options);
         let gateway = &shared.gateway;
+        let asked = std::time::Instant::now();
+        let mut first = true;
         while let Some(event) = events.next().await {
+            if std::mem::take(&mut first) {
+                telemetry::record_first_chunk(span, asked.elapsed());
+            }
             let kind = match event? {
                 StreamEvent::Done(turn) => return Ok(turn),
                 StreamEvent::Text(t) => DeltaKind::Text(t),

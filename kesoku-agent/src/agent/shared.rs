@@ -64,6 +64,10 @@ pub(crate) struct Shared {
     pub(crate) context_window: Option<u64>,
     /// A window the provider's refusal taught (0 for none).
     pub(crate) learned_window: std::sync::atomic::AtomicU64,
+    /// The agent's name in its spans (`gen_ai.agent.name`).
+    pub(crate) name: String,
+    /// Whether spans carry the messages, arguments and results.
+    pub(crate) capture_content: bool,
 }
 
 impl Shared {

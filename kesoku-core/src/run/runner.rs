@@ -161,6 +161,8 @@ pub struct ToolRunner {
     /// their calls take a permit here instead of a place in the batch's
     /// window. Empty for most registries.
     lanes: Arc<HashMap<String, Arc<Semaphore>>>,
+    /// Whether each call's span carries its arguments and result.
+    capture_content: bool,
 }
 
 impl fmt::Debug for ToolRunner {
@@ -200,6 +202,7 @@ impl ToolRunner {
             default_timeout: Self::DEFAULT_TIMEOUT,
             max_concurrency: Self::DEFAULT_MAX_CONCURRENCY,
             exclusive: Arc::new(RwLock::new(())),
+            capture_content: false,
         }
     }
 
@@ -214,6 +217,16 @@ impl ToolRunner {
     #[must_use]
     pub fn with_max_concurrency(mut self, n: usize) -> Self {
         self.max_concurrency = n.max(1);
+        self
+    }
+
+    /// Whether each call's span (`execute_tool {name}`) carries its
+    /// arguments and result (`gen_ai.tool.call.arguments`,
+    /// `gen_ai.tool.call.result`). Off by default: they may hold what
+    /// users said.
+    #[must_use]
+    pub fn with_content_capture(mut self, on: bool) -> Self {
+        self.capture_content = on;
         self
     }
 
@@ -240,6 +253,7 @@ impl ToolRunner {
             exclusive: Arc::clone(&self.exclusive),
             has_sequential: self.has_sequential,
             lanes: Arc::clone(&self.lanes),
+            capture_content: self.capture_content,
         }
     }
 
@@ -261,13 +275,30 @@ impl ToolRunner {
         tool_call: &Message,
         is_interrupted: Option<&(dyn Fn() -> bool + Send + Sync)>,
     ) -> Message {
+        // OpenTelemetry's GenAI span for a tool call (`otel.*` name it for
+        // a bridge such as tracing-opentelemetry). Its fields are built
+        // only when a subscriber wants the span.
         let span = tracing::info_span!(
-            "tool_call",
-            tool = %request.name,
-            call_id = %request.id,
+            "execute_tool",
+            otel.name = format!("execute_tool {}", request.name),
+            otel.kind = "internal",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %request.name,
+            gen_ai.tool.call.id = %request.id,
+            gen_ai.tool.type = "function",
+            error.type = tracing::field::Empty,
+            gen_ai.tool.call.arguments = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
+        let capture = self.capture_content && !span.is_disabled();
+        if capture {
+            span.record(
+                "gen_ai.tool.call.arguments",
+                tracing::field::display(&request.arguments),
+            );
+        }
         let started = Instant::now();
         let outcome = self
             .run(request, is_interrupted)
@@ -280,7 +311,21 @@ impl ToolRunner {
         };
         span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
         span.record("outcome", outcome_name);
-        package(request, tool_call, outcome, elapsed)
+        if outcome.is_err() {
+            // The tool's own `Err` is `tool_error`, as MCP's conventions
+            // name it; the runner's refusals keep their kind.
+            let error_type = if outcome_name == "failed" {
+                "tool_error"
+            } else {
+                outcome_name
+            };
+            span.record("error.type", error_type);
+        }
+        let result = package(request, tool_call, outcome, elapsed);
+        if capture {
+            span.record("gen_ai.tool.call.result", result.content.as_str());
+        }
+        result
     }
 
     /// Runs the calls of one model turn concurrently (at most

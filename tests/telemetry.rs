@@ -1,0 +1,353 @@
+//! The agent's spans, as OpenTelemetry's GenAI conventions name them,
+//! read through `tracing` by a subscriber that keeps every span: a turn
+//! (`invoke_agent kesoku`, internal), each model call (`chat {model}`,
+//! client, a child of the turn) and each tool call (`execute_tool
+//! {name}`, internal, a child of the turn), with their attributes;
+//! against Claude on a loopback server. The key appears nowhere.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kesoku::llm::{Agent, ClaudeLlm, HttpOptions, TurnStatus};
+use kesoku::{DynamicTool, ToolError, ToolOutput, ToolRegistry};
+use serde_json::{Value, json};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const KEY: &str = "sk-ant-telemetry-SECRET-4242";
+
+/// A span as the subscriber saw it.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    name: String,
+    parent: Option<u64>,
+    fields: HashMap<String, String>,
+}
+
+impl Seen {
+    fn get(&self, field: &str) -> Option<&str> {
+        self.fields.get(field).map(String::as_str)
+    }
+}
+
+/// Every span and event field, kept.
+#[derive(Clone, Default)]
+struct Keep {
+    spans: Arc<Mutex<HashMap<u64, Seen>>>,
+    order: Arc<Mutex<Vec<u64>>>,
+    events: Arc<Mutex<Vec<String>>>,
+}
+
+struct Fields<'a>(&'a mut HashMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S> Layer<S> for Keep
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut seen = Seen {
+            name: attrs.metadata().name().to_owned(),
+            parent: ctx
+                .span(id)
+                .and_then(|s| s.parent())
+                .map(|p| p.id().into_u64()),
+            ..Seen::default()
+        };
+        attrs.record(&mut Fields(&mut seen.fields));
+        self.spans.lock().unwrap().insert(id.into_u64(), seen);
+        self.order.lock().unwrap().push(id.into_u64());
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
+        if let Some(seen) = self.spans.lock().unwrap().get_mut(&id.into_u64()) {
+            values.record(&mut Fields(&mut seen.fields));
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = HashMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.events.lock().unwrap().push(format!("{fields:?}"));
+    }
+}
+
+impl Keep {
+    /// The spans named `name`, in the order they began.
+    fn named(&self, name: &str) -> Vec<(u64, Seen)> {
+        let spans = self.spans.lock().unwrap();
+        self.order
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|id| spans.get(id).map(|s| (*id, s.clone())))
+            .filter(|(_, s)| s.name == name)
+            .collect()
+    }
+
+    /// Everything recorded, as text.
+    fn all_text(&self) -> String {
+        format!(
+            "{:?}{:?}",
+            self.spans.lock().unwrap(),
+            self.events.lock().unwrap()
+        )
+    }
+}
+
+fn tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}},
+        "required": ["city"], "additionalProperties": false});
+    tools
+        .register(
+            DynamicTool::new(
+                "get_weather",
+                "Reports the weather.",
+                schema.clone(),
+                |a, _| async move {
+                    Ok(ToolOutput::new(json!(format!(
+                        "sunny in {}",
+                        a["city"].as_str().unwrap_or("?")
+                    ))))
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    tools
+        .register(
+            DynamicTool::new("broken", "Always fails.", schema, |_, _| async move {
+                Err(ToolError::failed("the weather service is down"))
+            })
+            .unwrap(),
+        )
+        .unwrap();
+    tools
+}
+
+fn claude_reply(id: &str, content: &Value, stop: &str) -> Value {
+    json!({"id": id, "type": "message", "role": "assistant", "model": "claude-test",
+        "content": content, "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": 120, "cache_read_input_tokens": 100, "output_tokens": 7}})
+}
+
+/// A server answering each request in turn with `replies`.
+async fn server(replies: Vec<ResponseTemplate>) -> MockServer {
+    let server = MockServer::start().await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        Mock::given(method("POST"))
+            .respond_with(reply)
+            .up_to_n_times(1)
+            .with_priority(u8::try_from(i + 1).unwrap())
+            .mount(&server)
+            .await;
+    }
+    server
+}
+
+fn agent(server: &MockServer, streaming: bool, capture: bool) -> Agent {
+    let claude = ClaudeLlm::new(KEY)
+        .with_base_url(server.uri())
+        .with_http_options(HttpOptions {
+            max_retries: 0,
+            ..HttpOptions::default()
+        });
+    Agent::builder(claude)
+        .model("claude-test")
+        .registry(tools())
+        .streaming(streaming)
+        .capture_content(capture)
+        .build()
+        .unwrap()
+}
+
+/// Runs `work` on this thread with `keep` as the subscriber.
+fn traced<F: std::future::Future>(keep: &Keep, work: F) -> F::Output {
+    let subscriber = tracing_subscriber::registry().with(keep.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(work)
+}
+
+#[test]
+fn a_two_step_turn_with_parallel_calls_is_one_trace_of_genai_spans() {
+    let keep = Keep::default();
+    traced(&keep, async {
+        let server = server(vec![
+            ResponseTemplate::new(200).set_body_json(claude_reply(
+                "msg_1",
+                &json!([
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "broken", "input": {"city": "Lima"}}
+                ]),
+                "tool_use",
+            )),
+            ResponseTemplate::new(200).set_body_json(claude_reply(
+                "msg_2",
+                &json!([{"type": "text", "text": "Sunny in Paris; Lima is unknown."}]),
+                "end_turn",
+            )),
+        ])
+        .await;
+        let outcome = agent(&server, false, false)
+            .send("s1", "Weather?")
+            .await
+            .unwrap();
+        assert_eq!(outcome.status, TurnStatus::Completed);
+    });
+
+    let turns = keep.named("invoke_agent");
+    assert_eq!(turns.len(), 1);
+    let (turn_id, turn) = &turns[0];
+    assert_eq!(turn.get("otel.name"), Some("invoke_agent kesoku"));
+    assert_eq!(turn.get("otel.kind"), Some("internal"));
+    assert_eq!(turn.get("gen_ai.operation.name"), Some("invoke_agent"));
+    assert_eq!(turn.get("gen_ai.agent.name"), Some("kesoku"));
+    assert_eq!(turn.get("gen_ai.provider.name"), Some("anthropic"));
+    assert_eq!(turn.get("gen_ai.conversation.id"), Some("s1"));
+
+    let chats = keep.named("chat");
+    assert_eq!(chats.len(), 2, "two model calls");
+    for (i, (_, chat)) in chats.iter().enumerate() {
+        assert_eq!(chat.parent, Some(*turn_id), "a child of the turn");
+        assert_eq!(chat.get("otel.name"), Some("chat claude-test"));
+        assert_eq!(chat.get("otel.kind"), Some("client"));
+        assert_eq!(chat.get("gen_ai.operation.name"), Some("chat"));
+        assert_eq!(chat.get("gen_ai.provider.name"), Some("anthropic"));
+        assert_eq!(chat.get("gen_ai.request.model"), Some("claude-test"));
+        assert_eq!(chat.get("gen_ai.request.stream"), Some("false"));
+        assert_eq!(chat.get("gen_ai.conversation.id"), Some("s1"));
+        assert_eq!(chat.get("gen_ai.response.id"), Some(["msg_1", "msg_2"][i]));
+        assert_eq!(
+            chat.get("gen_ai.response.finish_reasons"),
+            Some(["tool_call", "stop"][i])
+        );
+        // Claude's uncached count and its cache read, the whole request.
+        assert_eq!(chat.get("gen_ai.usage.input_tokens"), Some("220"));
+        assert_eq!(
+            chat.get("gen_ai.usage.cache_read.input_tokens"),
+            Some("100")
+        );
+        assert_eq!(chat.get("gen_ai.usage.output_tokens"), Some("7"));
+        assert_eq!(chat.get("error.type"), None);
+        // Content is off by default.
+        assert_eq!(chat.get("gen_ai.input.messages"), None);
+    }
+
+    let tools = keep.named("execute_tool");
+    assert_eq!(tools.len(), 2, "the two calls of the first step");
+    let mut names: Vec<&str> = tools
+        .iter()
+        .filter_map(|(_, t)| t.get("gen_ai.tool.name"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["broken", "get_weather"]);
+    for (_, tool) in &tools {
+        assert_eq!(tool.parent, Some(*turn_id), "a child of the turn");
+        assert_eq!(tool.get("otel.kind"), Some("internal"));
+        assert_eq!(tool.get("gen_ai.operation.name"), Some("execute_tool"));
+        assert_eq!(tool.get("gen_ai.tool.type"), Some("function"));
+        let name = tool.get("gen_ai.tool.name").unwrap();
+        assert_eq!(
+            tool.get("otel.name"),
+            Some(format!("execute_tool {name}").as_str())
+        );
+        let (id, error) = if name == "broken" {
+            ("toolu_2", Some("tool_error"))
+        } else {
+            ("toolu_1", None)
+        };
+        assert_eq!(tool.get("gen_ai.tool.call.id"), Some(id));
+        assert_eq!(tool.get("error.type"), error, "{name}");
+        assert_eq!(tool.get("gen_ai.tool.call.arguments"), None);
+    }
+    assert!(!keep.all_text().contains(KEY));
+}
+
+#[test]
+fn a_failed_model_call_carries_its_error_type() {
+    let keep = Keep::default();
+    traced(&keep, async {
+        let server = server(vec![
+            ResponseTemplate::new(529).set_body_json(json!({
+            "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+        ])
+        .await;
+        let outcome = agent(&server, false, false)
+            .send("s2", "Hello?")
+            .await
+            .unwrap();
+        assert_eq!(outcome.status, TurnStatus::Failed);
+    });
+    let chats = keep.named("chat");
+    assert_eq!(chats.len(), 1);
+    assert_eq!(chats[0].1.get("error.type"), Some("529"));
+    assert_eq!(
+        keep.named("invoke_agent")[0].1.get("error.type"),
+        Some("turn_failed")
+    );
+    assert!(!keep.all_text().contains(KEY));
+}
+
+#[test]
+fn a_streamed_reply_records_its_time_to_first_chunk_and_content_when_asked() {
+    let keep = Keep::default();
+    let sse = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kesoku-llm/tests/fixtures/anthropic/stream/cached.sse"
+    ))
+    .unwrap();
+    traced(&keep, async {
+        let server = server(vec![
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(sse),
+        ])
+        .await;
+        let outcome = agent(&server, true, true)
+            .send("s3", "Hi again")
+            .await
+            .unwrap();
+        assert_eq!(outcome.answer.as_deref(), Some("Hello again!"));
+    });
+    let chats = keep.named("chat");
+    assert_eq!(chats.len(), 1);
+    let chat = &chats[0].1;
+    assert_eq!(chat.get("gen_ai.request.stream"), Some("true"));
+    let first: f64 = chat
+        .get("gen_ai.response.time_to_first_chunk")
+        .expect("the time to the first chunk")
+        .parse()
+        .unwrap();
+    assert!(first > 0.0 && first < 10.0, "{first} s");
+    assert_eq!(
+        chat.get("gen_ai.usage.cache_write.input_tokens"),
+        Some("188")
+    );
+    // Content, asked for: the prompt sent, the reply received.
+    let input: Value = serde_json::from_str(chat.get("gen_ai.input.messages").unwrap()).unwrap();
+    assert_eq!(input[0]["role"], "user");
+    assert_eq!(
+        input[0]["parts"][0],
+        json!({"type": "text", "content": "Hi again"})
+    );
+    let output: Value = serde_json::from_str(chat.get("gen_ai.output.messages").unwrap()).unwrap();
+    assert_eq!(output[0]["parts"][0]["content"], "Hello again!");
+    assert!(!keep.all_text().contains(KEY));
+}
