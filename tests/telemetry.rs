@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kesoku::llm::{Agent, ClaudeLlm, HttpOptions, TurnStatus};
+use kesoku::llm::{Agent, AgentBuilder, ClaudeLlm, HttpOptions, TurnStatus};
 use kesoku::{DynamicTool, ToolError, ToolOutput, ToolRegistry};
 use serde_json::{Value, json};
 use tracing::field::{Field, Visit};
@@ -159,6 +159,10 @@ async fn server(replies: Vec<ResponseTemplate>) -> MockServer {
 }
 
 fn agent(server: &MockServer, streaming: bool, capture: bool) -> Agent {
+    builder(server, streaming, capture).build().unwrap()
+}
+
+fn builder(server: &MockServer, streaming: bool, capture: bool) -> AgentBuilder {
     let claude = ClaudeLlm::new(KEY)
         .with_base_url(server.uri())
         .with_http_options(HttpOptions {
@@ -170,8 +174,6 @@ fn agent(server: &MockServer, streaming: bool, capture: bool) -> Agent {
         .registry(tools())
         .streaming(streaming)
         .capture_content(capture)
-        .build()
-        .unwrap()
 }
 
 /// Runs `work` on this thread with `keep` as the subscriber.
@@ -234,10 +236,13 @@ fn a_two_step_turn_with_parallel_calls_is_one_trace_of_genai_spans() {
         assert_eq!(chat.get("gen_ai.request.stream"), Some("false"));
         assert_eq!(chat.get("gen_ai.conversation.id"), Some("s1"));
         assert_eq!(chat.get("gen_ai.response.id"), Some(["msg_1", "msg_2"][i]));
-        assert_eq!(
-            chat.get("gen_ai.response.finish_reasons"),
-            Some(["tool_call", "stop"][i])
-        );
+        // With `otel`, set as a list on the OpenTelemetry side instead.
+        if !cfg!(feature = "otel") {
+            assert_eq!(
+                chat.get("gen_ai.response.finish_reasons"),
+                Some(["tool_call", "stop"][i])
+            );
+        }
         // Claude's uncached count and its cache read, the whole request.
         assert_eq!(chat.get("gen_ai.usage.input_tokens"), Some("220"));
         assert_eq!(
@@ -350,4 +355,218 @@ fn a_streamed_reply_records_its_time_to_first_chunk_and_content_when_asked() {
     let output: Value = serde_json::from_str(chat.get("gen_ai.output.messages").unwrap()).unwrap();
     assert_eq!(output[0]["parts"][0]["content"], "Hello again!");
     assert!(!keep.all_text().contains(KEY));
+}
+
+/// With the `otel` feature, through tracing-opentelemetry to an SDK's
+/// in-memory exporters: one trace of real OpenTelemetry spans, with their
+/// kinds and parents, the finish reasons as a list, and the GenAI metrics.
+#[cfg(feature = "otel")]
+mod otel {
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry::trace::{SpanKind, TracerProvider as _};
+    use opentelemetry::{Array, Value as OtelValue};
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+    use serde_json::json;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use wiremock::ResponseTemplate;
+
+    use super::{KEY, builder, claude_reply, server};
+    use kesoku::llm::TurnStatus;
+
+    fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a OtelValue> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| &kv.value)
+    }
+
+    fn text(span: &SpanData, key: &str) -> Option<String> {
+        attribute(span, key).map(OtelValue::to_string)
+    }
+
+    /// A histogram's data point: its name, attributes (`key=value`), and
+    /// count (of `f64` values) or sum (of `u64` ones).
+    type Point = (String, Vec<String>, u64);
+
+    /// Each histogram's data points.
+    fn points(metrics: &InMemoryMetricExporter) -> Vec<Point> {
+        let exported = metrics.get_finished_metrics().unwrap();
+        let mut points = Vec::new();
+        for resource in &exported {
+            for scope in resource.scope_metrics() {
+                for metric in scope.metrics() {
+                    let attributes = |a: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
+                        a.map(|kv| format!("{}={}", kv.key, kv.value))
+                            .collect::<Vec<_>>()
+                    };
+                    match metric.data() {
+                        AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                            for p in h.data_points() {
+                                let a = attributes(&mut p.attributes());
+                                points.push((metric.name().to_owned(), a, p.count()));
+                            }
+                        }
+                        AggregatedMetrics::U64(MetricData::Histogram(h)) => {
+                            for p in h.data_points() {
+                                let a = attributes(&mut p.attributes());
+                                points.push((metric.name().to_owned(), a, p.sum()));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        points
+    }
+
+    /// A two-step turn with two calls (one failing), its spans and metrics
+    /// exported in memory.
+    fn exported_turn() -> (Vec<SpanData>, Vec<Point>) {
+        let spans = InMemorySpanExporter::default();
+        let tracing_provider = SdkTracerProvider::builder()
+            .with_simple_exporter(spans.clone())
+            .build();
+        let metrics = InMemoryMetricExporter::default();
+        let meter_provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(metrics.clone()).build())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(tracing_provider.tracer("test")));
+        let guard = tracing::subscriber::set_default(subscriber);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let server = server(vec![
+                    ResponseTemplate::new(200).set_body_json(claude_reply(
+                        "msg_1",
+                        &json!([
+                            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                            {"type": "tool_use", "id": "toolu_2", "name": "broken", "input": {"city": "Lima"}}
+                        ]),
+                        "tool_use",
+                    )),
+                    ResponseTemplate::new(200).set_body_json(claude_reply(
+                        "msg_2",
+                        &json!([{"type": "text", "text": "Done."}]),
+                        "end_turn",
+                    )),
+                ])
+                .await;
+                let agent = builder(&server, false, true)
+                    .meter(meter_provider.meter("kesoku"))
+                    .build()
+                    .unwrap();
+                let outcome = agent.send("s9", "Weather?").await.unwrap();
+                assert_eq!(outcome.status, TurnStatus::Completed);
+            });
+        drop(guard);
+        tracing_provider.force_flush().unwrap();
+        meter_provider.force_flush().unwrap();
+        (spans.get_finished_spans().unwrap(), points(&metrics))
+    }
+
+    #[test]
+    fn a_turn_is_one_trace_of_opentelemetry_spans_with_genai_metrics() {
+        let (finished, points) = exported_turn();
+        let named =
+            |name: &str| -> Vec<&SpanData> { finished.iter().filter(|s| s.name == name).collect() };
+        let turn = named("invoke_agent kesoku");
+        assert_eq!(
+            turn.len(),
+            1,
+            "{:?}",
+            finished.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        let turn = turn[0];
+        assert_eq!(turn.span_kind, SpanKind::Internal);
+        let trace = turn.span_context.trace_id();
+        let chats = named("chat claude-test");
+        assert_eq!(chats.len(), 2);
+        for chat in &chats {
+            assert_eq!(chat.span_kind, SpanKind::Client);
+            assert_eq!(chat.parent_span_id, turn.span_context.span_id());
+            assert_eq!(chat.span_context.trace_id(), trace);
+            assert_eq!(
+                text(chat, "gen_ai.provider.name").as_deref(),
+                Some("anthropic")
+            );
+            assert_eq!(
+                text(chat, "gen_ai.usage.input_tokens").as_deref(),
+                Some("220")
+            );
+            // A list, as the conventions type it.
+            assert!(
+                matches!(
+                    attribute(chat, "gen_ai.response.finish_reasons"),
+                    Some(OtelValue::Array(Array::String(_)))
+                ),
+                "{:?}",
+                chat.attributes
+            );
+            assert!(
+                text(chat, "gen_ai.input.messages").is_some(),
+                "content was asked for"
+            );
+        }
+        let tools: Vec<&SpanData> = finished
+            .iter()
+            .filter(|s| s.name.starts_with("execute_tool "))
+            .collect();
+        assert_eq!(tools.len(), 2);
+        for tool in &tools {
+            assert_eq!(tool.span_kind, SpanKind::Internal);
+            assert_eq!(tool.parent_span_id, turn.span_context.span_id());
+            assert_eq!(tool.span_context.trace_id(), trace);
+            assert!(
+                text(tool, "gen_ai.tool.call.arguments")
+                    .unwrap()
+                    .contains("city")
+            );
+        }
+        let broken = tools
+            .iter()
+            .find(|t| t.name == "execute_tool broken")
+            .unwrap();
+        assert_eq!(text(broken, "error.type").as_deref(), Some("tool_error"));
+        assert!(!format!("{finished:?}").contains(KEY));
+
+        // The metrics: a duration for each model and tool call, the tokens
+        // of each model call by type.
+        let has = |name: &str, attribute: &str| {
+            points
+                .iter()
+                .filter(|(n, a, _)| n == name && a.iter().any(|x| x == attribute))
+                .map(|(_, _, v)| *v)
+                .max()
+        };
+        assert_eq!(
+            has(
+                "gen_ai.client.operation.duration",
+                "gen_ai.operation.name=chat"
+            ),
+            Some(2),
+            "{points:?}"
+        );
+        assert!(
+            has(
+                "gen_ai.client.operation.duration",
+                "gen_ai.tool.name=broken"
+            )
+            .is_some()
+        );
+        assert!(has("gen_ai.client.operation.duration", "error.type=tool_error").is_some());
+        assert_eq!(
+            has("gen_ai.client.token.usage", "gen_ai.token.type=input"),
+            Some(440)
+        );
+        assert_eq!(
+            has("gen_ai.client.token.usage", "gen_ai.token.type=output"),
+            Some(14)
+        );
+    }
 }

@@ -45,6 +45,8 @@ pub struct AgentBuilder {
     context_window: Option<u64>,
     name: String,
     capture_content: bool,
+    #[cfg(feature = "otel")]
+    meter: Option<opentelemetry::metrics::Meter>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -78,6 +80,8 @@ impl AgentBuilder {
             context_window: None,
             name: "kesoku".into(),
             capture_content: false,
+            #[cfg(feature = "otel")]
+            meter: None,
             streaming: true,
             max_concurrent_turns: 64,
             sessions_dir: None,
@@ -265,6 +269,16 @@ impl AgentBuilder {
         self
     }
 
+    /// The OpenTelemetry meter the agent records its GenAI metrics with
+    /// (`gen_ai.client.operation.duration` of each model and tool call,
+    /// `gen_ai.client.token.usage` of each model call). Default: the
+    /// global meter provider's, as it is when the agent is built.
+    #[cfg(feature = "otel")]
+    pub fn meter(mut self, meter: opentelemetry::metrics::Meter) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
     /// How many model calls one turn may make. Default: 8.
     pub fn max_steps(mut self, steps: usize) -> Self {
         self.max_steps = steps;
@@ -423,6 +437,14 @@ impl AgentBuilder {
                 learned_window: std::sync::atomic::AtomicU64::new(0),
                 name: self.name,
                 capture_content: self.capture_content,
+                #[cfg(feature = "otel")]
+                metrics: super::telemetry::Metrics::new(
+                    &self
+                        .meter
+                        .unwrap_or_else(|| opentelemetry::global::meter("kesoku")),
+                ),
+                #[cfg(not(feature = "otel"))]
+                metrics: super::telemetry::Metrics::new(),
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::new(self.view_budget),

@@ -266,6 +266,7 @@ impl Turn<'_> {
                         .claim(self.shared, self.holder, run.calls())
                         .await?;
                     let results = self.execute(runner, &calls).await;
+                    self.shared.metrics.tool_calls(&results);
                     run.results(results)
                 }
             };
@@ -430,11 +431,18 @@ impl Turn<'_> {
             telemetry::record_input(&span, view);
         }
         let call = self.reply(view, &span).instrument(span.clone());
+        let asked = std::time::Instant::now();
         let reply = tokio::select! {
             biased;
             () = self.slot.newer_than(self.seq) => return None,
             reply = call => reply,
         };
+        shared.metrics.model_call(
+            shared.llm.provider(),
+            &options.model,
+            &reply,
+            asked.elapsed(),
+        );
         match &reply {
             Ok(turn) => telemetry::record_reply(&span, turn, shared.capture_content),
             Err(e) => telemetry::record_error(&span, e),

@@ -68,6 +68,8 @@ pub(crate) struct Shared {
     pub(crate) name: String,
     /// Whether spans carry the messages, arguments and results.
     pub(crate) capture_content: bool,
+    /// The GenAI metrics (with the `otel` feature).
+    pub(crate) metrics: super::telemetry::Metrics,
 }
 
 impl Shared {

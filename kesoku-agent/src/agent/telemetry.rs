@@ -86,6 +86,19 @@ pub(crate) fn record_reply(span: &Span, turn: &AssistantTurn, content: bool) {
     if let Some(id) = &turn.response_id {
         span.record("gen_ai.response.id", id.as_str());
     }
+    // A list in OpenTelemetry, which `tracing` cannot carry: set on the
+    // span's OpenTelemetry side when there is one, else as text.
+    #[cfg(feature = "otel")]
+    {
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        span.set_attribute(
+            "gen_ai.response.finish_reasons",
+            opentelemetry::Value::Array(opentelemetry::Array::String(vec![
+                finish_reason(&turn.stop_reason).into(),
+            ])),
+        );
+    }
+    #[cfg(not(feature = "otel"))]
     span.record(
         "gen_ai.response.finish_reasons",
         finish_reason(&turn.stop_reason),
@@ -186,4 +199,116 @@ fn messages_json(messages: &[&Message]) -> String {
         })
         .collect();
     serde_json::Value::Array(items).to_string()
+}
+
+/// The GenAI metrics (`gen_ai.client.operation.duration` in seconds,
+/// `gen_ai.client.token.usage` in tokens), recorded through an
+/// OpenTelemetry meter with the `otel` feature; nothing without it.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    #[cfg(feature = "otel")]
+    duration: opentelemetry::metrics::Histogram<f64>,
+    #[cfg(feature = "otel")]
+    tokens: opentelemetry::metrics::Histogram<u64>,
+}
+
+impl Metrics {
+    /// The instruments, from `meter` (the global one by default).
+    #[cfg(feature = "otel")]
+    pub(crate) fn new(meter: &opentelemetry::metrics::Meter) -> Self {
+        // The conventions' advice for each histogram's buckets.
+        let seconds = (0..14).map(|i| 0.01 * f64::from(1_u32 << i)).collect();
+        let tokens = (0..14).map(|i| f64::from(1_u32 << (2 * i))).collect();
+        Metrics {
+            duration: meter
+                .f64_histogram("gen_ai.client.operation.duration")
+                .with_unit("s")
+                .with_description("GenAI operation duration.")
+                .with_boundaries(seconds)
+                .build(),
+            tokens: meter
+                .u64_histogram("gen_ai.client.token.usage")
+                .with_unit("{token}")
+                .with_description("Number of input and output tokens used.")
+                .with_boundaries(tokens)
+                .build(),
+        }
+    }
+
+    /// No instruments.
+    #[cfg(not(feature = "otel"))]
+    pub(crate) fn new() -> Self {
+        Metrics {}
+    }
+
+    /// A model call of `provider`'s `model` took `took`, and gave `reply`.
+    #[cfg_attr(not(feature = "otel"), allow(clippy::unused_self))]
+    pub(crate) fn model_call(
+        &self,
+        provider: &str,
+        model: &str,
+        reply: &Result<AssistantTurn, LlmError>,
+        took: Duration,
+    ) {
+        #[cfg(feature = "otel")]
+        {
+            use opentelemetry::KeyValue;
+            let mut attributes = vec![
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("gen_ai.provider.name", provider_name(provider)),
+                KeyValue::new("gen_ai.request.model", model.to_owned()),
+            ];
+            match reply {
+                Ok(turn) => {
+                    for (kind, count) in [
+                        ("input", turn.usage.input_tokens),
+                        ("output", turn.usage.output_tokens),
+                    ] {
+                        let mut with_kind = attributes.clone();
+                        with_kind.push(KeyValue::new("gen_ai.token.type", kind));
+                        self.tokens.record(count, &with_kind);
+                    }
+                }
+                Err(e) => attributes.push(KeyValue::new("error.type", error_type(e))),
+            }
+            self.duration.record(took.as_secs_f64(), &attributes);
+        }
+        #[cfg(not(feature = "otel"))]
+        let _ = (provider, model, reply, took);
+    }
+
+    /// The calls whose `results` came back: each one's duration.
+    #[cfg_attr(not(feature = "otel"), allow(clippy::unused_self))]
+    pub(crate) fn tool_calls(&self, results: &[Message]) {
+        #[cfg(feature = "otel")]
+        for result in results {
+            use kesoku_core::keys;
+            use opentelemetry::KeyValue;
+            let Some(ms) = result
+                .metadata
+                .get(keys::DURATION_MS)
+                .and_then(serde_json::Value::as_u64)
+            else {
+                continue;
+            };
+            let mut attributes = vec![
+                KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                KeyValue::new(
+                    "gen_ai.tool.name",
+                    result
+                        .meta_str(keys::TOOL_NAME)
+                        .unwrap_or_default()
+                        .to_owned(),
+                ),
+            ];
+            if let Some(kind) = result.meta_str(keys::ERROR_KIND) {
+                let kind = if kind == "failed" { "tool_error" } else { kind };
+                attributes.push(KeyValue::new("error.type", kind.to_owned()));
+            }
+            #[allow(clippy::cast_precision_loss)] // Milliseconds, far below 2^52.
+            self.duration.record(ms as f64 / 1000.0, &attributes);
+        }
+        #[cfg(not(feature = "otel"))]
+        let _ = results;
+    }
 }
