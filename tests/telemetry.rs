@@ -569,4 +569,98 @@ mod otel {
             Some(14)
         );
     }
+
+    /// The agent's tool runs on a kesoku MCP server: the request's `_meta`
+    /// carries the agent's tool span's context, and the server's span of
+    /// the call continues it (its parent remote), with the server's own
+    /// tool span under it: one trace.
+    #[test]
+    fn a_tool_on_an_mcp_server_is_in_the_agent_s_trace() {
+        use kesoku::mcp::{ImportOptions, McpClient, McpServer, Protocol};
+
+        let spans = InMemorySpanExporter::default();
+        let tracing_provider = SdkTracerProvider::builder()
+            .with_simple_exporter(spans.clone())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(tracing_provider.tracer("test")));
+        let guard = tracing::subscriber::set_default(subscriber);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let (client_side, server_side) = tokio::io::duplex(1 << 16);
+                let (sr, sw) = tokio::io::split(server_side);
+                tokio::spawn(McpServer::new(super::tools()).serve_io(sr, sw));
+                let (cr, cw) = tokio::io::split(client_side);
+                let client = McpClient::io("the weather server", cr, cw, Protocol::Auto)
+                    .await
+                    .unwrap();
+                let mut imported = kesoku::ToolRegistry::new();
+                client
+                    .import(&mut imported, &ImportOptions::new().prefix("remote_"))
+                    .await
+                    .unwrap();
+                let server = server(vec![
+                    ResponseTemplate::new(200).set_body_json(claude_reply(
+                        "msg_1",
+                        &json!([{"type": "tool_use", "id": "toolu_9", "name": "remote_get_weather",
+                            "input": {"city": "Oslo"}}]),
+                        "tool_use",
+                    )),
+                    ResponseTemplate::new(200).set_body_json(claude_reply(
+                        "msg_2",
+                        &json!([{"type": "text", "text": "Sunny in Oslo."}]),
+                        "end_turn",
+                    )),
+                ])
+                .await;
+                let agent = builder(&server, false, false)
+                    .registry(imported)
+                    .build()
+                    .unwrap();
+                let outcome = agent.send("s10", "Weather in Oslo?").await.unwrap();
+                assert_eq!(outcome.answer.as_deref(), Some("Sunny in Oslo."));
+            });
+        drop(guard);
+        tracing_provider.force_flush().unwrap();
+        let finished = spans.get_finished_spans().unwrap();
+        let one = |name: &str| -> &SpanData {
+            let found: Vec<&SpanData> = finished.iter().filter(|s| s.name == name).collect();
+            assert_eq!(
+                found.len(),
+                1,
+                "{name}: {:?}",
+                finished.iter().map(|s| &s.name).collect::<Vec<_>>()
+            );
+            found[0]
+        };
+        let turn = one("invoke_agent kesoku");
+        let agent_side = one("execute_tool remote_get_weather");
+        let server_side = one("tools/call get_weather");
+        let server_tool = one("execute_tool get_weather");
+        let trace = turn.span_context.trace_id();
+        assert_eq!(agent_side.parent_span_id, turn.span_context.span_id());
+        assert_eq!(server_side.span_kind, SpanKind::Server);
+        assert!(
+            server_side.parent_span_is_remote,
+            "continued from the request's _meta"
+        );
+        assert_eq!(
+            server_side.parent_span_id,
+            agent_side.span_context.span_id()
+        );
+        assert_eq!(
+            server_tool.parent_span_id,
+            server_side.span_context.span_id()
+        );
+        for span in [agent_side, server_side, server_tool] {
+            assert_eq!(span.span_context.trace_id(), trace, "{}", span.name);
+        }
+        assert_eq!(
+            text(server_side, "mcp.method.name").as_deref(),
+            Some("tools/call")
+        );
+    }
 }

@@ -1,5 +1,8 @@
-//! Each tool call gets a `tracing` span with the tool name, call id,
-//! duration and outcome; each agent turn and model call gets one too.
+//! Each tool call gets a `tracing` span (`execute_tool`, as
+//! OpenTelemetry's GenAI conventions name it) with the tool name, call id,
+//! duration and outcome; each agent turn (`invoke_agent`) and model call
+//! (`chat`) gets one too. `tests/telemetry.rs` checks the conventions'
+//! attributes in full.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +22,7 @@ fn add(a: i64, b: i64) -> i64 {
     a + b
 }
 
-/// Every field recorded on `tool_call` spans, as (name, value) text.
+/// Every field recorded on `execute_tool` spans, as (name, value) text.
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Vec<(String, String)>>>);
 
@@ -42,7 +45,7 @@ impl Visit for Fields<'_> {
 
 impl<S: tracing::Subscriber> Layer<S> for Capture {
     fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
-        if attrs.metadata().name() == "tool_call" {
+        if attrs.metadata().name() == "execute_tool" {
             attrs.record(&mut Fields(&mut self.0.lock().unwrap()));
         }
     }
@@ -76,8 +79,9 @@ async fn every_call_has_a_span_with_name_id_duration_and_outcome() {
             .map(|(_, v)| v.as_str())
             .collect()
     };
-    assert_eq!(get("tool"), ["add", "add"]);
-    assert_eq!(get("call_id"), ["call_ok", "call_bad"]);
+    assert_eq!(get("gen_ai.tool.name"), ["add", "add"]);
+    assert_eq!(get("gen_ai.tool.call.id"), ["call_ok", "call_bad"]);
+    assert_eq!(get("error.type"), ["invalid_arguments"]);
     assert_eq!(get("outcome"), ["ok", "invalid_arguments"]);
     let durations = get("duration_ms");
     assert_eq!(durations.len(), 2);
@@ -149,18 +153,22 @@ async fn every_turn_and_model_call_has_a_span() {
     let outcome = agent.send("traced", "1+2?").await.unwrap();
     assert_eq!(outcome.answer.as_deref(), Some("3"));
 
-    assert_eq!(spans.get("agent_turn", "session"), ["traced"]);
-    assert_eq!(spans.get("agent_turn", "steps"), ["1", "2"]);
-    assert_eq!(spans.get("agent_turn", "status"), ["Completed"]);
-    assert_eq!(spans.get("model_call", "step"), ["1", "2"]);
+    assert_eq!(spans.get("invoke_agent", "session"), ["traced"]);
     assert_eq!(
-        spans.get("model_call", "model"),
+        spans.get("invoke_agent", "gen_ai.conversation.id"),
+        ["traced"]
+    );
+    assert_eq!(spans.get("invoke_agent", "steps"), ["1", "2"]);
+    assert_eq!(spans.get("invoke_agent", "status"), ["Completed"]);
+    assert_eq!(spans.get("chat", "step"), ["1", "2"]);
+    assert_eq!(
+        spans.get("chat", "gen_ai.request.model"),
         ["scripted-model", "scripted-model"]
     );
     assert_eq!(
-        spans.get("model_call", "provider"),
-        ["Scripted", "Scripted"]
+        spans.get("chat", "gen_ai.provider.name"),
+        ["scripted", "scripted"]
     );
-    assert_eq!(spans.get("model_call", "output_tokens").len(), 2);
-    assert_eq!(spans.get("tool_call", "tool"), ["add"]);
+    assert_eq!(spans.get("chat", "gen_ai.usage.output_tokens").len(), 2);
+    assert_eq!(spans.get("execute_tool", "gen_ai.tool.name"), ["add"]);
 }

@@ -570,7 +570,9 @@ impl RemoteCall {
                 "the arguments must be a JSON object".into(),
             ));
         };
-        let params = CallToolRequestParams::new(self.remote.to_string()).with_arguments(arguments);
+        let mut params =
+            CallToolRequestParams::new(self.remote.to_string()).with_arguments(arguments);
+        crate::trace::inject(&mut params.meta);
         // Dropping this future (the limit below, the runner's, an
         // interruption) sends `notifications/cancelled` to the server.
         let peer = self.client.service.peer();

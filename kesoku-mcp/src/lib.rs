@@ -16,7 +16,8 @@
 // The modules form layers: each uses only modules on lines above its own.
 //
 // 1. leaves:     error, convert, json_scan (a JSON text scanned without recursion),
-//                approval (asking the client's user before a tool runs)
+//                approval (asking the client's user before a tool runs),
+//                trace (the trace context a request's `_meta` carries)
 // 2. frame:      frame (reading one JSON-RPC message; json_scan)
 // 3. server:     server (convert, approval)
 // 4. transports: stdio (server, frame, error), http (server, frame, error)
@@ -30,6 +31,7 @@ mod http;
 mod json_scan;
 mod server;
 mod stdio;
+mod trace;
 
 pub use client::{ImportOptions, McpClient, Protocol};
 pub use error::McpError;

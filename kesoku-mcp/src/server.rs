@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use kesoku_core::{Message, RegistryRef, ToolContext, ToolRequest, ToolRunner};
 use rmcp::model::{
@@ -349,13 +350,11 @@ impl ServerHandler for McpServer {
                 Verdict::Ask(question) => return Ok(CallToolResponse::InputRequired(*question)),
             }
         }
+        let id = context.id.to_string();
+        let span = crate::trace::server_span(&request.name, &id, &context.meta);
         let message = self
-            .call(
-                &request.name,
-                arguments,
-                context.id.to_string(),
-                context.ct.clone(),
-            )
+            .call(&request.name, arguments, id, context.ct.clone())
+            .instrument(span)
             .await;
         Ok(convert::call_result(&message).into())
     }
