@@ -16,7 +16,7 @@
 // | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema` |
 // | `args/`    | arguments checked: `arg_error`, `validate`, `dynamic_schema`, `tool_arg` |
 // | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |
-// | `run/`     | `runner`: the call lifecycle |
+// | `run/`     | `runner`: the call lifecycle; `span`: its span |
 // | `lowering/`| schemas lowered per provider, over a registry |
 // | `output`   | the shape of a typed answer, lowered and checked |
 mod args;

@@ -517,3 +517,5 @@ fn request_of(call: &Message) -> ToolRequest {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod typed_tests;

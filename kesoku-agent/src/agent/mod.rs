@@ -514,7 +514,7 @@ impl Agent {
             };
             if let Some(status) = finished {
                 let history = self.history(&message.session_id).await?;
-                return Ok(run::outcome_from_history(status, message, history));
+                return Ok(outcome::outcome_from_history(status, message, history));
             }
             if status == Some(Status::PendingAgent) {
                 // Put back, and no one has taken it yet.

@@ -1,7 +1,8 @@
-//! What a turn ends with ([`TurnOutcome`]), and why an agent call failed
+//! What a turn ends with ([`TurnOutcome`], also as read back from the
+//! store), and why an agent call failed
 //! ([`AgentError`]).
 
-use kesoku_core::{GatewayError, Message, MessageType};
+use kesoku_core::{GatewayError, Message, MessageType, Role};
 
 use super::approval::{self, PendingApproval};
 
@@ -101,4 +102,36 @@ pub enum AgentError {
         /// The file system's error.
         message: String,
     },
+}
+
+/// The outcome of a turn as the store holds it: the messages that answer
+/// the user message (and the results of their calls), for a `send` whose
+/// message another agent took.
+pub(crate) fn outcome_from_history(
+    status: TurnStatus,
+    user: &Message,
+    history: Vec<Message>,
+) -> TurnOutcome {
+    let mut ours = std::collections::HashSet::new();
+    ours.insert(user.id.clone());
+    let mut messages = Vec::new();
+    for m in history {
+        if m.role != Role::User && m.parent_id.as_ref().is_some_and(|p| ours.contains(p)) {
+            ours.insert(m.id.clone());
+            messages.push(m);
+        }
+    }
+    let answer = match status {
+        TurnStatus::Completed => messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && m.kind == MessageType::Text)
+            .map(|m| m.content.clone()),
+        _ => None,
+    };
+    TurnOutcome {
+        status,
+        answer,
+        messages,
+    }
 }

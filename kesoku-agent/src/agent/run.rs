@@ -109,38 +109,6 @@ pub(crate) async fn turn(
     outcome
 }
 
-/// The outcome of a turn as the store holds it: the messages that answer
-/// the user message (and the results of their calls), for a `send` whose
-/// message another agent took.
-pub(crate) fn outcome_from_history(
-    status: TurnStatus,
-    user: &Message,
-    history: Vec<Message>,
-) -> TurnOutcome {
-    let mut ours = std::collections::HashSet::new();
-    ours.insert(user.id.clone());
-    let mut messages = Vec::new();
-    for m in history {
-        if m.role != Role::User && m.parent_id.as_ref().is_some_and(|p| ours.contains(p)) {
-            ours.insert(m.id.clone());
-            messages.push(m);
-        }
-    }
-    let answer = match status {
-        TurnStatus::Completed => messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::Assistant && m.kind == MessageType::Text)
-            .map(|m| m.content.clone()),
-        _ => None,
-    };
-    TurnOutcome {
-        status,
-        answer,
-        messages,
-    }
-}
-
 struct Turn<'a> {
     shared: &'a Shared,
     /// The model options of a typed turn (the agent's, with the answer's

@@ -2,3 +2,4 @@
 //! message.
 
 pub(crate) mod runner;
+mod span;

@@ -12,6 +12,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+
+use super::span;
 use futures_util::stream::FuturesOrdered;
 use serde_json::Map;
 use tokio::sync::{
@@ -275,30 +277,7 @@ impl ToolRunner {
         tool_call: &Message,
         is_interrupted: Option<&(dyn Fn() -> bool + Send + Sync)>,
     ) -> Message {
-        // OpenTelemetry's GenAI span for a tool call (`otel.*` name it for
-        // a bridge such as tracing-opentelemetry). Its fields are built
-        // only when a subscriber wants the span.
-        let span = tracing::info_span!(
-            "execute_tool",
-            otel.name = format!("execute_tool {}", request.name),
-            otel.kind = "internal",
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %request.name,
-            gen_ai.tool.call.id = %request.id,
-            gen_ai.tool.type = "function",
-            error.type = tracing::field::Empty,
-            gen_ai.tool.call.arguments = tracing::field::Empty,
-            gen_ai.tool.call.result = tracing::field::Empty,
-            duration_ms = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-        );
-        let capture = self.capture_content && !span.is_disabled();
-        if capture {
-            span.record(
-                "gen_ai.tool.call.arguments",
-                tracing::field::display(&request.arguments),
-            );
-        }
+        let span = span::call(request, self.capture_content);
         let started = Instant::now();
         let outcome = self
             .run(request, is_interrupted)
@@ -309,22 +288,8 @@ impl ToolRunner {
             Ok(_) => "ok",
             Err(e) => e.kind.as_str(),
         };
-        span.record("duration_ms", elapsed.as_secs_f64() * 1000.0);
-        span.record("outcome", outcome_name);
-        if outcome.is_err() {
-            // The tool's own `Err` is `tool_error`, as MCP's conventions
-            // name it; the runner's refusals keep their kind.
-            let error_type = if outcome_name == "failed" {
-                "tool_error"
-            } else {
-                outcome_name
-            };
-            span.record("error.type", error_type);
-        }
         let result = package(request, tool_call, outcome, elapsed);
-        if capture {
-            span.record("gen_ai.tool.call.result", result.content.as_str());
-        }
+        span::ended(&span, outcome_name, elapsed, &result, self.capture_content);
         result
     }
 

@@ -12,63 +12,63 @@ use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
 
 /// No decisions: no call waits for a person.
-fn none() -> HashMap<&'static str, Verdict> {
+pub(super) fn none() -> HashMap<&'static str, Verdict> {
     HashMap::new()
 }
 
 /// No tool has a use limit.
-fn no_limit(_: &str) -> Option<usize> {
+pub(super) fn no_limit(_: &str) -> Option<usize> {
     None
 }
 
 /// The policy that runs every call.
-fn allow(_: &ToolRequest) -> Approval {
+pub(super) fn allow(_: &ToolRequest) -> Approval {
     Approval::Allow
 }
 
-fn prompt() -> Message {
+pub(super) fn prompt() -> Message {
     Message::new("s", Role::User, MessageType::Text, "Add 2 and 3")
         .with_sender("user")
         .with_status(Status::Processing)
 }
 
-fn add(id: &str) -> ToolRequest {
+pub(super) fn add(id: &str) -> ToolRequest {
     ToolRequest::new(id, "add", json!({"a": 2, "b": 3}))
 }
 
-fn reply(text: &str, calls: &[&str]) -> AssistantTurn {
+pub(super) fn reply(text: &str, calls: &[&str]) -> AssistantTurn {
     AssistantTurn::new("s", "mock", text, calls.iter().map(|id| add(id)))
 }
 
-fn result_of(call: &Message, text: &str) -> Message {
+pub(super) fn result_of(call: &Message, text: &str) -> Message {
     Message::new("s", Role::Tool, MessageType::ToolResult, text)
         .with_status(Status::Responded)
         .with_parent(&call.id)
 }
 
 /// The model call asked for, after the posts.
-fn asked(d: Decision) -> (Vec<Message>, super::Ask) {
+pub(super) fn asked(d: Decision) -> (Vec<Message>, super::Ask) {
     match d.next {
         Next::Ask(ask) => (d.post, ask),
         other => panic!("expected to ask the model, got {other:?}"),
     }
 }
 
-fn ran(d: Decision) -> (Vec<Message>, Run) {
+pub(super) fn ran(d: Decision) -> (Vec<Message>, Run) {
     match d.next {
         Next::Run(run) => (d.post, run),
         other => panic!("expected to run calls, got {other:?}"),
     }
 }
 
-fn finished(d: Decision) -> (Vec<Message>, Finish) {
+pub(super) fn finished(d: Decision) -> (Vec<Message>, Finish) {
     match d.next {
         Next::Finish(finish) => (d.post, finish),
         other => panic!("expected the end, got {other:?}"),
     }
 }
 
-fn start(max_steps: usize) -> super::Ask {
+pub(super) fn start(max_steps: usize) -> super::Ask {
     let p = prompt();
     let (post, ask) = asked(Machine::start(
         &p,
@@ -96,7 +96,7 @@ fn a_new_prompt_asks_the_model_first() {
     assert_eq!(ask.0.prompt, p.id);
 }
 
-fn prompt_id_of(ask: &super::Ask) -> String {
+pub(super) fn prompt_id_of(ask: &super::Ask) -> String {
     ask.0.prompt.clone()
 }
 
@@ -326,7 +326,7 @@ fn an_interruption_ends_the_turn_posting_nothing() {
 
 /// The prompt, and `after` it (each answering the prompt unless it has
 /// a parent already).
-fn history(p: &Message, after: Vec<Message>) -> Vec<Message> {
+pub(super) fn history(p: &Message, after: Vec<Message>) -> Vec<Message> {
     let mut h = vec![p.clone()];
     h.extend(after.into_iter().map(|m| {
         if m.parent_id.is_some() {
@@ -338,7 +338,7 @@ fn history(p: &Message, after: Vec<Message>) -> Vec<Message> {
     h
 }
 
-fn assistant(text: &str) -> Message {
+pub(super) fn assistant(text: &str) -> Message {
     Message::new("s", Role::Assistant, MessageType::Text, text)
 }
 
@@ -570,139 +570,4 @@ fn an_approved_call_a_dead_worker_began_is_not_run_again() {
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].parent_id.as_deref(), Some(begun.id.as_str()));
     assert_eq!(post[0].metadata[keys::ERROR_KIND], "interrupted");
-}
-
-/// A prompt asking for `{"total": <integer>}`, with `repairs` more tries.
-fn typed_prompt(repairs: usize) -> Message {
-    let output = kesoku_core::OutputSchema::new(
-        "Sum",
-        json!({"type": "object", "properties": {"total": {"type": "integer", "description": "The sum."}},
-               "required": ["total"], "additionalProperties": false}),
-    )
-    .unwrap();
-    let mut p = prompt();
-    crate::agent::typed::ask_for(&mut p, &output, repairs);
-    p
-}
-
-#[test]
-fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_last() {
-    let p = typed_prompt(1);
-    let (_, ask) = asked(Machine::start(
-        &p,
-        typed::asked(&p),
-        5,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
-    let (post, ask) = asked(ask.replied(reply(r#"{"total": "five"}"#, &[]), &allow, &no_limit));
-    assert_eq!(ask.step(), 2);
-    assert_eq!(post.len(), 2);
-    // The model's answer is kept, answered (not left for the user), and
-    // marked as sent back.
-    assert_eq!(post[0].content, r#"{"total": "five"}"#);
-    assert_eq!(post[0].status, Status::Responded);
-    assert!(post[0].metadata.contains_key(crate::agent::typed::REJECTED));
-    // The feedback names the path, and reads as the user's turn.
-    assert_eq!(
-        (post[1].role, post[1].kind),
-        (Role::System, MessageType::Text)
-    );
-    assert!(post[1].metadata.contains_key(keys::FEEDBACK));
-    assert!(post[1].content.contains("`total`"), "{}", post[1].content);
-    assert_eq!(post[1].parent_id.as_deref(), Some(p.id.as_str()));
-
-    // No tries left: the next answer ends the turn whatever it is.
-    let (post, finish) = finished(ask.replied(reply("still wrong", &[]), &allow, &no_limit));
-    assert_eq!(post[0].status, Status::Pending);
-    assert_eq!(
-        finish,
-        Finish::new(
-            TurnStatus::Completed,
-            Some("still wrong".into()),
-            Status::Processed
-        )
-    );
-}
-
-#[test]
-fn a_typed_answer_that_fits_ends_the_turn() {
-    let p = typed_prompt(1);
-    let (_, ask) = asked(Machine::start(
-        &p,
-        typed::asked(&p),
-        5,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
-    let (post, finish) = finished(ask.replied(reply(r#"{"total": 5}"#, &[]), &allow, &no_limit));
-    assert_eq!(post.len(), 1);
-    assert_eq!(finish.answer.as_deref(), Some(r#"{"total": 5}"#));
-}
-
-#[test]
-fn tries_already_used_are_counted_from_the_history_on_a_restart() {
-    let p = typed_prompt(1);
-    // Another worker got a wrong answer and gave feedback, then stopped.
-    let mut note = Message::new("s", Role::System, MessageType::Text, "`total` is required")
-        .with_status(Status::Responded);
-    note.metadata.insert(keys::FEEDBACK.into(), true.into());
-    let h = history(
-        &p,
-        vec![assistant("{}").with_status(Status::Responded), note],
-    );
-    let (_, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
-    let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
-    assert_eq!(finish.status, TurnStatus::Completed);
-}
-
-#[test]
-fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
-    let p = typed_prompt(1);
-    // The worker stored the rejected answer and stopped before the note.
-    let mut rejected = assistant(r#"{"total": "five"}"#).with_status(Status::Responded);
-    rejected
-        .metadata
-        .insert(crate::agent::typed::REJECTED.into(), true.into());
-    let h = history(&p, vec![rejected]);
-    let (post, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
-    assert_eq!(post.len(), 1);
-    assert!(post[0].metadata.contains_key(keys::FEEDBACK));
-    assert!(post[0].content.contains("`total`"), "{}", post[0].content);
-    // That was the one try: the next answer stands.
-    let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
-    assert_eq!(finish.answer.as_deref(), Some("{}"));
-}
-
-#[test]
-fn at_the_last_step_an_answer_that_does_not_fit_stands() {
-    let p = typed_prompt(3);
-    let (_, ask) = asked(Machine::start(
-        &p,
-        typed::asked(&p),
-        1,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
-    let (post, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
-    assert_eq!(post.len(), 1, "no feedback left behind");
-    assert_eq!(finish.status, TurnStatus::Completed);
-    assert_eq!(finish.answer.as_deref(), Some("{}"));
-}
-
-#[test]
-fn a_refusal_is_not_repaired() {
-    let p = typed_prompt(2);
-    let (_, ask) = asked(Machine::start(
-        &p,
-        typed::asked(&p),
-        5,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
-    let refusal =
-        reply("I can't help with that.", &[]).with_stop_reason(kesoku_llm::StopReason::Refusal);
-    let (post, finish) = finished(ask.replied(refusal, &allow, &no_limit));
-    assert_eq!(post.len(), 1);
-    assert_eq!(finish.answer.as_deref(), Some("I can't help with that."));
 }
