@@ -91,6 +91,7 @@ pub(crate) async fn turn(
         begun: Begun::default(),
         cancel: CancellationToken::new(),
         declarations: Arc::default(),
+        overhead: 0,
         ending,
     };
     let outcome = turn.run().instrument(span.clone()).await;
@@ -130,6 +131,8 @@ struct Turn<'a> {
     /// The tools as the model sees them this turn (a live registry is
     /// read once, as the turn starts).
     declarations: Arc<Vec<ToolDeclaration>>,
+    /// The estimated tokens of the instructions and the tools.
+    overhead: u64,
     ending: &'a Ending,
 }
 
@@ -246,6 +249,9 @@ impl Turn<'_> {
     async fn runner(&mut self) -> Result<ToolRunner, AgentError> {
         let ctx = self.context().await?;
         let (registry, declarations) = self.shared.tools.current();
+        // What the tools and instructions add to each request, estimated
+        // once a turn (the tools are read once a turn).
+        self.overhead = fit::overhead(self.shared, &declarations);
         self.declarations = declarations;
         let mut runner = ToolRunner::new(registry, ctx)
             .with_max_concurrency(self.shared.max_parallel_calls)
@@ -340,7 +346,7 @@ impl Turn<'_> {
         view: &mut View,
         step: usize,
     ) -> Result<Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>>, AgentError> {
-        let overhead = fit::overhead(self.shared, &self.declarations);
+        let overhead = self.overhead;
         let mut forced = false;
         let mut guess = None;
         loop {
