@@ -168,6 +168,22 @@ fn reply(provider: &str, body: &Value, tokens: u64) -> Value {
     }
 }
 
+/// A loopback server playing `name` (`anthropic`, `openai`, `gemini`),
+/// and what it saw.
+async fn provider_server(name: &'static str, sizeless: bool) -> (MockServer, Arc<Mutex<Seen>>) {
+    let server = MockServer::start().await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Provider {
+            name,
+            seen: Arc::clone(&seen),
+            sizeless,
+        })
+        .mount(&server)
+        .await;
+    (server, seen)
+}
+
 fn registry() -> Arc<ToolRegistry> {
     let mut tools = ToolRegistry::new();
     let tool = DynamicTool::new(
@@ -227,16 +243,7 @@ fn history(session: &str, n: usize) -> Vec<Message> {
 }
 
 async fn long_session_keeps_running(provider: &'static str) {
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Provider {
-            name: provider,
-            seen: Arc::clone(&seen),
-            sizeless: false,
-        })
-        .mount(&server)
-        .await;
+    let (server, seen) = provider_server(provider, false).await;
     let llm: Box<dyn Llm> = match provider {
         "anthropic" => Box::new(ClaudeLlm::new("k").with_base_url(server.uri())),
         "openai" => Box::new(OpenAiLlm::new("k").with_base_url(server.uri())),
@@ -323,16 +330,7 @@ async fn gemini_a_session_of_100_000_messages_keeps_running() {
 /// and on another one that loads the session afresh (another worker).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_is_asked_once_stored_and_views_start_from_it() {
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Provider {
-            name: "anthropic",
-            seen: Arc::clone(&seen),
-            sizeless: false,
-        })
-        .mount(&server)
-        .await;
+    let (server, seen) = provider_server("anthropic", false).await;
     let store = Arc::new(MemoryStore::new());
     for m in history("long", 20_000) {
         store.insert(&m).await.unwrap();
@@ -395,16 +393,7 @@ async fn a_summary_is_asked_once_stored_and_views_start_from_it() {
 /// at each step: only what lies before it is, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_larger_than_the_budget_is_not_summarized_step_after_step() {
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Provider {
-            name: "anthropic",
-            seen: Arc::clone(&seen),
-            sizeless: false,
-        })
-        .mount(&server)
-        .await;
+    let (server, seen) = provider_server("anthropic", false).await;
     let store = Arc::new(MemoryStore::new());
     for m in history("s", 200) {
         store.insert(&m).await.unwrap();
@@ -439,16 +428,7 @@ async fn a_turn_larger_than_the_budget_is_not_summarized_step_after_step() {
 /// which fits, is still sent whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_naming_no_size_does_not_shrink_other_sessions() {
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Provider {
-            name: "openai",
-            seen: Arc::clone(&seen),
-            sizeless: true,
-        })
-        .mount(&server)
-        .await;
+    let (server, seen) = provider_server("openai", true).await;
     let store = Arc::new(MemoryStore::new());
     let mut picture = Message::new(
         "a",

@@ -187,26 +187,32 @@ fn traced<F: std::future::Future>(keep: &Keep, work: F) -> F::Output {
         .block_on(work)
 }
 
+/// A server answering a first step with two parallel calls (the second
+/// to a tool that fails), then a text.
+async fn two_steps() -> MockServer {
+    server(vec![
+        ResponseTemplate::new(200).set_body_json(claude_reply(
+            "msg_1",
+            &json!([
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "broken", "input": {"city": "Lima"}}
+            ]),
+            "tool_use",
+        )),
+        ResponseTemplate::new(200).set_body_json(claude_reply(
+            "msg_2",
+            &json!([{"type": "text", "text": "Sunny in Paris; Lima is unknown."}]),
+            "end_turn",
+        )),
+    ])
+    .await
+}
+
 #[test]
 fn a_two_step_turn_with_parallel_calls_is_one_trace_of_genai_spans() {
     let keep = Keep::default();
     traced(&keep, async {
-        let server = server(vec![
-            ResponseTemplate::new(200).set_body_json(claude_reply(
-                "msg_1",
-                &json!([
-                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
-                    {"type": "tool_use", "id": "toolu_2", "name": "broken", "input": {"city": "Lima"}}
-                ]),
-                "tool_use",
-            )),
-            ResponseTemplate::new(200).set_body_json(claude_reply(
-                "msg_2",
-                &json!([{"type": "text", "text": "Sunny in Paris; Lima is unknown."}]),
-                "end_turn",
-            )),
-        ])
-        .await;
+        let server = two_steps().await;
         let outcome = agent(&server, false, false)
             .send("s1", "Weather?")
             .await
@@ -372,7 +378,7 @@ mod otel {
     use tracing_subscriber::layer::SubscriberExt as _;
     use wiremock::ResponseTemplate;
 
-    use super::{KEY, builder, claude_reply, server};
+    use super::{KEY, builder, claude_reply, server, two_steps};
     use kesoku::llm::TurnStatus;
 
     fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a OtelValue> {
@@ -380,6 +386,27 @@ mod otel {
             .iter()
             .find(|kv| kv.key.as_str() == key)
             .map(|kv| &kv.value)
+    }
+
+    /// Runs `work` on this thread with tracing-opentelemetry, over an
+    /// in-memory exporter, as the subscriber; the spans it finished.
+    fn exported(work: impl std::future::Future<Output = ()>) -> Vec<SpanData> {
+        let spans = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(spans.clone())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        {
+            let _guard = tracing::subscriber::set_default(subscriber);
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(work);
+        }
+        provider.force_flush().unwrap();
+        spans.get_finished_spans().unwrap()
     }
 
     fn text(span: &SpanData, key: &str) -> Option<String> {
@@ -425,49 +452,21 @@ mod otel {
     /// A two-step turn with two calls (one failing), its spans and metrics
     /// exported in memory.
     fn exported_turn() -> (Vec<SpanData>, Vec<Point>) {
-        let spans = InMemorySpanExporter::default();
-        let tracing_provider = SdkTracerProvider::builder()
-            .with_simple_exporter(spans.clone())
-            .build();
         let metrics = InMemoryMetricExporter::default();
         let meter_provider = SdkMeterProvider::builder()
             .with_reader(PeriodicReader::builder(metrics.clone()).build())
             .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(tracing_provider.tracer("test")));
-        let guard = tracing::subscriber::set_default(subscriber);
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let server = server(vec![
-                    ResponseTemplate::new(200).set_body_json(claude_reply(
-                        "msg_1",
-                        &json!([
-                            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
-                            {"type": "tool_use", "id": "toolu_2", "name": "broken", "input": {"city": "Lima"}}
-                        ]),
-                        "tool_use",
-                    )),
-                    ResponseTemplate::new(200).set_body_json(claude_reply(
-                        "msg_2",
-                        &json!([{"type": "text", "text": "Done."}]),
-                        "end_turn",
-                    )),
-                ])
-                .await;
-                let agent = builder(&server, false, true)
-                    .meter(meter_provider.meter("kesoku"))
-                    .build()
-                    .unwrap();
-                let outcome = agent.send("s9", "Weather?").await.unwrap();
-                assert_eq!(outcome.status, TurnStatus::Completed);
-            });
-        drop(guard);
-        tracing_provider.force_flush().unwrap();
+        let finished = exported(async {
+            let server = two_steps().await;
+            let agent = builder(&server, false, true)
+                .meter(meter_provider.meter("kesoku"))
+                .build()
+                .unwrap();
+            let outcome = agent.send("s9", "Weather?").await.unwrap();
+            assert_eq!(outcome.status, TurnStatus::Completed);
+        });
         meter_provider.force_flush().unwrap();
-        (spans.get_finished_spans().unwrap(), points(&metrics))
+        (finished, points(&metrics))
     }
 
     #[test]
@@ -578,54 +577,40 @@ mod otel {
     fn a_tool_on_an_mcp_server_is_in_the_agent_s_trace() {
         use kesoku::mcp::{ImportOptions, McpClient, McpServer, Protocol};
 
-        let spans = InMemorySpanExporter::default();
-        let tracing_provider = SdkTracerProvider::builder()
-            .with_simple_exporter(spans.clone())
-            .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(tracing_provider.tracer("test")));
-        let guard = tracing::subscriber::set_default(subscriber);
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let (client_side, server_side) = tokio::io::duplex(1 << 16);
-                let (sr, sw) = tokio::io::split(server_side);
-                tokio::spawn(McpServer::new(super::tools()).serve_io(sr, sw));
-                let (cr, cw) = tokio::io::split(client_side);
-                let client = McpClient::io("the weather server", cr, cw, Protocol::Auto)
-                    .await
-                    .unwrap();
-                let mut imported = kesoku::ToolRegistry::new();
-                client
-                    .import(&mut imported, &ImportOptions::new().prefix("remote_"))
-                    .await
-                    .unwrap();
-                let server = server(vec![
-                    ResponseTemplate::new(200).set_body_json(claude_reply(
-                        "msg_1",
-                        &json!([{"type": "tool_use", "id": "toolu_9", "name": "remote_get_weather",
+        let finished = exported(async {
+            let (client_side, server_side) = tokio::io::duplex(1 << 16);
+            let (sr, sw) = tokio::io::split(server_side);
+            tokio::spawn(McpServer::new(super::tools()).serve_io(sr, sw));
+            let (cr, cw) = tokio::io::split(client_side);
+            let client = McpClient::io("the weather server", cr, cw, Protocol::Auto)
+                .await
+                .unwrap();
+            let mut imported = kesoku::ToolRegistry::new();
+            client
+                .import(&mut imported, &ImportOptions::new().prefix("remote_"))
+                .await
+                .unwrap();
+            let server = server(vec![
+                ResponseTemplate::new(200).set_body_json(claude_reply(
+                    "msg_1",
+                    &json!([{"type": "tool_use", "id": "toolu_9", "name": "remote_get_weather",
                             "input": {"city": "Oslo"}}]),
-                        "tool_use",
-                    )),
-                    ResponseTemplate::new(200).set_body_json(claude_reply(
-                        "msg_2",
-                        &json!([{"type": "text", "text": "Sunny in Oslo."}]),
-                        "end_turn",
-                    )),
-                ])
-                .await;
-                let agent = builder(&server, false, false)
-                    .registry(imported)
-                    .build()
-                    .unwrap();
-                let outcome = agent.send("s10", "Weather in Oslo?").await.unwrap();
-                assert_eq!(outcome.answer.as_deref(), Some("Sunny in Oslo."));
-            });
-        drop(guard);
-        tracing_provider.force_flush().unwrap();
-        let finished = spans.get_finished_spans().unwrap();
+                    "tool_use",
+                )),
+                ResponseTemplate::new(200).set_body_json(claude_reply(
+                    "msg_2",
+                    &json!([{"type": "text", "text": "Sunny in Oslo."}]),
+                    "end_turn",
+                )),
+            ])
+            .await;
+            let agent = builder(&server, false, false)
+                .registry(imported)
+                .build()
+                .unwrap();
+            let outcome = agent.send("s10", "Weather in Oslo?").await.unwrap();
+            assert_eq!(outcome.answer.as_deref(), Some("Sunny in Oslo."));
+        });
         let one = |name: &str| -> &SpanData {
             let found: Vec<&SpanData> = finished.iter().filter(|s| s.name == name).collect();
             assert_eq!(
