@@ -153,10 +153,14 @@ async fn check_decided(store: &dyn Store, workers: &[Worker], sessions: usize) -
         let answer = &history.last().unwrap().content;
         let runs = ran.get(&session).copied().unwrap_or(0);
         if i % 2 == 0 {
-            assert_eq!(runs, 1, "{session}: approved, so run once");
             if answer.contains("interrupted") {
+                // Its worker died after marking it begun: it ran then, or
+                // (another of that worker's turns set off the kill) not
+                // yet; either way never again.
+                assert!(runs <= 1, "{session}: approved, so run at most once");
                 interrupted += 1;
             } else {
+                assert_eq!(runs, 1, "{session}: approved, so run once");
                 assert_eq!(answer, "deleted: deleted 1", "{session}");
             }
         } else {
