@@ -8,6 +8,9 @@
 //! ```
 //!
 //! stdout carries the protocol only; logs go to stderr (`RUST_LOG=debug`).
+//! `--otlp URL` (or `OTEL_EXPORTER_OTLP_ENDPOINT`), built with `--features
+//! otel`, exports each call's spans: a call from a kesoku agent is a child
+//! of the agent's tool span, in the agent's trace.
 
 use std::process::ExitCode;
 
@@ -15,8 +18,13 @@ use clap::Parser;
 use kesoku::llm::tools::Sandbox;
 use kesoku::mcp::{HttpOptions, McpServer};
 use kesoku::{State, ToolContext, ToolRegistry, tool};
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
+#[path = "demo/otlp.rs"]
+mod otlp;
 #[path = "demo/tools.rs"]
 mod tools;
 
@@ -63,6 +71,12 @@ struct Args {
     /// How many connections are served at once (default 256).
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
+    /// Export traces and metrics over OTLP/HTTP to this collector, such as
+    /// `http://localhost:4318` (built with `--features otel`); a call from
+    /// a kesoku agent continues the agent's trace.
+    /// (Default: `OTEL_EXPORTER_OTLP_ENDPOINT`.)
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
 }
 
 #[tokio::main]
@@ -73,9 +87,21 @@ async fn main() -> ExitCode {
         .ok()
         .and_then(|l| l.parse::<LevelFilter>().ok())
         .unwrap_or(LevelFilter::WARN);
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(level)
+    let (exported, _exporting) = match otlp::layer("kesoku-mcp-server", args.otlp.as_deref()) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("mcp_server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The level filters the log only: the exported spans are all kept.
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(level),
+        )
+        .with(exported)
         .init();
 
     let server = match server() {

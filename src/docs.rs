@@ -25,6 +25,9 @@ pub mod agents {}
 #[doc = include_str!("../docs/llm.md")]
 pub mod llm {}
 
+#[doc = include_str!("../docs/telemetry.md")]
+pub mod telemetry {}
+
 #[doc = include_str!("../docs/mcp.md")]
 pub mod mcp {}
 

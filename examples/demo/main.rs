@@ -22,11 +22,13 @@
 //! demo --session ID         go on with a stored session
 //! demo --history --session ID
 //! demo --show-schemas       every tool as each provider receives it
+//! demo --otlp http://localhost:4318   export the trace (`--features otel`)
 //! ```
 
 mod approval;
 mod interactive;
 mod model;
+mod otlp;
 mod output;
 mod record;
 mod tools;
@@ -94,11 +96,32 @@ struct Cli {
     /// try interrupting a turn).
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// Export traces and metrics over OTLP/HTTP to this collector, such as
+    /// `http://localhost:4318` (built with `--features otel`).
+    /// (Default: `OTEL_EXPORTER_OTLP_ENDPOINT`.)
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
 }
+
+/// The `service.name` of the demo's exported spans.
+const SERVICE: &str = "kesoku-demo";
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    let _exporting = match otlp::layer(SERVICE, cli.otlp.as_deref()) {
+        Ok((None, exporting)) => exporting,
+        Ok((Some(layer), exporting)) => {
+            use tracing_subscriber::layer::SubscriberExt as _;
+            use tracing_subscriber::util::SubscriberInitExt as _;
+            tracing_subscriber::registry().with(layer).init();
+            exporting
+        }
+        Err(e) => {
+            eprintln!("{BAD}error:{BAD:#} {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
