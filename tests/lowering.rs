@@ -307,7 +307,14 @@ fn gemini_parameters_cannot_express_recursion() {
         unsupported.contains(&("walk_tree", "/$defs/Tree/properties/children/items/$ref")),
         "{lint}"
     );
-    for tool in ["find_notes", "store_meta", "draw"] {
+    // A map is an OBJECT without properties, which Gemini refuses too.
+    let refused: Vec<&str> = lint
+        .for_tool("store_meta")
+        .filter(|e| e.severity == Severity::Unsupported)
+        .map(|e| e.path.as_str())
+        .collect();
+    assert_eq!(refused, ["/properties/meta/additionalProperties"], "{lint}");
+    for tool in ["find_notes", "draw"] {
         assert_eq!(
             lint.for_tool(tool)
                 .filter(|e| e.severity == Severity::Unsupported)

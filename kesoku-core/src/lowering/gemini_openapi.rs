@@ -278,6 +278,24 @@ impl Gemini<'_, '_> {
                     Severity::Lossy,
                     "Gemini's `parameters` has no `additionalProperties`; the provider no longer rejects extra keys (kesoku still does)",
                 ),
+                // A map: with no listed properties left, Gemini refuses
+                // the OBJECT (`properties: should be non-empty for OBJECT
+                // type`), nested as at the root.
+                "additionalProperties"
+                    if !path.is_empty()
+                        && m
+                            .get("properties")
+                            .and_then(Value::as_object)
+                            .is_none_or(Obj::is_empty) =>
+                {
+                    self.sink.push(
+                        &at,
+                        k,
+                        Severity::Unsupported,
+                        "a map (free-form keys) is an OBJECT without properties, which Gemini's `parameters` rejects; kept with its value schema in the description",
+                    );
+                    notes.push(format!("Keys are free-form; each value is {}.", describe(v)));
+                }
                 "additionalProperties" => {
                     self.sink.push(
                         &at,

@@ -131,10 +131,11 @@ fn dropped_constraints_move_into_descriptions() {
                 "multipleOf",
                 Severity::Lossy
             ),
+            // A map is an OBJECT without properties: refused.
             (
                 "/properties/meta/additionalProperties",
                 "additionalProperties",
-                Severity::Lossy
+                Severity::Unsupported
             ),
             (
                 "/properties/pair/prefixItems",
