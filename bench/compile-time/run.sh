@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Measures what #[tool] costs at compile time.
 #
-# Generates two crates of 200 functions each, identical but for the
-# attribute: `with_tool` has #[tool] on every function, `plain` has none.
+# Generates three crates of 200 functions each, identical but for the
+# attribute: `with_tool` has #[tool] on every function, `with_targets`
+# has #[tool(targets(...))] naming all seven provider targets (each
+# parameter checked at compile time), `plain` has none.
 # Both depend on kesoku (so dependencies are equal and prebuilt), and for
 # each it times:
 #   - a clean build of the crate itself (dependencies already built);
@@ -70,6 +72,7 @@ RS
 }
 
 gen with_tool "#[tool]"
+gen with_targets "#[tool(targets(anthropic, anthropic_structured, openai, openai_strict, gemini, gemini_json_schema, mcp))]"
 gen plain ""
 
 export CARGO_TARGET_DIR="$work/target"
@@ -94,11 +97,13 @@ measure() { # measure NAME -> "clean incremental"
 }
 
 read -r tool_clean tool_inc < <(measure with_tool)
+read -r targets_clean targets_inc < <(measure with_targets)
 read -r plain_clean plain_inc < <(measure plain)
 test "$("$work/target/debug/with_tool")" = "$n" || { echo "with_tool did not register $n tools" >&2; exit 1; }
+test "$("$work/target/debug/with_targets")" = "$n" || { echo "with_targets did not register $n tools" >&2; exit 1; }
 test "$("$work/target/debug/plain")" = "$n" || { echo "plain did not build $n functions" >&2; exit 1; }
 
 printf '\n%d functions, median of %d runs, debug build, %s cores\n' "$n" "$runs" "$(nproc)"
-printf '%-22s %10s %10s %8s\n' "" "plain" "#[tool]" "ratio"
-printf '%-22s %9.2fs %9.2fs %7.2fx\n' "clean build" "$plain_clean" "$tool_clean" "$(echo "$tool_clean / $plain_clean" | bc -l)"
-printf '%-22s %9.2fs %9.2fs %7.2fx\n' "edit one fn, rebuild" "$plain_inc" "$tool_inc" "$(echo "$tool_inc / $plain_inc" | bc -l)"
+printf '%-22s %10s %10s %8s %12s %8s\n' "" "plain" "#[tool]" "ratio" "+targets(7)" "ratio"
+printf '%-22s %9.2fs %9.2fs %7.2fx %11.2fs %7.2fx\n' "clean build" "$plain_clean" "$tool_clean" "$(echo "$tool_clean / $plain_clean" | bc -l)" "$targets_clean" "$(echo "$targets_clean / $plain_clean" | bc -l)"
+printf '%-22s %9.2fs %9.2fs %7.2fx %11.2fs %7.2fx\n' "edit one fn, rebuild" "$plain_inc" "$tool_inc" "$(echo "$tool_inc / $plain_inc" | bc -l)" "$targets_inc" "$(echo "$targets_inc / $plain_inc" | bc -l)"

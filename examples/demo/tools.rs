@@ -1,4 +1,6 @@
-//! The demo's own tools, and the registry it runs with.
+//! The demo's own tools, and the registry it runs with. Each declares
+//! every provider target, so a parameter one of them would refuse fails
+//! the build (`tests/ui/pass/targets.rs` compiles this file too).
 
 use std::sync::Mutex;
 
@@ -10,7 +12,15 @@ use kesoku::{State, ToolContext, ToolRegistry, tool};
 /// # Arguments
 /// * `a` - The first integer.
 /// * `b` - The second integer.
-#[tool]
+#[tool(targets(
+    anthropic,
+    anthropic_structured,
+    openai,
+    openai_strict,
+    gemini,
+    gemini_json_schema,
+    mcp
+))]
 fn calculate_sum(a: i64, b: i64) -> Result<i64, String> {
     a.checked_add(b)
         .ok_or_else(|| format!("{a} + {b} does not fit in a 64-bit integer"))
@@ -21,7 +31,15 @@ fn calculate_sum(a: i64, b: i64) -> Result<i64, String> {
 /// # Arguments
 /// * `timezone` - An IANA time zone, such as `Europe/Paris`; UTC if
 ///   omitted.
-#[tool]
+#[tool(targets(
+    anthropic,
+    anthropic_structured,
+    openai,
+    openai_strict,
+    gemini,
+    gemini_json_schema,
+    mcp
+))]
 fn current_time(timezone: Option<String>) -> Result<String, String> {
     let name = timezone.as_deref().unwrap_or("UTC");
     let zone = jiff::tz::TimeZone::get(name).map_err(|e| {
@@ -39,7 +57,15 @@ pub(crate) struct Notebook(Mutex<Vec<String>>);
 ///
 /// # Arguments
 /// * `text` - The note.
-#[tool]
+#[tool(targets(
+    anthropic,
+    anthropic_structured,
+    openai,
+    openai_strict,
+    gemini,
+    gemini_json_schema,
+    mcp
+))]
 async fn save_note(
     text: String,
     context: &ToolContext,
@@ -67,7 +93,19 @@ async fn save_note(
 ///
 /// # Arguments
 /// * `number` - The note's number, as `save_note` gave it.
-#[tool(approval, destructive)]
+#[tool(
+    approval,
+    destructive,
+    targets(
+        anthropic,
+        anthropic_structured,
+        openai,
+        openai_strict,
+        gemini,
+        gemini_json_schema,
+        mcp
+    )
+)]
 fn delete_note(number: usize, notebook: State<Notebook>) -> Result<String, String> {
     let Notebook(notes) = &*notebook.0;
     let mut notes = notes

@@ -13,7 +13,7 @@
 // | ---------- | ----- |
 // | leaves     | `content`, `future`, `suggest`, `error_source` |
 // | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `MemoryStore`), `row`, `gateway` (+ `filter`, `listener`, `error`), `session_cache` |
-// | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema` |
+// | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema`, `targets` (what each provider refuses, for the compile-time check) |
 // | `args/`    | arguments checked: `arg_error`, `validate`, `dynamic_schema`, `tool_arg` |
 // | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |
 // | `run/`     | `runner`: the call lifecycle; `span`: its span |
@@ -41,6 +41,9 @@ pub use future::BoxFuture;
 pub use output::{OutputError, OutputSchema, OutputSchemaError};
 pub use run::runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::hints::ToolHints;
+#[doc(hidden)]
+pub use schema::targets::Constructs;
+pub use schema::targets::Target;
 pub use schema::tool_schema::{Location, ToolSchema};
 pub use schema::tree::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, NamedSchema, ObjectSchema, Schema, StringSchema,
@@ -92,6 +95,23 @@ pub mod __private {
 
     pub use serde_json::Value;
     pub use std::sync::OnceLock;
+
+    /// Why the first of `targets` that refuses a parameter built of
+    /// `constructs` does; `#[tool(targets(...))]` panics with it in the
+    /// schema constant, so the build fails there.
+    pub const fn refused(
+        constructs: crate::Constructs,
+        targets: &[crate::Target],
+    ) -> Option<&'static str> {
+        let mut i = 0;
+        while i < targets.len() {
+            if let Some(why) = constructs.refused(targets[i]) {
+                return Some(why);
+            }
+            i += 1;
+        }
+        None
+    }
 
     /// Whether a parameter of this schema may be absent (`Option<T>`).
     pub const fn is_nullable(schema: &crate::Schema) -> bool {

@@ -45,6 +45,9 @@ pub(crate) struct ToolOptions {
     pub(crate) idempotent: Option<SpannedValue<bool>>,
     /// It reaches an open world, such as the web (`openWorldHint`).
     pub(crate) open_world: Option<SpannedValue<bool>>,
+    /// `targets(gemini, openai_strict)`: providers whose refusal of a
+    /// parameter fails the build; the crate's default if absent.
+    pub(crate) targets: Option<darling::util::PathList>,
 }
 
 /// What `#[arg(...)]` on a parameter says.

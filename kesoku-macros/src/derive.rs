@@ -19,28 +19,34 @@ use crate::expand::opt_str;
 pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
     let krate = crate_path(&cx, input);
-    let body = body(&cx, input, &krate);
+    let seen = Seen::default();
+    let body = body(&cx, input, &krate, &seen);
     match cx.check() {
         Ok(()) => {
             let ident = &input.ident;
             let name = ident.to_string();
             let description = opt_str(doc_text(&input.attrs).as_deref());
+            let constructs = constructs(ident, &seen, &krate);
+            // The body is behind a function in `SCHEMA` (a recursive type's
+            // constants would be cyclic otherwise), and read as a constant
+            // for what it is built of.
             quote! {
-                #[automatically_derived]
-                impl #krate::ToolArg for #ident {
-                    const SCHEMA: #krate::Schema = #krate::Schema::Named(&#krate::NamedSchema {
-                        name: #name,
-                        id: ::core::concat!(::core::module_path!(), "::", #name),
-                        description: #description,
-                        body: {
-                            fn __kesoku_body() -> &'static #krate::Schema {
-                                const BODY: #krate::Schema = #body;
-                                &BODY
-                            }
-                            __kesoku_body
-                        },
-                    });
-                }
+                const _: () = {
+                    const __KESOKU_BODY: #krate::Schema = #body;
+                    fn __kesoku_body() -> &'static #krate::Schema {
+                        &__KESOKU_BODY
+                    }
+                    #[automatically_derived]
+                    impl #krate::ToolArg for #ident {
+                        const SCHEMA: #krate::Schema = #krate::Schema::Named(&#krate::NamedSchema {
+                            name: #name,
+                            id: ::core::concat!(::core::module_path!(), "::", #name),
+                            description: #description,
+                            body: __kesoku_body,
+                        });
+                        const __CONSTRUCTS: #krate::Constructs = #constructs;
+                    }
+                };
             }
         }
         // A placeholder impl keeps every tool taking this type from being a
@@ -79,7 +85,7 @@ fn crate_path(cx: &Ctxt, input: &DeriveInput) -> syn::Path {
     path
 }
 
-fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
+fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path, seen: &Seen) -> TokenStream {
     if !input.generics.params.is_empty() {
         cx.error_spanned_by(
             &input.generics,
@@ -104,6 +110,7 @@ fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
         .type_from()
         .or(container.attrs.type_try_from())
     {
+        seen.push(from, false);
         return type_schema(from, krate);
     }
     match &container.data {
@@ -112,11 +119,13 @@ fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
             .find(|f| !f.attrs.skip_deserializing())
             .map_or_else(
                 || quote!(#krate::Schema::Any),
-                |f| field_schema(cx, f, krate),
+                |f| field_schema(cx, f, krate, seen, false),
             ),
-        Data::Struct(Style::Struct, fields) => object(cx, fields, None, container_default, krate),
-        Data::Struct(Style::Newtype, fields) => field_schema(cx, &fields[0], krate),
-        Data::Struct(Style::Tuple, fields) => tuple(cx, fields, krate),
+        Data::Struct(Style::Struct, fields) => {
+            object(cx, fields, None, container_default, krate, seen)
+        }
+        Data::Struct(Style::Newtype, fields) => field_schema(cx, &fields[0], krate, seen, false),
+        Data::Struct(Style::Tuple, fields) => tuple(cx, fields, krate, seen),
         Data::Struct(Style::Unit, _) => {
             cx.error_spanned_by(
                 &input.ident,
@@ -124,7 +133,7 @@ fn body(cx: &Ctxt, input: &DeriveInput, krate: &syn::Path) -> TokenStream {
             );
             quote!(#krate::Schema::Any)
         }
-        Data::Enum(variants) => enumeration(cx, container.attrs.tag(), variants, krate),
+        Data::Enum(variants) => enumeration(cx, container.attrs.tag(), variants, krate, seen),
     }
 }
 
@@ -133,6 +142,7 @@ fn enumeration(
     tag: &TagType,
     variants: &[Variant<'_>],
     krate: &syn::Path,
+    seen: &Seen,
 ) -> TokenStream {
     let variants: Vec<&Variant<'_>> = variants
         .iter()
@@ -153,19 +163,27 @@ fn enumeration(
         let names = variants.iter().map(|v| v.attrs.name().deserialize_name());
         return quote!(#krate::Schema::Enum(&[#(#names),*]));
     }
-    let alts = variants.iter().map(|v| variant(cx, tag, v, krate));
+    let alts = variants.iter().map(|v| variant(cx, tag, v, krate, seen));
     quote!(#krate::Schema::OneOf(&[#(#alts),*]))
 }
 
 /// One alternative of a data-carrying enum, in the enum's serde representation.
-fn variant(cx: &Ctxt, tag: &TagType, v: &Variant<'_>, krate: &syn::Path) -> TokenStream {
+fn variant(
+    cx: &Ctxt,
+    tag: &TagType,
+    v: &Variant<'_>,
+    krate: &syn::Path,
+    seen: &Seen,
+) -> TokenStream {
     let name = v.attrs.name().deserialize_name();
     let doc = doc_text(&v.original.attrs);
     let desc = opt_str(doc.as_deref());
+    // An internally tagged variant's payload is flattened beside the tag.
+    let flattened = matches!(tag, TagType::Internal { .. });
     let payload = || match v.style {
-        Style::Struct => object(cx, &v.fields, doc.as_deref(), false, krate),
-        Style::Newtype => field_schema(cx, &v.fields[0], krate),
-        Style::Tuple => tuple(cx, &v.fields, krate),
+        Style::Struct => object(cx, &v.fields, doc.as_deref(), false, krate, seen),
+        Style::Newtype => field_schema(cx, &v.fields[0], krate, seen, flattened),
+        Style::Tuple => tuple(cx, &v.fields, krate, seen),
         Style::Unit => quote!(#krate::Schema::Any),
     };
     let tag_field = |tag: &str| {
@@ -227,11 +245,12 @@ fn object(
     description: Option<&str>,
     all_default: bool,
     krate: &syn::Path,
+    seen: &Seen,
 ) -> TokenStream {
     let mut own = Vec::new();
     let mut flatten = Vec::new();
     for f in fields.iter().filter(|f| !f.attrs.skip_deserializing()) {
-        let schema = field_schema(cx, f, krate);
+        let schema = field_schema(cx, f, krate, seen, f.attrs.flatten());
         if f.attrs.flatten() {
             flatten.push(schema);
             continue;
@@ -259,11 +278,11 @@ fn object(
     }))
 }
 
-fn tuple(cx: &Ctxt, fields: &[Field<'_>], krate: &syn::Path) -> TokenStream {
+fn tuple(cx: &Ctxt, fields: &[Field<'_>], krate: &syn::Path, seen: &Seen) -> TokenStream {
     let items = fields
         .iter()
         .filter(|f| !f.attrs.skip_deserializing())
-        .map(|f| field_schema(cx, f, krate));
+        .map(|f| field_schema(cx, f, krate, seen, false));
     quote!(#krate::Schema::Tuple(&[#(#items),*]))
 }
 
@@ -287,7 +306,13 @@ fn field_tokens(
 /// A field's schema: the one `#[kesoku(schema = ...)]` gives; else its
 /// type's, unless a `deserialize_with` function reads it, whose format the
 /// type does not tell: then any value, and serde has the last word.
-fn field_schema(cx: &Ctxt, f: &Field<'_>, krate: &syn::Path) -> TokenStream {
+fn field_schema(
+    cx: &Ctxt,
+    f: &Field<'_>,
+    krate: &syn::Path,
+    seen: &Seen,
+    flattened: bool,
+) -> TokenStream {
     if let Some(expr) = schema_override(cx, f) {
         quote_spanned!(expr.span()=> {
             const __KESOKU_SCHEMA: #krate::Schema = #expr;
@@ -296,6 +321,7 @@ fn field_schema(cx: &Ctxt, f: &Field<'_>, krate: &syn::Path) -> TokenStream {
     } else if f.attrs.deserialize_with().is_some() {
         quote!(#krate::Schema::Any)
     } else {
+        seen.push(f.ty, flattened);
         type_schema(f.ty, krate)
     }
 }
@@ -332,6 +358,50 @@ fn schema_override(cx: &Ctxt, f: &Field<'_>) -> Option<syn::Expr> {
 
 fn type_schema(ty: &syn::Type, krate: &syn::Path) -> TokenStream {
     quote!(<#ty as #krate::ToolArg>::SCHEMA)
+}
+
+/// The field types a body reads its schema from (their `ToolArg`s), each
+/// with whether it is flattened into an object.
+#[derive(Default)]
+struct Seen(std::cell::RefCell<Vec<(syn::Type, bool)>>);
+
+impl Seen {
+    fn push(&self, ty: &syn::Type, flattened: bool) {
+        self.0.borrow_mut().push((ty.clone(), flattened));
+    }
+}
+
+/// What the type is built of that some provider refuses: its body's own
+/// tree, and each field type's constructs (flattened ones open the object
+/// when they are not objects). A field whose type names the type itself
+/// makes it recursive, and is not read again (its constant would be
+/// cyclic).
+fn constructs(ident: &syn::Ident, seen: &Seen, krate: &syn::Path) -> TokenStream {
+    let fields = seen.0.borrow();
+    let mut uses = Vec::new();
+    let mut recursive = false;
+    for (ty, flattened) in fields.iter() {
+        if names(quote!(#ty), ident) {
+            recursive = true;
+        } else if *flattened {
+            uses.push(quote!(.with(<#ty as #krate::ToolArg>::__CONSTRUCTS.flattened())));
+        } else {
+            uses.push(quote!(.with(<#ty as #krate::ToolArg>::__CONSTRUCTS)));
+        }
+    }
+    if recursive {
+        uses.push(quote!(.with(#krate::Constructs::RECURSIVE)));
+    }
+    quote!(#krate::Constructs::of(&__KESOKU_BODY) #(#uses)*)
+}
+
+/// Whether `tokens` name `ident` (or `Self`) anywhere.
+fn names(tokens: TokenStream, ident: &syn::Ident) -> bool {
+    tokens.into_iter().any(|tree| match tree {
+        proc_macro2::TokenTree::Ident(i) => i == *ident || i == "Self",
+        proc_macro2::TokenTree::Group(g) => names(g.stream(), ident),
+        _ => false,
+    })
 }
 
 /// The description part of an item's doc comment, if it has one.

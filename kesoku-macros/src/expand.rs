@@ -109,7 +109,7 @@ fn parse_options(cx: &Ctxt, args: TokenStream) -> ToolOptions {
                 cx.error_at(
                     e.span(),
                     format!(
-                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `approval`, `max_uses = N`, `max_parallel = N`, `allow_undocumented_args`, `register = false`, `title = \"...\"`, `read_only`, `destructive`, `idempotent`, `open_world` and `crate = path`"
+                        "invalid #[tool] option: {msg}; the options are `name = \"...\"`, `description = \"...\"`, `coerce = true|false`, `timeout = \"30s\"`, `sequential`, `approval`, `max_uses = N`, `max_parallel = N`, `allow_undocumented_args`, `register = false`, `title = \"...\"`, `read_only`, `destructive`, `idempotent`, `open_world`, `targets(...)` and `crate = path`"
                     ),
                 );
             }
@@ -171,7 +171,14 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
     let module_doc = format!(
         "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
     );
+    let tracked = crate::targets::track_manifest();
+    let checks = targets_checks(f, checked, &krate);
     quote! {
+        #tracked
+
+        #(#cfgs)*
+        #checks
+
         #(#cfgs)*
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
@@ -309,6 +316,49 @@ fn schema_tokens(
         )
         #(#with)*
         .with_exact(#krate::__private::all_exact(&[#(#exact),*]))
+    }
+}
+
+/// When targets are declared, an anonymous constant beside the schema's:
+/// for each model parameter, a statement that panics, spanned on the
+/// parameter's type, with why the first target that refuses it does. Its
+/// evaluation fails the build there (and names no item of ours).
+fn targets_checks(f: &ToolFn<'_>, checked: &Checked, krate: &syn::Path) -> TokenStream {
+    if checked.targets.is_empty() {
+        return TokenStream::new();
+    }
+    let targets = &checked.targets;
+    let checks = f
+        .params
+        .iter()
+        .filter(|p| p.source == Source::Model)
+        .map(|p| {
+            let ty = p.ty;
+            let (span, constructs) = if let Some(expr) = &p.schema {
+                (
+                    expr.span(),
+                    quote_spanned!(expr.span()=> #krate::Constructs::of(&{
+                        const __KESOKU_SCHEMA: #krate::Schema = #expr;
+                        __KESOKU_SCHEMA
+                    })),
+                )
+            } else {
+                (
+                    ty.span(),
+                    quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::__CONSTRUCTS),
+                )
+            };
+            quote_spanned! {span=>
+                if let ::core::option::Option::Some(__kesoku_refused) =
+                    #krate::__private::refused(#constructs, &[#(#krate::Target::#targets),*])
+                {
+                    ::core::panic!("{}", __kesoku_refused);
+                }
+            }
+        });
+    // An anonymous constant: the error names it `_`, not our items.
+    quote! {
+        const _: () = { #(#checks)* };
     }
 }
 

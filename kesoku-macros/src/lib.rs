@@ -9,6 +9,7 @@ mod ctxt;
 mod derive;
 mod docs;
 mod expand;
+mod targets;
 mod valid;
 
 use proc_macro::TokenStream;

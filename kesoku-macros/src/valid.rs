@@ -21,6 +21,8 @@ pub(crate) struct Checked {
     pub(crate) arg_docs: Vec<Option<String>>,
     /// `timeout = "..."` in milliseconds.
     pub(crate) timeout_ms: Option<u64>,
+    /// The `kesoku::Target` variants whose refusals fail the build.
+    pub(crate) targets: Vec<syn::Ident>,
 }
 
 pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
@@ -84,6 +86,7 @@ pub(crate) fn check(cx: &Ctxt, f: &ToolFn<'_>, opts: &ToolOptions) -> Checked {
         returns: parsed.returns,
         arg_docs,
         timeout_ms: opts.timeout.as_ref().and_then(|lit| timeout_ms(cx, lit)),
+        targets: crate::targets::resolve(cx, opts.targets.as_ref()),
     }
 }
 

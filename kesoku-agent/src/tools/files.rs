@@ -25,7 +25,11 @@ const MAX_OUTPUT: usize = 64 * 1024;
 /// * `dir` - The directory, relative to the working directory or the
 ///   session's staging directory, or absolute; the working directory if
 ///   omitted.
-#[tool(crate = kesoku_core, register = false)]
+#[tool(
+    crate = kesoku_core,
+    register = false,
+    targets(anthropic, anthropic_structured, openai, openai_strict, gemini, gemini_json_schema, mcp)
+)]
 pub async fn list_files(dir: Option<String>, context: &ToolContext) -> Result<String, String> {
     let sandbox = sandbox(context)?;
     let staging = context.workspace().map(std::path::Path::to_path_buf);
@@ -81,7 +85,11 @@ pub async fn list_files(dir: Option<String>, context: &ToolContext) -> Result<St
 /// # Returns
 /// The lines, each prefixed with its number, and a last line saying how
 /// many the file has when not all were read.
-#[tool(crate = kesoku_core, register = false)]
+#[tool(
+    crate = kesoku_core,
+    register = false,
+    targets(anthropic, anthropic_structured, openai, openai_strict, gemini, gemini_json_schema, mcp)
+)]
 pub async fn read_file(
     path: String,
     offset: Option<u64>,

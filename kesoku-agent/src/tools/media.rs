@@ -28,7 +28,11 @@ const MAX_PIXELS: u64 = 40_000_000;
 /// * `path` - The file, relative to the working directory or the session's
 ///   staging directory, or absolute.
 /// * `prompt` - What to find out about it.
-#[tool(crate = kesoku_core, register = false)]
+#[tool(
+    crate = kesoku_core,
+    register = false,
+    targets(anthropic, anthropic_structured, openai, openai_strict, gemini, gemini_json_schema, mcp)
+)]
 pub async fn analyze_media(
     path: String,
     #[arg(default = "Describe the content of this file in detail.".to_owned())] prompt: String,

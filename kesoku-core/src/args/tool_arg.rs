@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
+use crate::schema::targets::Constructs;
 use crate::schema::tree::{ArraySchema, Schema, StringSchema};
 
 /// A type that can be a tool argument: it has a JSON Schema known at
@@ -41,6 +42,13 @@ pub trait ToolArg {
     /// unknown fields, aliases, other types) cannot let through a value the
     /// schema rejects.
     const EXACT: bool = false;
+
+    /// What the schema is built of that some provider refuses, for the
+    /// compile-time check of `#[tool(targets(...))]`. The default reads
+    /// `SCHEMA`'s own tree; containers add their items' (a named type's
+    /// body is not read there), and `#[derive(ToolArg)]` its fields'.
+    #[doc(hidden)]
+    const __CONSTRUCTS: Constructs = Constructs::of(&Self::SCHEMA);
 }
 
 macro_rules! signed_args {
@@ -129,10 +137,12 @@ impl ToolArg for serde_json::Value {
 impl<T: ToolArg> ToolArg for Option<T> {
     const SCHEMA: Schema = Schema::Nullable(&T::SCHEMA);
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT.with(T::__CONSTRUCTS);
 }
 impl<T: ToolArg + ?Sized> ToolArg for Box<T> {
     const SCHEMA: Schema = T::SCHEMA;
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = T::__CONSTRUCTS;
 }
 
 const fn array(items: &'static Schema, len: Option<u64>, unique_items: bool) -> Schema {
@@ -147,34 +157,44 @@ const fn array(items: &'static Schema, len: Option<u64>, unique_items: bool) -> 
 impl<T: ToolArg> ToolArg for Vec<T> {
     const SCHEMA: Schema = array(&T::SCHEMA, None, false);
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT.with(T::__CONSTRUCTS);
 }
 impl<T: ToolArg> ToolArg for VecDeque<T> {
     const SCHEMA: Schema = array(&T::SCHEMA, None, false);
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT.with(T::__CONSTRUCTS);
 }
 impl<T: ToolArg> ToolArg for [T] {
     const SCHEMA: Schema = array(&T::SCHEMA, None, false);
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT.with(T::__CONSTRUCTS);
 }
 impl<T: ToolArg, const N: usize> ToolArg for [T; N] {
     const SCHEMA: Schema = array(&T::SCHEMA, Some(N as u64), false);
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT.with(T::__CONSTRUCTS);
 }
 // Sets are not `EXACT`: serde drops the duplicates that `uniqueItems` rejects.
 impl<T: ToolArg, S> ToolArg for HashSet<T, S> {
     const SCHEMA: Schema = array(&T::SCHEMA, None, true);
+    const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT.with(T::__CONSTRUCTS);
 }
 impl<T: ToolArg> ToolArg for BTreeSet<T> {
     const SCHEMA: Schema = array(&T::SCHEMA, None, true);
+    const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT.with(T::__CONSTRUCTS);
 }
 impl<T: ToolArg, S> ToolArg for HashMap<String, T, S> {
     const SCHEMA: Schema = Schema::Map(&T::SCHEMA);
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = MAP.with(T::__CONSTRUCTS);
 }
 impl<T: ToolArg> ToolArg for BTreeMap<String, T> {
     const SCHEMA: Schema = Schema::Map(&T::SCHEMA);
     const EXACT: bool = T::EXACT;
+    const __CONSTRUCTS: Constructs = MAP.with(T::__CONSTRUCTS);
 }
+
+const MAP: Constructs = Constructs::NOT_OBJECT.union(Constructs::ROOT_MAP);
 
 /// Whether every one of these types is [`EXACT`](ToolArg::EXACT): a
 /// tuple's, or a tool's parameters' (when the fast path may be used).
@@ -194,6 +214,7 @@ macro_rules! tuple_args {
         impl<$($t: ToolArg),+> ToolArg for ($($t,)+) {
             const SCHEMA: Schema = Schema::Tuple(&[$($t::SCHEMA),+]);
             const EXACT: bool = all_exact(&[$($t::EXACT),+]);
+            const __CONSTRUCTS: Constructs = Constructs::NOT_OBJECT$(.with($t::__CONSTRUCTS))+;
         }
     };
 }

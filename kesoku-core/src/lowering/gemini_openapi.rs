@@ -218,6 +218,54 @@ impl Gemini<'_, '_> {
         Value::Object(out)
     }
 
+    /// `additionalProperties` (`v`) of the object `m` at `path`, which
+    /// Gemini's `parameters` does not have.
+    fn additional_properties(
+        &mut self,
+        m: &Obj,
+        v: &Value,
+        at: &str,
+        path: &str,
+        notes: &mut Vec<String>,
+    ) {
+        let k = "additionalProperties";
+        if *v == Value::Bool(false) {
+            self.sink.push(
+                at,
+                k,
+                Severity::Lossy,
+                "Gemini's `parameters` has no `additionalProperties`; the provider no longer rejects extra keys (kesoku still does)",
+            );
+            return;
+        }
+        // A map: with no listed properties left, Gemini refuses the OBJECT
+        // (`properties: should be non-empty for OBJECT type`), nested as at
+        // the root.
+        let map = !path.is_empty()
+            && m.get("properties")
+                .and_then(Value::as_object)
+                .is_none_or(Obj::is_empty);
+        if map {
+            self.sink.push(
+                at,
+                k,
+                Severity::Unsupported,
+                "a map (free-form keys) is an OBJECT without properties, which Gemini's `parameters` rejects; kept with its value schema in the description",
+            );
+        } else {
+            self.sink.push(
+                at,
+                k,
+                Severity::Lossy,
+                "Gemini's `parameters` has no `additionalProperties`; the value schema moved to the description",
+            );
+        }
+        notes.push(format!(
+            "Keys are free-form; each value is {}.",
+            describe(v)
+        ));
+    }
+
     /// Every keyword of `m`, lowered; returns the sentences to append to
     /// the description.
     fn keywords(&mut self, m: &Obj, path: &str) -> (Obj, Vec<String>) {
@@ -244,8 +292,7 @@ impl Gemini<'_, '_> {
                 // The tuple's own `items` (`false`, or the rest) is folded in below.
                 "items" if m.contains_key("prefixItems") => {}
                 "prefixItems" => {
-                    let Some((items, sentence)) =
-                        lower_tuple(m, path, &mut |c, p| self.node(c, p))
+                    let Some((items, sentence)) = lower_tuple(m, path, &mut |c, p| self.node(c, p))
                     else {
                         continue;
                     };
@@ -269,41 +316,12 @@ impl Gemini<'_, '_> {
                     out.insert("anyOf".into(), alts);
                 }
                 "const" if v.is_string() => {
-                    self.sink.push(&at, k, Severity::Rewritten, "became a one-item `enum`");
+                    self.sink
+                        .push(&at, k, Severity::Rewritten, "became a one-item `enum`");
                     out.insert("enum".into(), json!([v]));
                 }
-                "additionalProperties" if *v == Value::Bool(false) => self.sink.push(
-                    &at,
-                    k,
-                    Severity::Lossy,
-                    "Gemini's `parameters` has no `additionalProperties`; the provider no longer rejects extra keys (kesoku still does)",
-                ),
-                // A map: with no listed properties left, Gemini refuses
-                // the OBJECT (`properties: should be non-empty for OBJECT
-                // type`), nested as at the root.
-                "additionalProperties"
-                    if !path.is_empty()
-                        && m
-                            .get("properties")
-                            .and_then(Value::as_object)
-                            .is_none_or(Obj::is_empty) =>
-                {
-                    self.sink.push(
-                        &at,
-                        k,
-                        Severity::Unsupported,
-                        "a map (free-form keys) is an OBJECT without properties, which Gemini's `parameters` rejects; kept with its value schema in the description",
-                    );
-                    notes.push(format!("Keys are free-form; each value is {}.", describe(v)));
-                }
                 "additionalProperties" => {
-                    self.sink.push(
-                        &at,
-                        k,
-                        Severity::Lossy,
-                        "Gemini's `parameters` has no `additionalProperties`; the value schema moved to the description",
-                    );
-                    notes.push(format!("Keys are free-form; each value is {}.", describe(v)));
+                    self.additional_properties(m, v, &at, path, &mut notes);
                 }
                 _ if REJECTED.contains(&k.as_str()) || k == "oneOf" || k == "const" => {
                     self.sink.push(

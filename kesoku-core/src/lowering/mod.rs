@@ -35,6 +35,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::schema::targets::Target;
 use crate::tool::registry::ToolRegistry;
 
 mod anthropic;
@@ -98,6 +99,29 @@ impl fmt::Display for Dialect {
     }
 }
 
+/// The dialect a [`Target`] names: lint a registry for the targets its
+/// tools declare.
+///
+/// ```
+/// use kesoku_core::Target;
+/// use kesoku_core::lowering::Dialect;
+///
+/// assert_eq!(Dialect::from(Target::Gemini), Dialect::GeminiOpenApi);
+/// ```
+impl From<Target> for Dialect {
+    fn from(target: Target) -> Dialect {
+        match target {
+            Target::Anthropic => Dialect::Anthropic,
+            Target::AnthropicStructured => Dialect::AnthropicStructured,
+            Target::OpenAi => Dialect::OpenAi,
+            Target::OpenAiStrict => Dialect::OpenAiStrict,
+            Target::Gemini => Dialect::GeminiOpenApi,
+            Target::GeminiJsonSchema => Dialect::GeminiJsonSchema,
+            Target::Mcp => Dialect::Mcp,
+        }
+    }
+}
+
 /// A schema lowered for one provider, and what that changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lowered {
@@ -144,6 +168,9 @@ impl ToolRegistry {
         all
     }
 }
+
+#[cfg(test)]
+mod targets_tests;
 
 #[cfg(test)]
 mod tests {

@@ -2,5 +2,6 @@
 //! whole schema, and its hints.
 
 pub(crate) mod hints;
+pub(crate) mod targets;
 pub(crate) mod tool_schema;
 pub(crate) mod tree;
