@@ -41,9 +41,9 @@ pub use future::BoxFuture;
 pub use output::{OutputError, OutputSchema, OutputSchemaError};
 pub use run::runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::hints::ToolHints;
-#[doc(hidden)]
-pub use schema::targets::Constructs;
 pub use schema::targets::Target;
+#[doc(hidden)]
+pub use schema::targets::{Constructs, Targets};
 pub use schema::tool_schema::{Location, ToolSchema};
 pub use schema::tree::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, NamedSchema, ObjectSchema, Schema, StringSchema,
@@ -95,23 +95,6 @@ pub mod __private {
 
     pub use serde_json::Value;
     pub use std::sync::OnceLock;
-
-    /// Why the first of `targets` that refuses a parameter built of
-    /// `constructs` does; `#[tool(targets(...))]` panics with it in the
-    /// schema constant, so the build fails there.
-    pub const fn refused(
-        constructs: crate::Constructs,
-        targets: &[crate::Target],
-    ) -> Option<&'static str> {
-        let mut i = 0;
-        while i < targets.len() {
-            if let Some(why) = constructs.refused(targets[i]) {
-                return Some(why);
-            }
-            i += 1;
-        }
-        None
-    }
 
     /// Whether a parameter of this schema may be absent (`Option<T>`).
     pub const fn is_nullable(schema: &crate::Schema) -> bool {

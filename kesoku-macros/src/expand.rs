@@ -350,15 +350,20 @@ fn targets_checks(f: &ToolFn<'_>, checked: &Checked, krate: &syn::Path) -> Token
             };
             quote_spanned! {span=>
                 if let ::core::option::Option::Some(__kesoku_refused) =
-                    #krate::__private::refused(#constructs, &[#(#krate::Target::#targets),*])
+                    __KESOKU_TARGETS.refusal(#constructs)
                 {
                     ::core::panic!("{}", __kesoku_refused);
                 }
             }
         });
-    // An anonymous constant: the error names it `_`, not our items.
+    // An anonymous constant: the error names it `_`, not our items. What
+    // the targets refuse is worked out once, not per parameter.
     quote! {
-        const _: () = { #(#checks)* };
+        const _: () = {
+            const __KESOKU_TARGETS: #krate::Targets =
+                #krate::Targets::new(&[#(#krate::Target::#targets),*]);
+            #(#checks)*
+        };
     }
 }
 

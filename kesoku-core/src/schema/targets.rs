@@ -274,3 +274,86 @@ impl Constructs {
         }
     }
 }
+
+/// A tool's declared targets, with the union of what they refuse worked
+/// out once, so that checking a parameter is one test when (as nearly
+/// always) nothing is refused. Not a public API: `#[tool(targets(...))]`
+/// uses it.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Targets {
+    list: &'static [Target],
+    refused: u8,
+}
+
+impl Targets {
+    /// `list`, and what any of them refuses.
+    pub const fn new(list: &'static [Target]) -> Targets {
+        let mut refused = 0;
+        let mut i = 0;
+        while i < list.len() {
+            refused |= match list[i] {
+                Target::Anthropic | Target::OpenAi | Target::GeminiJsonSchema | Target::Mcp => 0,
+                Target::Gemini => {
+                    Constructs::MAP.0 | Constructs::ROOT_MAP.0 | Constructs::RECURSIVE.0
+                }
+                Target::OpenAiStrict => {
+                    Constructs::MAP.0
+                        | Constructs::ROOT_MAP.0
+                        | Constructs::OPEN.0
+                        | Constructs::ANY.0
+                }
+                Target::AnthropicStructured => {
+                    Constructs::MAP.0
+                        | Constructs::ROOT_MAP.0
+                        | Constructs::OPEN.0
+                        | Constructs::ANY.0
+                        | Constructs::RECURSIVE.0
+                }
+            };
+            i += 1;
+        }
+        Targets { list, refused }
+    }
+
+    /// Why the first target that refuses a parameter built of
+    /// `constructs` does; `None` if every one takes it.
+    pub const fn refusal(self, constructs: Constructs) -> Option<&'static str> {
+        if constructs.0 & self.refused == 0 {
+            return None;
+        }
+        let mut i = 0;
+        while i < self.list.len() {
+            if let Some(why) = constructs.refused(self.list[i]) {
+                return Some(why);
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Constructs, Target, Targets};
+
+    /// The union `Targets::new` works out says the same as each target's
+    /// own refusals, for every set of constructs and every pair of targets.
+    #[test]
+    fn a_tool_s_targets_refuse_what_each_of_them_does() {
+        for bits in 0..64u8 {
+            let c = Constructs(bits);
+            for a in Target::ALL {
+                for b in Target::ALL {
+                    let list: &'static [Target] = Box::leak(vec![a, b].into_boxed_slice());
+                    let expected = c.refused(a).or_else(|| c.refused(b));
+                    assert_eq!(
+                        Targets::new(list).refusal(c),
+                        expected,
+                        "{bits:#b} {a:?} {b:?}"
+                    );
+                }
+            }
+        }
+    }
+}
