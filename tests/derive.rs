@@ -636,3 +636,32 @@ async fn a_flattened_map_takes_the_other_keys() {
         "{e}"
     );
 }
+
+/// A chapter of a book, which holds books in turn: two types that contain
+/// each other.
+#[derive(Deserialize, ToolArg)]
+#[allow(dead_code)]
+struct Chapter {
+    /// The title.
+    title: String,
+    /// Books quoted in it.
+    quoted: Vec<Book>,
+}
+
+/// A book.
+#[derive(Deserialize, ToolArg)]
+#[allow(dead_code)]
+struct Book {
+    /// Its chapters.
+    chapters: Option<Box<Chapter>>,
+}
+
+/// Types that contain each other still derive and render (with `$defs`),
+/// as long as no tool declares targets for them.
+#[test]
+fn types_that_contain_each_other_derive_and_render() {
+    let book = schema_of::<Book>();
+    let text = book.to_string();
+    assert!(text.contains("$ref"), "{text}");
+    assert!(text.contains("quoted"), "{text}");
+}

@@ -96,6 +96,13 @@ pub mod __private {
     pub use serde_json::Value;
     pub use std::sync::OnceLock;
 
+    /// `T`'s constructs, through a call rather than a constant operand, so
+    /// that building a derived type's constant does not evaluate its
+    /// fields' (two types that contain each other would be a cycle).
+    pub const fn constructs<T: crate::ToolArg + ?Sized>() -> crate::Constructs {
+        T::__CONSTRUCTS
+    }
+
     /// Whether a parameter of this schema may be absent (`Option<T>`).
     pub const fn is_nullable(schema: &crate::Schema) -> bool {
         matches!(schema, crate::Schema::Nullable(_))

@@ -59,6 +59,8 @@ pub(crate) fn derive(input: &DeriveInput) -> TokenStream {
                 #[automatically_derived]
                 impl #impl_generics #krate::ToolArg for #ident #ty_generics #where_clause {
                     const SCHEMA: #krate::Schema = #krate::Schema::Any;
+                    // Not a second error from a tool's targets.
+                    const __CONSTRUCTS: #krate::Constructs = #krate::Constructs::NONE;
                 }
                 #errors
             }
@@ -381,12 +383,17 @@ fn constructs(ident: &syn::Ident, seen: &Seen, krate: &syn::Path) -> TokenStream
     let mut uses = Vec::new();
     let mut recursive = false;
     for (ty, flattened) in fields.iter() {
-        if names(quote!(#ty), ident) {
+        if names(ty, ident) {
+            // Not read again (the constant would be cyclic), but the other
+            // types inside it are (its containers are in the body's tree).
             recursive = true;
+            for inner in others(ty, ident) {
+                uses.push(quote!(.with(#krate::__private::constructs::<#inner>())));
+            }
         } else if *flattened {
-            uses.push(quote!(.with(<#ty as #krate::ToolArg>::__CONSTRUCTS.flattened())));
+            uses.push(quote!(.with(#krate::__private::constructs::<#ty>().flattened())));
         } else {
-            uses.push(quote!(.with(<#ty as #krate::ToolArg>::__CONSTRUCTS)));
+            uses.push(quote!(.with(#krate::__private::constructs::<#ty>())));
         }
     }
     if recursive {
@@ -395,13 +402,80 @@ fn constructs(ident: &syn::Ident, seen: &Seen, krate: &syn::Path) -> TokenStream
     quote!(#krate::Constructs::of(&__KESOKU_BODY) #(#uses)*)
 }
 
-/// Whether `tokens` name `ident` (or `Self`) anywhere.
-fn names(tokens: TokenStream, ident: &syn::Ident) -> bool {
-    tokens.into_iter().any(|tree| match tree {
-        proc_macro2::TokenTree::Ident(i) => i == *ident || i == "Self",
-        proc_macro2::TokenTree::Group(g) => names(g.stream(), ident),
-        _ => false,
-    })
+/// Whether `ty` names the type `ident` (unqualified, or `Self`) anywhere:
+/// `other::Config` inside `Config` is another type.
+fn names(ty: &syn::Type, ident: &syn::Ident) -> bool {
+    use syn::visit::Visit;
+    struct Finder<'a>(&'a syn::Ident, bool);
+    impl<'ast> Visit<'ast> for Finder<'_> {
+        fn visit_type_path(&mut self, path: &'ast syn::TypePath) {
+            let p = &path.path;
+            if path.qself.is_none()
+                && p.leading_colon.is_none()
+                && p.segments.len() == 1
+                && (p.segments[0].ident == *self.0 || p.segments[0].ident == "Self")
+            {
+                self.1 = true;
+            }
+            syn::visit::visit_type_path(self, path);
+        }
+    }
+    let mut finder = Finder(ident, false);
+    finder.visit_type(ty);
+    finder.1
+}
+
+/// The largest types inside `ty` (which names `ident`) that do not name
+/// it, through the containers kesoku knows: a tuple's items, a `Vec`'s or
+/// `Option`'s item, a map's values.
+fn others<'a>(ty: &'a syn::Type, ident: &syn::Ident) -> Vec<&'a syn::Type> {
+    let mut out = Vec::new();
+    let mut push = |inner: &'a syn::Type| {
+        if names(inner, ident) {
+            out.extend(others(inner, ident));
+        } else {
+            out.push(inner);
+        }
+    };
+    match ty {
+        syn::Type::Tuple(t) => t.elems.iter().for_each(push),
+        syn::Type::Array(a) => push(&a.elem),
+        syn::Type::Slice(s) => push(&s.elem),
+        syn::Type::Paren(p) => push(&p.elem),
+        syn::Type::Group(g) => push(&g.elem),
+        syn::Type::Path(p) if p.qself.is_none() => {
+            let Some(last) = p.path.segments.last() else {
+                return out;
+            };
+            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+                return out;
+            };
+            let types: Vec<&syn::Type> = args
+                .args
+                .iter()
+                .filter_map(|a| match a {
+                    syn::GenericArgument::Type(t) => Some(t),
+                    _ => None,
+                })
+                .collect();
+            let name = last.ident.to_string();
+            match name.as_str() {
+                "Vec" | "VecDeque" | "Option" | "Box" | "HashSet" | "BTreeSet" => {
+                    if let Some(t) = types.first() {
+                        push(t);
+                    }
+                }
+                "HashMap" | "BTreeMap" => {
+                    if let Some(t) = types.get(1) {
+                        push(t);
+                    }
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+    out
 }
 
 /// The description part of an item's doc comment, if it has one.
@@ -424,7 +498,7 @@ mod tests {
         assert!(out.contains("compile_error"), "{out}");
         assert!(
             out.contains(
-                "impl < T : Clone > my :: kesoku :: ToolArg for Wrapper < T > where T : Copy { const SCHEMA : my :: kesoku :: Schema = my :: kesoku :: Schema :: Any ; }"
+                "impl < T : Clone > my :: kesoku :: ToolArg for Wrapper < T > where T : Copy { const SCHEMA : my :: kesoku :: Schema = my :: kesoku :: Schema :: Any ; const __CONSTRUCTS : my :: kesoku :: Constructs = my :: kesoku :: Constructs :: NONE ; }"
             ),
             "{out}"
         );

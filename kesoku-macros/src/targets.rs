@@ -89,14 +89,13 @@ pub(crate) fn resolve(cx: &Ctxt, declared: Option<&PathList>) -> Vec<syn::Ident>
 
 /// Tokens that make rustc rebuild the crate when its `Cargo.toml`
 /// changes (Cargo does not for `[package.metadata]`), emitted by the first
-/// expansion of a compilation only, and only where the manifest declares
-/// a default.
+/// expansion of a compilation only, whether or not the manifest declares
+/// a default yet (adding one must rebuild too); none outside Cargo.
 pub(crate) fn track_manifest() -> proc_macro2::TokenStream {
     static TRACKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let declares = crate_default()
-        .as_ref()
-        .is_ok_and(|names| !names.is_empty());
-    if !declares || TRACKED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .is_some_and(|dir| std::path::Path::new(&dir).join("Cargo.toml").is_file());
+    if !manifest || TRACKED.swap(true, std::sync::atomic::Ordering::Relaxed) {
         return proc_macro2::TokenStream::new();
     }
     quote::quote! {

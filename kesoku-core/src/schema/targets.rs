@@ -11,7 +11,7 @@
 //! hints (a `format`, a bound moved into the description) stays a warning
 //! in its report.
 
-use super::tree::Schema;
+use super::tree::{ObjectSchema, Schema};
 
 /// A provider's flavour of tool schema that a tool can declare it must
 /// work with: `#[tool(targets(gemini, openai_strict))]`.
@@ -81,7 +81,7 @@ impl Target {
 /// constant of every [`ToolArg`](crate::ToolArg). Not a public API: the
 /// macros' expansions use it.
 #[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Constructs(u8);
 
 impl Constructs {
@@ -152,7 +152,11 @@ impl Constructs {
     pub const fn of(schema: &Schema) -> Constructs {
         match schema {
             Schema::Map(values) => Constructs(Self::ROOT).union(Self::inside(values)),
-            Schema::Object(_) | Schema::Named(_) => Self::inside(schema),
+            Schema::Object(object) => match Self::object(object) {
+                (found, true) => found.union(Self::ROOT_MAP),
+                (found, false) => found,
+            },
+            Schema::Named(_) => Self::NONE,
             _ => Self::NOT_OBJECT.union(Self::inside(schema)),
         }
     }
@@ -172,33 +176,37 @@ impl Constructs {
             Schema::Nullable(inner) => Self::inside(inner),
             Schema::Tuple(items) | Schema::OneOf(items) => Self::all(items),
             Schema::Object(object) => {
-                let mut found = Self::NONE;
-                // Whether the object lists any property (a flattened named
-                // type is taken to: a derived struct has fields).
-                let mut listed = !object.fields.is_empty();
-                let mut i = 0;
-                while i < object.fields.len() {
-                    found = found.union(Self::inside(object.fields[i].schema));
-                    i += 1;
-                }
-                let mut i = 0;
-                while i < object.flatten.len() {
-                    let flat = &object.flatten[i];
-                    listed |= match flat {
-                        Schema::Object(o) => !o.fields.is_empty(),
-                        Schema::Named(_) => true,
-                        _ => false,
-                    };
-                    found = found.union(Self::of(flat).flattened());
-                    i += 1;
-                }
-                // Other keys and none listed: a map.
-                if !listed && found.contains(Self::OPEN) {
-                    found = found.union(Self::MAP);
-                }
-                found
+                let (found, map) = Self::object(object);
+                if map { found.union(Self::MAP) } else { found }
             }
         }
+    }
+
+    /// An object's constructs, and whether it is a map: it takes other
+    /// keys and lists none (a map only at its own root: flattened into
+    /// an object with properties, it only opens that).
+    const fn object(object: &ObjectSchema) -> (Constructs, bool) {
+        let mut found = Self::NONE;
+        // Whether the object lists any property (a flattened named type is
+        // taken to: a derived struct has fields).
+        let mut listed = !object.fields.is_empty();
+        let mut i = 0;
+        while i < object.fields.len() {
+            found = found.union(Self::inside(object.fields[i].schema));
+            i += 1;
+        }
+        let mut i = 0;
+        while i < object.flatten.len() {
+            let flat = &object.flatten[i];
+            listed |= match flat {
+                Schema::Object(o) => !o.fields.is_empty(),
+                Schema::Named(_) => true,
+                _ => false,
+            };
+            found = found.union(Self::of(flat).flattened());
+            i += 1;
+        }
+        (found, !listed && found.contains(Self::OPEN))
     }
 
     const fn all(schemas: &[Schema]) -> Constructs {
