@@ -172,7 +172,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
         "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
     );
     let tracked = crate::targets::track_manifest();
-    let checks = targets_checks(f, checked, &krate);
+    let checks = crate::targets::checks(&f.params, &checked.targets, &krate);
     quote! {
         #tracked
 
@@ -316,54 +316,6 @@ fn schema_tokens(
         )
         #(#with)*
         .with_exact(#krate::__private::all_exact(&[#(#exact),*]))
-    }
-}
-
-/// When targets are declared, an anonymous constant beside the schema's:
-/// for each model parameter, a statement that panics, spanned on the
-/// parameter's type, with why the first target that refuses it does. Its
-/// evaluation fails the build there (and names no item of ours).
-fn targets_checks(f: &ToolFn<'_>, checked: &Checked, krate: &syn::Path) -> TokenStream {
-    if checked.targets.is_empty() {
-        return TokenStream::new();
-    }
-    let targets = &checked.targets;
-    let checks = f
-        .params
-        .iter()
-        .filter(|p| p.source == Source::Model)
-        .map(|p| {
-            let ty = p.ty;
-            let (span, constructs) = if let Some(expr) = &p.schema {
-                (
-                    expr.span(),
-                    quote_spanned!(expr.span()=> #krate::Constructs::of(&{
-                        const __KESOKU_SCHEMA: #krate::Schema = #expr;
-                        __KESOKU_SCHEMA
-                    })),
-                )
-            } else {
-                (
-                    ty.span(),
-                    quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::__CONSTRUCTS),
-                )
-            };
-            quote_spanned! {span=>
-                if let ::core::option::Option::Some(__kesoku_refused) =
-                    __KESOKU_TARGETS.refusal(#constructs)
-                {
-                    ::core::panic!("{}", __kesoku_refused);
-                }
-            }
-        });
-    // An anonymous constant: the error names it `_`, not our items. What
-    // the targets refuse is worked out once, not per parameter.
-    quote! {
-        const _: () = {
-            const __KESOKU_TARGETS: #krate::Targets =
-                #krate::Targets::new(&[#(#krate::Target::#targets),*]);
-            #(#checks)*
-        };
     }
 }
 

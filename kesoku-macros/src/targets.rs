@@ -7,13 +7,16 @@
 //! ```
 //!
 //! Each name is a variant of `kesoku::Target`; the check itself is a
-//! constant the expansion evaluates (see `expand.rs`).
+//! constant beside each tool's schema ([`checks`]), which the build evaluates.
 
 use std::sync::OnceLock;
 
 use darling::util::PathList;
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned as _;
 
+use crate::ast::{Param, Source};
 use crate::ctxt::Ctxt;
 
 /// Each target's name in `targets(...)` and its `Target` variant.
@@ -146,6 +149,56 @@ fn default_in(manifest: &str) -> Result<Vec<String>, String> {
         .iter()
         .map(|t| t.as_str().map(str::to_owned).ok_or_else(wrong))
         .collect()
+}
+
+/// When targets are declared, an anonymous constant beside the schema's:
+/// for each model parameter, a statement that panics, spanned on the
+/// parameter's type, with why the first target that refuses it does. Its
+/// evaluation fails the build there (and names no item of ours).
+pub(crate) fn checks(
+    params: &[Param<'_>],
+    targets: &[syn::Ident],
+    krate: &syn::Path,
+) -> TokenStream {
+    if targets.is_empty() {
+        return TokenStream::new();
+    }
+    let checks = params
+        .iter()
+        .filter(|p| p.source == Source::Model)
+        .map(|p| {
+            let ty = p.ty;
+            let (span, constructs) = if let Some(expr) = &p.schema {
+                (
+                    expr.span(),
+                    quote_spanned!(expr.span()=> #krate::Constructs::of(&{
+                        const __KESOKU_SCHEMA: #krate::Schema = #expr;
+                        __KESOKU_SCHEMA
+                    })),
+                )
+            } else {
+                (
+                    ty.span(),
+                    quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::__CONSTRUCTS),
+                )
+            };
+            quote_spanned! {span=>
+                if let ::core::option::Option::Some(__kesoku_refused) =
+                    __KESOKU_TARGETS.refusal(#constructs)
+                {
+                    ::core::panic!("{}", __kesoku_refused);
+                }
+            }
+        });
+    // An anonymous constant: the error names it `_`, not our items. What
+    // the targets refuse is worked out once, not per parameter.
+    quote! {
+        const _: () = {
+            const __KESOKU_TARGETS: #krate::Targets =
+                #krate::Targets::new(&[#(#krate::Target::#targets),*]);
+            #(#checks)*
+        };
+    }
 }
 
 #[cfg(test)]
