@@ -244,14 +244,6 @@ impl Kind {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
 fn case(wire: Wire, kind: Kind, steps: usize) -> String {
     format!("{}_{}_k{steps}", wire.name(), kind.name())
 }
@@ -261,7 +253,7 @@ fn case(wire: Wire, kind: Kind, steps: usize) -> String {
 /// already ran there (`warm` true), which is what every turn of a
 /// conversation but its first costs.
 fn turns(c: &mut Criterion, name: &str, warm: bool, steps: &[usize]) {
-    let rt = runtime();
+    let rt = kesoku_bench::runtime();
     let backends = Backends::new();
     let tools = registry();
     let mut group = c.benchmark_group(name);
@@ -386,7 +378,7 @@ async fn store_writes(store: &Arc<dyn Store>, count: usize) {
 
 /// 1,000 sessions, each a two-step turn, model latency 20 ms.
 fn sessions(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = kesoku_bench::runtime();
     let tools = registry();
     let mut group = c.benchmark_group("agent_sessions");
     group

@@ -20,13 +20,11 @@
 #![allow(missing_docs)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
 use kesoku::agent::Compaction;
-use kesoku::llm::{Agent, ClaudeLlm, Llm, TurnStatus};
-use kesoku::store::{MemoryStore, MessageLog as _, Store};
+use kesoku::llm::{Agent, ClaudeLlm, Llm};
+use kesoku::store::{MemoryStore, Store};
 use kesoku_bench::{Encoded, Sink};
 
 /// Timed turns per session, at least: N grows by four messages a turn.
@@ -34,18 +32,8 @@ const TURNS_PER_SESSION: u64 = 250;
 /// The tokens a request may hold beyond the reply's room.
 const USABLE: u64 = 6_000;
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
 fn steps(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = kesoku_bench::runtime();
     let tools = kesoku_bench::weather_tools();
     let claude: Arc<dyn Llm> = Arc::new(ClaudeLlm::new("k").with_transport(Sink::new("claude")));
     let mut group = c.benchmark_group("compaction");
@@ -67,33 +55,9 @@ fn steps(c: &mut Criterion) {
         .expect("an agent");
         // A tenth of N at most: N grows by at most 40%.
         let chunk = TURNS_PER_SESSION.max(n as u64 / 10);
-        let mut session = String::new();
-        let mut played = chunk;
+        let mut sessions = kesoku_bench::WarmSessions::new(Arc::clone(&store), n, chunk);
         group.bench_function(format!("step_at_{n}"), |b| {
-            b.iter_custom(|iters| {
-                rt.block_on(async {
-                    let mut timed = Duration::ZERO;
-                    for _ in 0..iters {
-                        if played == chunk {
-                            session = format!("long-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-                            for m in kesoku_bench::weather_rounds(&session, n) {
-                                store.insert(&m).await.expect("prefill");
-                            }
-                            for _ in 0..2 {
-                                agent.send(&session, "And in Lyon?").await.expect("a turn");
-                            }
-                            played = 0;
-                        }
-                        played += 1;
-                        let start = Instant::now();
-                        let outcome = agent.send(&session, "And in Paris?").await.expect("a turn");
-                        timed += start.elapsed();
-                        assert_eq!(outcome.status, TurnStatus::Completed);
-                    }
-                    // Two model calls, two steps, per turn.
-                    timed / 2
-                })
-            });
+            b.iter_custom(|iters| rt.block_on(sessions.steps(&agent, iters)));
         });
     }
     group.finish();

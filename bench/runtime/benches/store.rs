@@ -38,16 +38,8 @@ fn stores() -> Vec<(&'static str, Arc<dyn Store>, Option<tempfile::TempDir>)> {
     ]
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
 fn insert(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = kesoku_bench::runtime();
     let counter = Arc::new(AtomicU64::new(0));
     let mut group = c.benchmark_group("store_insert");
     for (name, store, _dir) in stores() {
@@ -83,7 +75,7 @@ fn insert(c: &mut Criterion) {
 }
 
 fn history(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = kesoku_bench::runtime();
     let mut group = c.benchmark_group("store_history");
     for (name, store, _dir) in stores() {
         for len in [10u64, 1_000, 10_000] {

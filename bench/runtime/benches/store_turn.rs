@@ -107,15 +107,6 @@ fn block_on(work: impl std::future::Future<Output = ()>) {
         .block_on(work);
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    // As the `agent` bench: two workers, as many as this machine's cores.
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
 /// Runs the warm turns of a prefilled session, bringing it to
 /// [`MESSAGES`].
 async fn warm_up(agent: &Agent, session: &str) {
@@ -126,7 +117,7 @@ async fn warm_up(agent: &Agent, session: &str) {
 }
 
 fn turns(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = kesoku_bench::runtime();
     let tools = kesoku_bench::weather_tools();
     // Shared by every agent, so its lowered schemas stay cached as in a
     // long-lived agent.

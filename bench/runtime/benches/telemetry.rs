@@ -13,12 +13,10 @@
 #![allow(missing_docs)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
-use kesoku::llm::{Agent, ClaudeLlm, Llm, TurnStatus};
-use kesoku::store::{MemoryStore, MessageLog as _, Store};
+use kesoku::llm::{Agent, ClaudeLlm, Llm};
+use kesoku::store::{MemoryStore, Store};
 use kesoku_bench::{Encoded, Sink};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -31,8 +29,6 @@ const N: usize = 1_000;
 /// Timed turns per session before a fresh one (N grows by 4 a turn).
 const TURNS_PER_SESSION: u64 = 250;
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
 /// Where a collector would be: every batch of spans dropped.
 #[derive(Debug)]
 struct Discard;
@@ -42,14 +38,6 @@ impl SpanExporter for Discard {
         std::hint::black_box(batch);
         Ok(())
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
 }
 
 /// One case: an agent built now (so that it takes the global meter as it
@@ -69,33 +57,9 @@ fn case(c: &mut Criterion, rt: &tokio::runtime::Runtime, name: &str) {
     .expect("an agent");
     let mut group = c.benchmark_group("telemetry");
     group.sample_size(20).sampling_mode(SamplingMode::Flat);
-    let mut session = String::new();
-    let mut played = TURNS_PER_SESSION;
+    let mut sessions = kesoku_bench::WarmSessions::new(store, N, TURNS_PER_SESSION);
     group.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let mut timed = Duration::ZERO;
-                for _ in 0..iters {
-                    if played == TURNS_PER_SESSION {
-                        session = format!("telemetry-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-                        for m in kesoku_bench::weather_rounds(&session, N) {
-                            store.insert(&m).await.expect("prefill");
-                        }
-                        for _ in 0..2 {
-                            agent.send(&session, "And in Lyon?").await.expect("a turn");
-                        }
-                        played = 0;
-                    }
-                    played += 1;
-                    let start = Instant::now();
-                    let outcome = agent.send(&session, "And in Paris?").await.expect("a turn");
-                    timed += start.elapsed();
-                    assert_eq!(outcome.status, TurnStatus::Completed);
-                }
-                // Two model calls, two steps, per turn.
-                timed / 2
-            })
-        });
+        b.iter_custom(|iters| rt.block_on(sessions.steps(&agent, iters)));
     });
     group.finish();
 }
@@ -104,7 +68,7 @@ fn main() {
     let mut c = Criterion::default()
         .output_directory(&kesoku_bench::criterion_dir())
         .configure_from_args();
-    let rt = runtime();
+    let rt = kesoku_bench::runtime();
     case(&mut c, &rt, "no_subscriber");
     // From here on, for every thread: spans to the SDK, metrics to a
     // meter provider.

@@ -190,3 +190,85 @@ pub fn weather_rounds(session: &str, n: usize) -> Vec<kesoku::Message> {
     }
     out
 }
+
+/// The runtime the agent benches run on: two workers, as many as the CI
+/// machine's cores.
+///
+/// # Panics
+/// If the runtime cannot start.
+#[must_use]
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// Warm turns of the weather script on sessions of `n` stored messages:
+/// each session is prefilled with [`weather_rounds`] and warmed by two
+/// untimed turns, then plays `turns_per_session` timed turns (N grows by
+/// four messages a turn) before a fresh one.
+pub struct WarmSessions {
+    store: std::sync::Arc<kesoku::store::MemoryStore>,
+    n: usize,
+    turns_per_session: u64,
+    session: String,
+    played: u64,
+}
+
+impl WarmSessions {
+    /// Sessions of `n` messages in `store`, `turns_per_session` timed
+    /// turns each.
+    #[must_use]
+    pub fn new(
+        store: std::sync::Arc<kesoku::store::MemoryStore>,
+        n: usize,
+        turns_per_session: u64,
+    ) -> Self {
+        WarmSessions {
+            store,
+            n,
+            turns_per_session,
+            session: String::new(),
+            played: turns_per_session,
+        }
+    }
+
+    /// The time `iters` turns of `agent` (two model calls each) took, per
+    /// step.
+    ///
+    /// # Panics
+    /// If a turn fails or does not complete.
+    pub async fn steps(&mut self, agent: &kesoku::llm::Agent, iters: u64) -> std::time::Duration {
+        use kesoku::store::MessageLog as _;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut timed = std::time::Duration::ZERO;
+        for _ in 0..iters {
+            if self.played == self.turns_per_session {
+                let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.session = format!("warm-{id}");
+                for m in weather_rounds(&self.session, self.n) {
+                    self.store.insert(&m).await.expect("prefill");
+                }
+                for _ in 0..2 {
+                    agent
+                        .send(&self.session, "And in Lyon?")
+                        .await
+                        .expect("a turn");
+                }
+                self.played = 0;
+            }
+            self.played += 1;
+            let start = std::time::Instant::now();
+            let outcome = agent
+                .send(&self.session, "And in Paris?")
+                .await
+                .expect("a turn");
+            timed += start.elapsed();
+            assert_eq!(outcome.status, kesoku::llm::TurnStatus::Completed);
+        }
+        // Two model calls, two steps, per turn.
+        timed / 2
+    }
+}
