@@ -15,7 +15,7 @@
 // | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `MemoryStore`), `row`, `gateway` (+ `filter`, `listener`, `error`), `session_cache` |
 // | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema`, `targets` (what each provider refuses, for the compile-time check) |
 // | `args/`    | arguments checked: `arg_error`, `validate`, `dynamic_schema`, `tool_arg` |
-// | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |
+// | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `call` (a call prepared, shared per signature), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |
 // | `run/`     | `runner`: the call lifecycle; `span`: its span |
 // | `lowering/`| schemas lowered per provider, over a registry |
 // | `output`   | the shape of a typed answer, lowered and checked |
@@ -74,6 +74,10 @@ pub mod __private {
         pub use crate::session::row::*;
     }
     pub use crate::args::tool_arg::all_exact;
+    pub use crate::tool::call::{
+        Context, ConvertFn, DecodeFn, Defaulted, Injected, Model, Param, Params, Prepare, SyncCall,
+        unit_result,
+    };
     pub use crate::tool::decode::{
         Arg, Locate, Parsed, PrepareError, PrepareFn, RawArgs, field, field_or_default, gate,
     };
@@ -259,7 +263,8 @@ pub mod __private {
     /// [`PLACEHOLDER_SCHEMA`]. Never called: the build fails.
     pub const PLACEHOLDER_TOOL: &crate::ToolDef = &crate::ToolDef::new(
         PLACEHOLDER_SCHEMA,
-        |_, _, _| unreachable!("the placeholder of a #[tool] that did not compile"),
+        &((|_, _, _| unreachable!("the placeholder of a #[tool] that did not compile"))
+            as crate::__private::PrepareFn),
         false,
         || {
             static CACHE: OnceLock<Value> = OnceLock::new();

@@ -157,7 +157,15 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
         .filter(|a| a.path().is_ident("cfg"))
         .collect();
     let schema = schema_tokens(f, opts, checked, &krate);
-    let prepare = prepare_tokens(f, checked, &krate, &schema_const);
+    // A sync tool's calls are prepared by code shared per signature; the
+    // rest get a function of their own.
+    let (prepare, prepare_ref) = match crate::call::shared(f, checked, &krate) {
+        Some(call) => (TokenStream::new(), call),
+        None => (
+            prepare_tokens(f, checked, &krate, &schema_const),
+            quote!(&(#prepare_fn as #krate::__private::PrepareFn)),
+        ),
+    };
     let submit = if opts.register == Some(false) {
         TokenStream::new()
     } else {
@@ -184,8 +192,6 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
         #[allow(non_upper_case_globals)]
         const #schema_const: #krate::ToolSchema = #schema;
 
-        #(#cfgs)*
-        #[doc(hidden)]
         #prepare
 
         #(#cfgs)*
@@ -211,7 +217,7 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
             #vis const SCHEMA: &'static #krate::ToolSchema = &#schema_const;
             #[doc = concat!("The `", #name, "` tool, for `ToolRegistry::register(", stringify!(#fn_ident), "::TOOL)`.")]
             #vis const TOOL: &'static #krate::ToolDef =
-                &#krate::ToolDef::new(Self::SCHEMA, #prepare_fn, #is_async, #cache_fn);
+                &#krate::ToolDef::new(Self::SCHEMA, #prepare_ref, #is_async, #cache_fn);
         }
 
         #submit
@@ -505,7 +511,10 @@ fn prepare_tokens(
         #(#decoded)*
     };
     let run = run_tokens(f, checked, krate, &call_args);
+    let cfgs = f.item.attrs.iter().filter(|a| a.path().is_ident("cfg"));
     quote! {
+        #(#cfgs)*
+        #[doc(hidden)]
         fn #prepare_fn(
             __kesoku_raw: #p::RawArgs<'_>,
             #ctx: &#krate::ToolContext,
@@ -527,32 +536,8 @@ fn run_tokens(
     call_args: &[TokenStream],
 ) -> TokenStream {
     let fn_ident = f.ident;
-    let name = &checked.name;
-    let out = format_ident!("__kesoku_out");
-    let convert = match &f.output {
-        Output::Unit => quote! {
-            let () = #out;
-            ::core::result::Result::Ok(#krate::ToolOutput::new(#krate::__private::Value::Null))
-        },
-        // Spanned at the return type, where an unmet bound is reported.
-        Output::Result(ty) => quote_spanned! {ty.span()=>
-            <#ty as #krate::IntoToolResult>::into_tool_result(#out, #name)
-        },
-        // Not spelled `Result`, but it may be an alias of one: let the type
-        // decide (a `Result` is an error on `Err`, anything else is encoded).
-        // A type that is none of those comes back as it is, and the public
-        // `IntoToolOutput` it lacks is the error, at the return type.
-        Output::Value(ty) => quote_spanned! {ty.span()=>
-            {
-                #[allow(unused_imports)]
-                use #krate::__private::{ReturnsOther as _, ReturnsOutput as _, ReturnsResult as _, ReturnsValue as _};
-                use #krate::IntoToolOutput as __KesokuIntoToolOutput;
-                (&&&#krate::__private::Returned::<#ty>::new(#out))
-                    .kesoku_output(#name)
-                    .and_then(|__kesoku_v| __KesokuIntoToolOutput::into_tool_output(__kesoku_v, #name))
-            }
-        },
-    };
+    let out = quote!(__kesoku_out);
+    let convert = crate::call::convert(f, checked, krate, &out);
     if f.is_async {
         quote! {
             #krate::Invocation::Async(::std::boxed::Box::pin(async move {

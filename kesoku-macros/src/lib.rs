@@ -5,6 +5,7 @@
 
 mod ast;
 mod attr;
+mod call;
 mod ctxt;
 mod derive;
 mod docs;

@@ -15,8 +15,9 @@ use crate::future::BoxFuture;
 use crate::schema::hints::ToolHints;
 use crate::schema::tool_schema::{Location, ToolSchema};
 use crate::schema::tree::{JSON_SCHEMA_DIALECT, Schema};
+use crate::tool::call::Prepare;
 use crate::tool::context::ToolContext;
-use crate::tool::decode::{PrepareError, PrepareFn, RawArgs};
+use crate::tool::decode::{PrepareError, RawArgs};
 use crate::tool::error::{RegistryError, ToolError};
 use crate::tool::invocation::Invocation;
 use crate::tool::output::{ToolOutput, ToolResult};
@@ -34,7 +35,7 @@ pub(crate) type CacheFn = fn() -> &'static OnceLock<Value>;
 /// `static` behind a function pointer), so `foo::TOOL` can be a `const`.
 pub struct ToolDef {
     schema: &'static ToolSchema,
-    prepare: PrepareFn,
+    prepare: &'static dyn Prepare,
     is_async: bool,
     cache: CacheFn,
 }
@@ -44,7 +45,7 @@ impl ToolDef {
     #[doc(hidden)]
     pub const fn new(
         schema: &'static ToolSchema,
-        prepare: PrepareFn,
+        prepare: &'static dyn Prepare,
         is_async: bool,
         cache: CacheFn,
     ) -> Self {
@@ -70,7 +71,10 @@ impl ToolDef {
     /// JSON path), then decodes the validated object.
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Invocation, ToolError> {
         let args = ValidArgs::new(self.schema, args)?;
-        match (self.prepare)(RawArgs::Json(args.value()), ctx, None) {
+        match self
+            .prepare
+            .prepare(self.schema, RawArgs::Json(args.value()), ctx, None)
+        {
             Ok(invocation) => Ok(invocation),
             Err(PrepareError::Inject(e)) => Err(*e),
             // Without a check there is no interruption: only a
@@ -90,7 +94,8 @@ impl ToolDef {
         if !self.schema.exact {
             return Err(PrepareError::Malformed);
         }
-        (self.prepare)(args, ctx, Some(interrupted))
+        self.prepare
+            .prepare(self.schema, args, ctx, Some(interrupted))
     }
 }
 
