@@ -458,3 +458,95 @@ async fn a_result_alias_still_reports_errors() {
         "{e:?}"
     );
 }
+
+/// A sync tool with every kind of parameter, in a mixed order: its calls go
+/// through the code shared per signature.
+///
+/// # Arguments
+/// * `word` - A word.
+/// * `times` - How often.
+#[tool]
+fn sync_mixed(
+    counter: State<Counter>,
+    word: String,
+    context: ToolContext,
+    #[arg(default = 2)] times: usize,
+) -> Vec<String> {
+    let n = counter
+        .0
+        .0
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    vec![format!("{} {word} {n}", context.session_id()); times]
+}
+
+#[tokio::test]
+async fn a_sync_tool_gets_every_kind_of_parameter() {
+    let tool = kesoku::default_registry().get("sync_mixed").unwrap();
+    assert_eq!(tool.parameters()["required"], json!(["word"]));
+    let ctx = ToolContext::new("s-2").with_state(Counter(std::sync::atomic::AtomicU32::new(5)));
+    let out = call_with("sync_mixed", json!({"word": "hi"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(out.value, json!(["s-2 hi 5", "s-2 hi 5"]));
+    let out = call_with("sync_mixed", json!({"word": "yo", "times": 1}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(out.value, json!(["s-2 yo 6"]));
+    // A bad argument is reported before anything is injected: the missing
+    // state is not the error.
+    let e = call("sync_mixed", json!({"word": 3})).await.unwrap_err();
+    assert!(e.to_string().contains("`word`"), "{e}");
+    let e = call("sync_mixed", json!({"word": "x"})).await.unwrap_err();
+    assert!(e.to_string().starts_with("cannot inject"), "{e}");
+}
+
+/// Sums thirteen numbers: more parameters than the shared code takes, so
+/// it gets a function of its own.
+///
+/// # Arguments
+/// * `a` - 1.
+/// * `b` - 2.
+/// * `c` - 3.
+/// * `d` - 4.
+/// * `e` - 5.
+/// * `f` - 6.
+/// * `g` - 7.
+/// * `h` - 8.
+/// * `i` - 9.
+/// * `j` - 10.
+/// * `k` - 11.
+/// * `l` - 12.
+/// * `m` - 13.
+#[tool]
+#[allow(clippy::too_many_arguments, clippy::many_single_char_names)]
+fn sum13(
+    a: u8,
+    b: u8,
+    c: u8,
+    d: u8,
+    e: u8,
+    f: u8,
+    g: u8,
+    h: u8,
+    i: u8,
+    j: u8,
+    k: u8,
+    l: u8,
+    m: u8,
+) -> u32 {
+    [a, b, c, d, e, f, g, h, i, j, k, l, m]
+        .iter()
+        .map(|&x| u32::from(x))
+        .sum()
+}
+
+#[tokio::test]
+async fn a_tool_of_thirteen_parameters_is_called() {
+    let args: serde_json::Map<String, Value> = "abcdefghijklm"
+        .chars()
+        .zip(1_u8..)
+        .map(|(name, v)| (name.to_string(), json!(v)))
+        .collect();
+    let out = call("sum13", Value::Object(args)).await.unwrap();
+    assert_eq!(out.value, json!(91));
+}

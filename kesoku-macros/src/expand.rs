@@ -4,10 +4,12 @@
 //! attributes) it emits:
 //! - `__kesoku_schema_x`, a `const` `ToolSchema` built from the parameters'
 //!   `ToolArg::SCHEMA`s;
-//! - `__kesoku_prepare_x`, the one function a call goes through: it splits
-//!   the arguments by parameter, asks the interruption check, decodes each
-//!   parameter, produces the injected ones and returns the call ready to
-//!   run (kesoku-core drives it on both its paths, see its `decode.rs`);
+//! - how a call is prepared (it splits the arguments by parameter, asks the
+//!   interruption check, decodes each parameter, produces the injected ones
+//!   and returns the call ready to run; kesoku-core drives it on both its
+//!   paths, see its `decode.rs`): for a sync tool a `SyncCall` constant,
+//!   code shared by every tool of the same signature (see `call.rs`), and
+//!   otherwise `__kesoku_prepare_x`, a function of the tool's own;
 //! - `__kesoku_cache_x`, the `static` that caches the rendered schema;
 //! - an empty `enum x {}` named after the function, holding `SCHEMA` and
 //!   the `TOOL` handle;

@@ -1,12 +1,12 @@
 //! Decoding a call's arguments straight into a tool's parameters.
 //!
-//! `#[tool]` generates, per tool, one plain function (a [`PrepareFn`]) that
-//! splits the arguments object by parameter ([`Parsed`]), asks whether the
-//! call was interrupted ([`gate`]), decodes each value into its
-//! parameter's type ([`field`]) and produces the injected parameters.
-//! Nothing in it is generic over a serde deserializer, so a tool costs
-//! little compile time: the generic code is per parameter *type*, shared
-//! by every tool that uses it. The runner uses that function in two ways:
+//! A tool's calls are prepared (see `call.rs`) by splitting the arguments
+//! object by parameter ([`Parsed`]), asking whether the call was
+//! interrupted ([`gate`]), decoding each value into its parameter's type
+//! ([`field`]) and producing the injected parameters. Nothing here is
+//! generic over a serde deserializer, so a tool costs little compile time:
+//! the generic code is per parameter *type*, shared by every tool that uses
+//! it. The runner prepares a call in two ways:
 //!
 //! - **Fast path:** strictly, on the text or JSON as it came. When every
 //!   parameter type is [`ToolArg::EXACT`](crate::ToolArg::EXACT), a strict
@@ -15,7 +15,7 @@
 //! - **Slow path:** anything the fast path refuses (a missing argument, a
 //!   quoted number to coerce, an unknown key, invalid JSON) goes through
 //!   `ValidArgs` (`valid_args.rs`), which validates the whole object and
-//!   reports every problem with its JSON path; the same function then
+//!   reports every problem with its JSON path; the same preparation then
 //!   decodes the validated object.
 //!
 //! Either way, a call that does not come out of it ready to run comes out
@@ -309,12 +309,14 @@ pub fn gate(interrupted: Option<&dyn Fn() -> bool>) -> Result<(), PrepareError> 
     }
 }
 
-/// The one function `#[tool]` generates for a tool's calls: splits the
-/// arguments by parameter, asks the interruption check if there is one
-/// (after the JSON is known to be an object of known keys, before any user
-/// code: the slow path's order), decodes the parameters, produces the
-/// injected ones, and returns the call ready to run. kesoku-core calls it
-/// on the strict fast path, and on the validated object on the slow path.
+/// The function `#[tool]` generates for the calls of a tool that the code
+/// shared per signature cannot take (an `async fn`, a `&ToolContext`
+/// parameter; see `call.rs`): splits the arguments by parameter, asks the
+/// interruption check if there is one (after the JSON is known to be an
+/// object of known keys, before any user code: the slow path's order),
+/// decodes the parameters, produces the injected ones, and returns the call
+/// ready to run. kesoku-core calls it on the strict fast path, and on the
+/// validated object on the slow path.
 pub type PrepareFn =
     fn(RawArgs<'_>, &ToolContext, Option<&dyn Fn() -> bool>) -> Result<Invocation, PrepareError>;
 
