@@ -76,7 +76,7 @@ pub mod __private {
     pub use crate::args::tool_arg::all_exact;
     pub use crate::tool::call::{
         Context, ConvertFn, DecodeFn, Defaulted, Injected, Model, Param, Params, Prepare, SyncCall,
-        unit_result,
+        inject_error, unit_result,
     };
     pub use crate::tool::decode::{
         Arg, Locate, Parsed, PrepareError, PrepareFn, RawArgs, field, field_or_default, gate,
@@ -84,18 +84,6 @@ pub mod __private {
     pub use crate::tool::registry::ToolEntry;
     pub use inventory;
     pub use serde;
-
-    use crate::{InjectError, ToolError};
-
-    /// The error of an injected parameter that could not be produced,
-    /// naming the tool.
-    pub fn inject_error(tool: &str, e: InjectError) -> ToolError {
-        ToolError::Inject {
-            tool: tool.into(),
-            type_name: e.type_name,
-            reason: e.reason,
-        }
-    }
 
     pub use serde_json::Value;
     pub use std::sync::OnceLock;

@@ -176,13 +176,17 @@ impl<T: Send + 'static> Param for Injected<T> {
         Ok(())
     }
     fn produce(&self, (): (), ctx: &ToolContext, tool: &'static str) -> Result<T, PrepareError> {
-        (self.make)(ctx).map_err(|e| {
-            PrepareError::from(ToolError::Inject {
-                tool: tool.into(),
-                type_name: e.type_name,
-                reason: e.reason,
-            })
-        })
+        (self.make)(ctx).map_err(|e| inject_error(tool, e).into())
+    }
+}
+
+/// The error of an injected parameter that could not be produced,
+/// naming the tool (the generated prepare functions use it too).
+pub fn inject_error(tool: &str, e: InjectError) -> ToolError {
+    ToolError::Inject {
+        tool: tool.into(),
+        type_name: e.type_name,
+        reason: e.reason,
     }
 }
 
