@@ -43,7 +43,7 @@ pub use run::runner::{ErrorKind, RegistryRef, ToolRunner};
 pub use schema::hints::ToolHints;
 pub use schema::targets::Target;
 #[doc(hidden)]
-pub use schema::targets::{Constructs, Targets};
+pub use schema::targets::{Constructs, Refusals};
 pub use schema::tool_schema::{Location, ToolSchema};
 pub use schema::tree::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, NamedSchema, ObjectSchema, Schema, StringSchema,
@@ -86,13 +86,23 @@ pub mod __private {
     pub use serde;
 
     pub use serde_json::Value;
-    pub use std::sync::OnceLock;
 
     /// `T`'s constructs, through a call rather than a constant operand, so
     /// that building a derived type's constant does not evaluate its
     /// fields' (two types that contain each other would be a cycle).
     pub const fn constructs<T: crate::ToolArg + ?Sized>() -> crate::Constructs {
         T::__CONSTRUCTS
+    }
+
+    /// Fails the build with `why`, reported where the call is written (a
+    /// tool's parameter), not here: `#[tool(targets(...))]`'s check.
+    /// `targets` is the set (bit `i` is `Target::ALL[i]`), `refusals` the
+    /// parameter's, from its type's `ToolArg::__REFUSALS`.
+    #[track_caller]
+    pub const fn refuse(targets: u8, refusals: &crate::schema::targets::Refusals) {
+        if let Some(why) = crate::schema::targets::first_refusal(targets, refusals) {
+            panic!("{}", why);
+        }
     }
 
     /// Whether a parameter of this schema may be absent (`Option<T>`).
@@ -254,10 +264,6 @@ pub mod __private {
         &((|_, _, _| unreachable!("the placeholder of a #[tool] that did not compile"))
             as crate::__private::PrepareFn),
         false,
-        || {
-            static CACHE: OnceLock<Value> = OnceLock::new();
-            &CACHE
-        },
     );
 
     /// The fallback for defaults that are not `Serialize`: not shown.

@@ -10,7 +10,6 @@
 //!   paths, see its `decode.rs`): for a sync tool a `SyncCall` constant,
 //!   code shared by every tool of the same signature (see `call.rs`), and
 //!   otherwise `__kesoku_prepare_x`, a function of the tool's own;
-//! - `__kesoku_cache_x`, the `static` that caches the rendered schema;
 //! - an empty `enum x {}` named after the function, holding `SCHEMA` and
 //!   the `TOOL` handle;
 //! - an `inventory` submission into the global registry.
@@ -146,7 +145,6 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
     let base = unraw(fn_ident);
     let schema_const = format_ident!("__kesoku_schema_{}", base);
     let prepare_fn = format_ident!("__kesoku_prepare_{}", base);
-    let cache_fn = format_ident!("__kesoku_cache_{}", base);
     let vis = &f.item.vis;
     let name = &checked.name;
     let is_async = f.is_async;
@@ -181,6 +179,9 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
     let module_doc = format!(
         "Kesoku tool metadata of `{base}`: its compile-time `SCHEMA` and its registry handle `TOOL`."
     );
+    // Written out here rather than as `concat!`s for rustc to expand.
+    let schema_doc = format!("The schema of the `{name}` tool, built at compile time.");
+    let tool_doc = format!("The `{name}` tool, for `ToolRegistry::register({fn_ident}::TOOL)`.");
     let tracked = crate::targets::track_manifest();
     let checks = crate::targets::checks(&f.params, &checked.targets, &krate);
     quote! {
@@ -196,14 +197,6 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
 
         #prepare
 
-        #(#cfgs)*
-        #[doc(hidden)]
-        fn #cache_fn() -> &'static #krate::__private::OnceLock<#krate::__private::Value> {
-            static CACHE: #krate::__private::OnceLock<#krate::__private::Value> =
-                #krate::__private::OnceLock::new();
-            &CACHE
-        }
-
         // An empty enum lives in the type namespace only, so it can share the
         // function's name and give `calculate_sum::SCHEMA` paths, also for
         // tools defined inside a function body.
@@ -215,11 +208,11 @@ fn generate(f: &ToolFn<'_>, opts: &ToolOptions, checked: &Checked) -> TokenStrea
         #(#cfgs)*
         #[automatically_derived]
         impl #fn_ident {
-            #[doc = concat!("The schema of the `", #name, "` tool, built at compile time.")]
+            #[doc = #schema_doc]
             #vis const SCHEMA: &'static #krate::ToolSchema = &#schema_const;
-            #[doc = concat!("The `", #name, "` tool, for `ToolRegistry::register(", stringify!(#fn_ident), "::TOOL)`.")]
+            #[doc = #tool_doc]
             #vis const TOOL: &'static #krate::ToolDef =
-                &#krate::ToolDef::new(Self::SCHEMA, #prepare_ref, #is_async, #cache_fn);
+                &#krate::ToolDef::new(Self::SCHEMA, #prepare_ref, #is_async);
         }
 
         #submit
@@ -250,13 +243,20 @@ fn schema_tokens(
             let ty = p.ty;
             let description = opt_str(doc.as_deref());
             // A constant of the user's: its type is checked where it is written.
-            let schema = if let Some(expr) = &p.schema {
-                quote_spanned!(expr.span()=> {
+            let (schema, required_unless_default) = if let Some(expr) = &p.schema {
+                let schema = quote_spanned!(expr.span()=> {
                     const __KESOKU_SCHEMA: #krate::Schema = #expr;
                     __KESOKU_SCHEMA
-                })
+                });
+                let required = quote!(!#krate::__private::is_nullable(&#schema));
+                (schema, required)
             } else {
-                quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::SCHEMA)
+                // Read from the type, where it is worked out once: a call
+                // here cost every tool's constant its own evaluation.
+                (
+                    quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::SCHEMA),
+                    quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::__REQUIRED),
+                )
             };
             let (required, default) = match &p.default {
                 Some(expr) => (
@@ -273,10 +273,7 @@ fn schema_tokens(
                         })
                     },
                 ),
-                None => (
-                    quote!(!#krate::__private::is_nullable(&#schema)),
-                    quote!(::core::option::Option::None),
-                ),
+                None => (required_unless_default, quote!(::core::option::Option::None)),
             };
             quote! {
                 #krate::Field {

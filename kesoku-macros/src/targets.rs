@@ -12,9 +12,9 @@
 use std::sync::OnceLock;
 
 use darling::util::PathList;
-use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned};
-use syn::spanned::Spanned as _;
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens as _, quote, quote_spanned};
+use syn::spanned::Spanned;
 
 use crate::ast::{Param, Source};
 use crate::ctxt::Ctxt;
@@ -163,42 +163,63 @@ pub(crate) fn checks(
     if targets.is_empty() {
         return TokenStream::new();
     }
+    // The set, as `__private::refuse` reads it: bit `i` is the `i`th of
+    // `NAMES` (`Target::ALL`'s order).
+    let mask: u8 = targets
+        .iter()
+        .filter_map(|t| NAMES.iter().position(|(_, variant)| t == variant))
+        .fold(0, |mask, i| mask | (1 << i));
     let checks = params
         .iter()
         .filter(|p| p.source == Source::Model)
-        .map(|p| {
-            let ty = p.ty;
-            let (span, constructs) = if let Some(expr) = &p.schema {
-                (
-                    expr.span(),
-                    quote_spanned!(expr.span()=> #krate::Constructs::of(&{
+        .map(|param| {
+            let ty = param.ty;
+            // `refuse` is `#[track_caller]`: a refusal is reported at this
+            // call, which (all of its tokens) is spanned at the parameter,
+            // and names none of our items.
+            let span = param
+                .schema
+                .as_ref()
+                .map_or_else(|| ty.span(), Spanned::span);
+            let krate = respan(krate.to_token_stream(), span);
+            let p = quote_spanned!(span=> #krate::__private);
+            if let Some(expr) = &param.schema {
+                quote_spanned! {span=>
+                    #p::refuse(#mask, &#krate::Constructs::of(&{
                         const __KESOKU_SCHEMA: #krate::Schema = #expr;
                         __KESOKU_SCHEMA
-                    })),
-                )
+                    }).refusals());
+                }
             } else {
-                (
-                    ty.span(),
-                    quote_spanned!(ty.span()=> <#ty as #krate::ToolArg>::__CONSTRUCTS),
-                )
-            };
-            quote_spanned! {span=>
-                if let ::core::option::Option::Some(__kesoku_refused) =
-                    __KESOKU_TARGETS.refusal(#constructs)
-                {
-                    ::core::panic!("{}", __kesoku_refused);
+                // Worked out once per type, not per tool.
+                quote_spanned! {span=>
+                    #p::refuse(#mask, &<#ty as #krate::ToolArg>::__REFUSALS);
                 }
             }
         });
-    // An anonymous constant: the error names it `_`, not our items. What
-    // the targets refuse is worked out once, not per parameter.
+    // An anonymous constant: the error names it `_`, not our items.
     quote! {
         const _: () = {
-            const __KESOKU_TARGETS: #krate::Targets =
-                #krate::Targets::new(&[#(#krate::Target::#targets),*]);
             #(#checks)*
         };
     }
+}
+
+/// `tokens`, every one of them (inside groups too) spanned at `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let TokenTree::Group(g) = &tree {
+                let mut group = Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                tree = TokenTree::Group(group);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
 }
 
 #[cfg(test)]

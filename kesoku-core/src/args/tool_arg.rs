@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
-use crate::schema::targets::Constructs;
+use crate::schema::targets::{Constructs, Refusals};
 use crate::schema::tree::{ArraySchema, Schema, StringSchema};
 
 /// A type that can be a tool argument: it has a JSON Schema known at
@@ -49,6 +49,17 @@ pub trait ToolArg {
     /// body is not read there), and `#[derive(ToolArg)]` its fields'.
     #[doc(hidden)]
     const __CONSTRUCTS: Constructs = Constructs::of(&Self::SCHEMA);
+
+    /// Why each provider target refuses a parameter of this type (see
+    /// `#[tool(targets(...))]`), worked out once per type.
+    #[doc(hidden)]
+    const __REFUSALS: Refusals = Self::__CONSTRUCTS.refusals();
+
+    /// Whether a parameter of this type without a default is required:
+    /// its schema does not take `null`. Worked out once per type, where
+    /// each `#[tool]`'s schema constant only reads it (compile time).
+    #[doc(hidden)]
+    const __REQUIRED: bool = !matches!(Self::SCHEMA, Schema::Nullable(_));
 }
 
 macro_rules! signed_args {

@@ -283,85 +283,65 @@ impl Constructs {
     }
 }
 
-/// A tool's declared targets, with the union of what they refuse worked
-/// out once, so that checking a parameter is one test when (as nearly
-/// always) nothing is refused. Not a public API: `#[tool(targets(...))]`
-/// uses it.
+/// Why each target, in [`Target::ALL`]'s order, refuses a parameter: a
+/// type's [`ToolArg::__REFUSALS`](crate::ToolArg), worked out once per
+/// type. Not a public API.
 #[doc(hidden)]
-#[derive(Debug, Clone, Copy)]
-pub struct Targets {
-    list: &'static [Target],
-    refused: u8,
+pub type Refusals = [Option<&'static str>; Target::ALL.len()];
+
+impl Constructs {
+    /// Why each target refuses a parameter built of these constructs.
+    pub const fn refusals(self) -> Refusals {
+        let mut out = [None; Target::ALL.len()];
+        let mut i = 0;
+        while i < Target::ALL.len() {
+            out[i] = self.refused(Target::ALL[i]);
+            i += 1;
+        }
+        out
+    }
 }
 
-impl Targets {
-    /// `list`, and what any of them refuses.
-    pub const fn new(list: &'static [Target]) -> Targets {
-        let mut refused = 0;
-        let mut i = 0;
-        while i < list.len() {
-            refused |= match list[i] {
-                Target::Anthropic | Target::OpenAi | Target::GeminiJsonSchema | Target::Mcp => 0,
-                Target::Gemini => {
-                    Constructs::MAP.0 | Constructs::ROOT_MAP.0 | Constructs::RECURSIVE.0
-                }
-                Target::OpenAiStrict => {
-                    Constructs::MAP.0
-                        | Constructs::ROOT_MAP.0
-                        | Constructs::OPEN.0
-                        | Constructs::ANY.0
-                }
-                Target::AnthropicStructured => {
-                    Constructs::MAP.0
-                        | Constructs::ROOT_MAP.0
-                        | Constructs::OPEN.0
-                        | Constructs::ANY.0
-                        | Constructs::RECURSIVE.0
-                }
-            };
-            i += 1;
+/// Why the first target of the set `targets` (bit `i` is
+/// [`Target::ALL`]`[i]`) that refuses a parameter does, of its
+/// `refusals`; `None` if every one takes it: `#[tool(targets(...))]`'s
+/// check.
+pub(crate) const fn first_refusal(targets: u8, refusals: &Refusals) -> Option<&'static str> {
+    let mut i = 0;
+    while i < refusals.len() {
+        if targets & (1 << i) != 0 && refusals[i].is_some() {
+            return refusals[i];
         }
-        Targets { list, refused }
+        i += 1;
     }
-
-    /// Why the first target that refuses a parameter built of
-    /// `constructs` does; `None` if every one takes it.
-    pub const fn refusal(self, constructs: Constructs) -> Option<&'static str> {
-        if constructs.0 & self.refused == 0 {
-            return None;
-        }
-        let mut i = 0;
-        while i < self.list.len() {
-            if let Some(why) = constructs.refused(self.list[i]) {
-                return Some(why);
-            }
-            i += 1;
-        }
-        None
-    }
+    None
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Constructs, Target, Targets};
+    use super::{Constructs, Target, first_refusal};
 
-    /// The union `Targets::new` works out says the same as each target's
-    /// own refusals, for every set of constructs and every pair of targets.
+    /// A set of targets refuses what the first of them (in `Target::ALL`'s
+    /// order) that refuses it says, for every set of constructs and every
+    /// pair of targets.
     #[test]
     fn a_tool_s_targets_refuse_what_each_of_them_does() {
         for bits in 0..64u8 {
             let c = Constructs(bits);
-            for a in Target::ALL {
-                for b in Target::ALL {
-                    let list: &'static [Target] = Box::leak(vec![a, b].into_boxed_slice());
-                    let expected = c.refused(a).or_else(|| c.refused(b));
+            let refusals = c.refusals();
+            for (i, a) in Target::ALL.into_iter().enumerate() {
+                assert_eq!(refusals[i], c.refused(a));
+                for (j, b) in Target::ALL.into_iter().enumerate() {
+                    let (first, second) = if i <= j { (a, b) } else { (b, a) };
+                    let expected = c.refused(first).or_else(|| c.refused(second));
                     assert_eq!(
-                        Targets::new(list).refusal(c),
+                        first_refusal((1 << i) | (1 << j), &refusals),
                         expected,
                         "{bits:#b} {a:?} {b:?}"
                     );
                 }
             }
+            assert_eq!(first_refusal(0, &refusals), None);
         }
     }
 }

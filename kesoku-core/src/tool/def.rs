@@ -1,9 +1,10 @@
 //! [`Tool`]: one callable tool, either defined by `#[tool]` at compile time
 //! ([`ToolDef`]) or built at run time ([`DynamicTool`]).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -23,21 +24,17 @@ use crate::tool::invocation::Invocation;
 use crate::tool::output::{ToolOutput, ToolResult};
 use crate::tool::valid_args::ValidArgs;
 
-/// Returns the `static` that caches a tool's rendered parameters.
-pub(crate) type CacheFn = fn() -> &'static OnceLock<Value>;
-
 /// A tool defined by `#[tool]`: its constant schema and generated invoker.
 ///
 /// Every `#[tool] fn foo` has one at `foo::TOOL`, which
 /// [`ToolRegistry::register`](crate::ToolRegistry::register) takes.
 ///
-/// It is a constant with no interior mutability (the render cache sits in a
-/// `static` behind a function pointer), so `foo::TOOL` can be a `const`.
+/// It is a constant with no interior mutability (the rendered parameters
+/// are cached process-wide, by schema), so `foo::TOOL` can be a `const`.
 pub struct ToolDef {
     schema: &'static ToolSchema,
     prepare: &'static dyn Prepare,
     is_async: bool,
-    cache: CacheFn,
 }
 
 impl ToolDef {
@@ -47,13 +44,11 @@ impl ToolDef {
         schema: &'static ToolSchema,
         prepare: &'static dyn Prepare,
         is_async: bool,
-        cache: CacheFn,
     ) -> Self {
         ToolDef {
             schema,
             prepare,
             is_async,
-            cache,
         }
     }
 
@@ -63,8 +58,8 @@ impl ToolDef {
     }
 
     /// The arguments' JSON Schema, rendered on first use and cached.
-    pub fn parameters(&self) -> &Value {
-        (self.cache)().get_or_init(|| self.schema.parameters_json())
+    pub fn parameters(&self) -> &'static Value {
+        rendered(self.schema)
     }
 
     /// The slow path: validates the whole object (every problem, with its
@@ -317,10 +312,34 @@ impl fmt::Debug for DynamicTool {
     }
 }
 
+/// The arguments' JSON Schema of `schema`, rendered once per process.
+///
+/// Keyed by the schema's address: a `#[tool]` constant has one (or, used
+/// from several crates, one per copy, each rendered once), and rendering
+/// it once each is what a per-tool `static` did, without generating one
+/// for every tool. The renderings live as long as the schemas they are of.
+fn rendered(schema: &'static ToolSchema) -> &'static Value {
+    type Rendered = RwLock<HashMap<usize, &'static Value>>;
+    static RENDERED: OnceLock<Rendered> = OnceLock::new();
+    let map = RENDERED.get_or_init(Rendered::default);
+    let key = std::ptr::from_ref(schema) as usize;
+    if let Some(found) = map.read().unwrap_or_else(PoisonError::into_inner).get(&key) {
+        return found;
+    }
+    // Rendered outside the lock; a thread that lost the race drops its copy.
+    let value = schema.parameters_json();
+    map.write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(key)
+        .or_insert_with(|| Box::leak(Box::new(value)))
+}
+
 /// A tool in a [`ToolRegistry`](crate::ToolRegistry).
 #[derive(Clone)]
 pub struct Tool {
     kind: Kind,
+    /// A static tool's rendered parameters, once looked up.
+    parameters: OnceLock<&'static Value>,
 }
 
 #[derive(Clone)]
@@ -333,6 +352,7 @@ impl From<&'static ToolDef> for Tool {
     fn from(def: &'static ToolDef) -> Self {
         Tool {
             kind: Kind::Static(def),
+            parameters: OnceLock::new(),
         }
     }
 }
@@ -341,6 +361,7 @@ impl From<DynamicTool> for Tool {
     fn from(t: DynamicTool) -> Self {
         Tool {
             kind: Kind::Dynamic(Arc::new(t)),
+            parameters: OnceLock::new(),
         }
     }
 }
@@ -406,7 +427,7 @@ impl Tool {
     /// The JSON Schema of the arguments, borrowed from the cache.
     pub fn parameters_ref(&self) -> &Value {
         match &self.kind {
-            Kind::Static(d) => d.parameters(),
+            Kind::Static(d) => self.parameters.get_or_init(|| d.parameters()),
             Kind::Dynamic(t) => &t.parameters,
         }
     }
