@@ -94,10 +94,11 @@ pub mod __private {
         T::__CONSTRUCTS
     }
 
-    /// Fails the build with `why`, reported where the call is written (a
-    /// tool's parameter), not here: `#[tool(targets(...))]`'s check.
-    /// `targets` is the set (bit `i` is `Target::ALL[i]`), `refusals` the
-    /// parameter's, from its type's `ToolArg::__REFUSALS`.
+    /// `#[tool(targets(...))]`'s check of one parameter: fails the build
+    /// with the first refusal among `refusals` (the parameter's, from its
+    /// type's `ToolArg::__REFUSALS`) of a target in `targets` (bit `i` is
+    /// `Target::ALL[i]`), reported where the call is written (at the
+    /// parameter), not here.
     #[track_caller]
     pub const fn refuse(targets: u8, refusals: &crate::schema::targets::Refusals) {
         if let Some(why) = crate::schema::targets::first_refusal(targets, refusals) {
