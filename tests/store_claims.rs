@@ -20,6 +20,7 @@ store_suite!(
     claim_next_takes_each_prompt_once_in_order,
     insert_claimed_stores_and_leases_at_once_or_not_at_all,
     finish_turn_posts_settles_and_releases_at_once_or_not_at_all,
+    sessions_count_every_write_of_a_turn_as_it_happens,
 );
 
 /// `processing` user messages go back to `pending_agent` once their
@@ -355,4 +356,69 @@ async fn finish_turn_posts_settles_and_releases_at_once_or_not_at_all(f: Fixture
             .await,
         Err(StoreError::LeaseLost { .. })
     ));
+}
+
+/// The sessions' listing counts every message of a turn as soon as it is
+/// stored (leased or not, before the turn ends and after), with the
+/// latest time among them, and a reopened handle lists the same.
+async fn sessions_count_every_write_of_a_turn_as_it_happens(f: Fixture) {
+    let long = Duration::from_secs(30);
+    let listed = |store: Arc<dyn kesoku::store::Store>| async move {
+        store
+            .sessions()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.id, s.title, s.created, s.updated, s.messages))
+            .collect::<Vec<_>>()
+    };
+    let title = Some("2+2?".to_owned());
+    let prompt = msg("p", "s", Role::User, "2+2?", at(1, 0)).with_status(Status::Processing);
+    f.store.insert_claimed(&prompt, "w1", long).await.unwrap();
+    assert_eq!(
+        listed(f.store.clone()).await,
+        [("s".into(), title.clone(), at(1, 0), at(1, 0), 1)]
+    );
+    // A later post, then one stamped earlier: `updated` does not go back.
+    for (id, time) in [("c1", at(3, 0)), ("c2", at(2, 0))] {
+        let call = msg(id, "s", Role::Assistant, "calling", time);
+        f.store.insert_leased(&call, "w1").await.unwrap();
+    }
+    assert_eq!(
+        listed(f.store.clone()).await,
+        [("s".into(), title.clone(), at(1, 0), at(3, 0), 3)]
+    );
+    // A write without the lease (a person's next prompt) meanwhile.
+    let next = msg("q", "s", Role::User, "and 3+3?", at(4, 0)).with_status(Status::PendingAgent);
+    f.store.insert(&next).await.unwrap();
+    assert_eq!(
+        listed(f.store.clone()).await,
+        [("s".into(), title.clone(), at(1, 0), at(4, 0), 4)]
+    );
+    let answer = msg("a", "s", Role::Assistant, "4", at(5, 0));
+    let from = [Status::Processing];
+    f.store
+        .finish_turn("s", "w1", &[answer], "p", &from, Status::Processed)
+        .await
+        .unwrap();
+    let after_turn = [("s".into(), title.clone(), at(1, 0), at(5, 0), 5)];
+    assert_eq!(listed(f.store.clone()).await, after_turn);
+    // A turn that only releases its lease; another whose lease is never
+    // released (its worker died), in a session of its own.
+    assert!(f.store.lease("s", "w2", long).await.unwrap());
+    for (id, time) in [("d1", at(6, 0)), ("d2", at(7, 0))] {
+        let post = msg(id, "s", Role::Assistant, "more", time);
+        f.store.insert_leased(&post, "w2").await.unwrap();
+    }
+    assert!(f.store.release("s", "w2").await.unwrap());
+    assert!(f.store.lease("t", "w3", long).await.unwrap());
+    let lone = msg("t1", "t", Role::Assistant, "alone", at(8, 0));
+    f.store.insert_leased(&lone, "w3").await.unwrap();
+    let expected = [
+        ("t".into(), None, at(8, 0), at(8, 0), 1),
+        ("s".into(), title, at(1, 0), at(7, 0), 7),
+    ];
+    assert_eq!(listed(f.store.clone()).await, expected);
+    drop(f.store);
+    assert_eq!(listed((f.handle)().await).await, expected);
 }

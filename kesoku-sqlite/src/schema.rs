@@ -132,6 +132,22 @@ CREATE INDEX messages_waiting ON messages (status, seq)
        OR status = 'awaiting_approval';
 ";
 
+/// Version 6: a turn's writes count in their session's row once, at the
+/// turn's end, not each in its own transaction.
+///
+/// - `sessions.counted`: the largest seq that `messages` and `updated`
+///   count. The session's later messages (its tail: those a turn has
+///   written so far) are counted when the sessions are listed, and folded
+///   into the row by the turn's end, a release, or a write without a
+///   lease. A leased write then leaves the row alone: one page fewer in
+///   each of a turn's commits.
+/// - Every count is exact after the migration: nothing is in a tail.
+const V6: &str = "
+ALTER TABLE sessions ADD COLUMN counted INTEGER NOT NULL DEFAULT 0;
+UPDATE sessions SET counted = coalesce(
+    (SELECT max(seq) FROM messages WHERE session_id = sessions.id), 0);
+";
+
 /// The statuses the index of waiting messages holds ([`V3`], [`V5`]), by
 /// their stored names: a query for one of them names it as a literal, so
 /// the index serves it.
@@ -144,7 +160,14 @@ pub(crate) const WAITING: [&str; 4] = [
 
 /// Every migration, oldest first.
 pub(crate) fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1), M::up(V2), M::up(V3), M::up(V4), M::up(V5)])
+    Migrations::new(vec![
+        M::up(V1),
+        M::up(V2),
+        M::up(V3),
+        M::up(V4),
+        M::up(V5),
+        M::up(V6),
+    ])
 }
 
 #[cfg(test)]
@@ -160,6 +183,38 @@ mod tests {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let rows = stmt.query_map([], |row| row.get::<_, String>(3)).unwrap();
         rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    }
+
+    /// A file of version 5 keeps each session's counts through version 6,
+    /// with nothing left in a tail: `counted` is the session's last seq.
+    #[test]
+    fn version_6_counts_every_message_in_its_sessions_row() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+        super::migrations().to_version(&mut conn, 5).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions VALUES ('s', 'T', '2026', '2027', 2), ('e', NULL, '2026', '2026', 0);
+             INSERT INTO messages VALUES
+                 (4, 'a', 's', 'user', 'user', 'text', 'processed', 'hi', '{}', '2026', NULL),
+                 (7, 'b', 's', 'agent', 'assistant', 'text', 'processed', 'yo', '{}', '2027', 'a');",
+        )
+        .unwrap();
+        super::migrations().to_latest(&mut conn).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT id, messages, updated, counted FROM sessions ORDER BY id")
+            .unwrap();
+        let rows: Vec<(String, i64, String, i64)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("e".into(), 0, "2026".into(), 0),
+                ("s".into(), 2, "2027".into(), 7),
+            ]
+        );
     }
 
     /// A file of version 3 keeps its leases through version 4, whose

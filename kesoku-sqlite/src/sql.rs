@@ -54,8 +54,9 @@ impl Drop for Immediate<'_> {
     }
 }
 
-/// Saves `row` and its session in one transaction; its seq. With a
-/// `holder`, only while that holder's lease of the session is live.
+/// Saves `row` in one transaction; its seq. With a `holder`, only while
+/// that holder's lease of the session is live, and the session's row
+/// counts it at the turn's end; without, the row counts it now.
 pub(crate) fn insert(
     conn: &mut Connection,
     row: &Row,
@@ -67,6 +68,9 @@ pub(crate) fn insert(
         require_lease(&tx, &row.session_id, holder, &row.id, now_ms())?;
     }
     let seq = insert_row(&tx, row)?;
+    if holder.is_none() {
+        count_tail(&tx, &row.session_id)?;
+    }
     tx.commit()?;
     Ok(seq)
 }
@@ -91,8 +95,9 @@ pub(crate) fn insert_claimed(
 }
 
 /// Ends `holder`'s turn of `session_id` in one transaction: saves `rows`,
-/// sets `prompt`'s status to `to` if it is one of `from`, and drops the
-/// lease; the rows' seqs. Nothing is written when a part is refused.
+/// sets `prompt`'s status to `to` if it is one of `from`, drops the
+/// lease, and counts the turn's messages in their sessions' rows; the
+/// rows' seqs. Nothing is written when a part is refused.
 pub(crate) fn finish_turn(
     conn: &mut Connection,
     session_id: &str,
@@ -115,6 +120,13 @@ pub(crate) fn finish_turn(
     }
     settle_leased(&tx, prompt, from, to, holder, now, Some(session_id))?;
     release(&tx, session_id, holder)?;
+    count_tail(&tx, session_id)?;
+    for (i, row) in rows.iter().enumerate() {
+        let first = rows[..i].iter().all(|r| r.session_id != row.session_id);
+        if row.session_id != session_id && first {
+            count_tail(&tx, &row.session_id)?;
+        }
+    }
     tx.commit()?;
     Ok(seqs)
 }
@@ -144,15 +156,14 @@ fn require_lease(
     }
 }
 
-/// Saves `row` and counts it in its session, inside the caller's
-/// transaction; its seq.
+/// Saves `row` inside the caller's transaction, in its session's tail
+/// (see [`count_tail`]); its seq. The session's row is made by its first
+/// message and given the first title; otherwise it is not written.
 fn insert_row(conn: &Connection, row: &Row) -> Result<Seq, Failure> {
     conn.prepare_cached(
-        "INSERT INTO sessions (id, title, created, updated, messages) VALUES (?1, ?2, ?3, ?3, 1)
-         ON CONFLICT (id) DO UPDATE SET
-             title = coalesce(sessions.title, excluded.title),
-             updated = max(sessions.updated, excluded.updated),
-             messages = sessions.messages + 1",
+        "INSERT INTO sessions (id, title, created, updated) VALUES (?1, ?2, ?3, ?3)
+         ON CONFLICT (id) DO UPDATE SET title = excluded.title
+         WHERE sessions.title IS NULL AND excluded.title IS NOT NULL",
     )?
     .execute(params![row.session_id, row.title, row.timestamp])?;
     let inserted = conn
@@ -302,10 +313,35 @@ fn settle_leased(
     transition(conn, id, from, to)
 }
 
-/// Every session, the most recently updated first.
+/// Counts the messages of `session_id` after its row's `counted` (its
+/// tail) in the row, inside the caller's transaction. Writes nothing when
+/// the tail is empty.
+fn count_tail(conn: &Connection, session_id: &str) -> Result<(), Failure> {
+    conn.prepare_cached(
+        "UPDATE sessions SET
+             messages = messages + (SELECT count(*) FROM messages m
+                                    WHERE m.session_id = ?1 AND m.seq > sessions.counted),
+             updated = max(updated, (SELECT max(m.timestamp) FROM messages m
+                                     WHERE m.session_id = ?1 AND m.seq > sessions.counted)),
+             counted = (SELECT max(m.seq) FROM messages m WHERE m.session_id = ?1)
+         WHERE id = ?1 AND EXISTS (SELECT 1 FROM messages m
+                                   WHERE m.session_id = ?1 AND m.seq > sessions.counted)",
+    )?
+    .execute([session_id])?;
+    Ok(())
+}
+
+/// Every session, the most recently updated first; each row's counts
+/// with its tail's.
 pub(crate) fn sessions(conn: &mut Connection) -> Result<Vec<SessionInfo>, Failure> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, title, created, updated, messages FROM sessions ORDER BY updated DESC, id",
+        "SELECT id, title, created,
+             max(updated, coalesce((SELECT max(m.timestamp) FROM messages m
+                                    WHERE m.session_id = s.id AND m.seq > s.counted), updated))
+                 AS latest,
+             messages + (SELECT count(*) FROM messages m
+                         WHERE m.session_id = s.id AND m.seq > s.counted)
+         FROM sessions s ORDER BY latest DESC, id",
     )?;
     let mut rows = stmt.query([])?;
     let mut out = Vec::new();
@@ -385,8 +421,25 @@ pub(crate) fn renew(
     Ok(changed == 1)
 }
 
-/// Drops `holder`'s lease of `session_id`; whether it held it.
-pub(crate) fn release(conn: &Connection, session_id: &str, holder: &str) -> Result<bool, Failure> {
+/// Drops `holder`'s lease of `session_id`, and counts what its turn
+/// wrote in the session's row; whether it held it.
+pub(crate) fn release_counted(
+    conn: &mut Connection,
+    session_id: &str,
+    holder: &str,
+) -> Result<bool, Failure> {
+    let tx = Immediate::begin(conn)?;
+    let released = release(&tx, session_id, holder)?;
+    if released {
+        count_tail(&tx, session_id)?;
+    }
+    tx.commit()?;
+    Ok(released)
+}
+
+/// Drops `holder`'s lease of `session_id` inside the caller's
+/// transaction; whether it held it.
+fn release(conn: &Connection, session_id: &str, holder: &str) -> Result<bool, Failure> {
     let changed = conn
         .prepare_cached("DELETE FROM leases WHERE session_id = ?1 AND holder = ?2")?
         .execute(params![session_id, holder])?;
@@ -474,4 +527,68 @@ fn messages(
         out.push(codec::decode(row)?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use kesoku_core::{Message, MessageType, Role};
+    use rusqlite::Connection;
+
+    use crate::codec;
+
+    fn row(id: &str, session: &str) -> codec::Row {
+        let mut m = Message::new(session, Role::Assistant, MessageType::Text, "hi");
+        m.id = id.into();
+        codec::encode(&m)
+    }
+
+    /// The session's row as (messages, counted), and the largest seq.
+    fn counts(conn: &Connection, session: &str) -> (i64, i64, i64) {
+        conn.query_row(
+            "SELECT messages, counted, (SELECT max(seq) FROM messages WHERE session_id = ?1)
+             FROM sessions WHERE id = ?1",
+            [session],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    }
+
+    /// A leased write leaves its session's row alone (the page it would
+    /// write is the point); the turn's end counts the whole turn; a write
+    /// without a lease counts at once.
+    #[test]
+    fn a_turns_writes_are_counted_in_the_row_at_its_end() {
+        let mut conn = crate::connection::memory().unwrap();
+        super::insert(&mut conn, &row("m0", "s"), None).unwrap();
+        assert_eq!(counts(&conn, "s"), (1, 1, 1));
+        assert!(super::lease(&mut conn, "s", "w", 60_000).unwrap());
+        super::insert(&mut conn, &row("m1", "s"), Some("w")).unwrap();
+        super::insert(&mut conn, &row("m2", "s"), Some("w")).unwrap();
+        assert_eq!(
+            counts(&conn, "s"),
+            (1, 1, 3),
+            "a leased write wrote the row"
+        );
+        let from = ["processing".to_owned()];
+        super::finish_turn(
+            &mut conn,
+            "s",
+            "w",
+            &[row("m3", "s")],
+            "m1",
+            &from,
+            "processed",
+        )
+        .unwrap();
+        assert_eq!(counts(&conn, "s"), (4, 4, 4));
+        // A release counts too; a write without the lease counts all.
+        assert!(super::lease(&mut conn, "s", "w", 60_000).unwrap());
+        super::insert(&mut conn, &row("m4", "s"), Some("w")).unwrap();
+        assert!(super::release_counted(&mut conn, "s", "w").unwrap());
+        assert_eq!(counts(&conn, "s"), (5, 5, 5));
+        assert!(super::lease(&mut conn, "s", "w", 60_000).unwrap());
+        super::insert(&mut conn, &row("m5", "s"), Some("w")).unwrap();
+        super::insert(&mut conn, &row("m6", "s"), None).unwrap();
+        assert_eq!(counts(&conn, "s"), (7, 7, 7));
+    }
 }

@@ -114,10 +114,12 @@ pub struct Message {
 }
 
 pub(crate) fn new_id() -> String {
+    // Time-ordered (UUIDv7): a store's index of ids grows at its right
+    // edge, where random ids would each land on a leaf of their own.
     // Encoding into a stack buffer skips the formatting machinery of
     // `to_string`, which is a visible share of a fast tool call.
     let mut buf = uuid::Uuid::encode_buffer();
-    uuid::Uuid::new_v4()
+    uuid::Uuid::now_v7()
         .hyphenated()
         .encode_lower(&mut buf)
         .to_owned()
