@@ -419,6 +419,11 @@ async fn sessions_count_every_write_of_a_turn_as_it_happens(f: Fixture) {
         ("s".into(), title, at(1, 0), at(7, 0), 7),
     ];
     assert_eq!(listed(f.store.clone()).await, expected);
+    // Its lease broken for another worker: still counted.
+    assert!(f.store.break_lease("t").await.unwrap());
+    assert_eq!(listed(f.store.clone()).await, expected);
+    assert!(f.store.lease("t", "w4", long).await.unwrap());
+    assert_eq!(listed(f.store.clone()).await, expected);
     drop(f.store);
     assert_eq!(listed((f.handle)().await).await, expected);
 }

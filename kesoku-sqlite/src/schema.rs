@@ -138,9 +138,10 @@ CREATE INDEX messages_waiting ON messages (status, seq)
 /// - `sessions.counted`: the largest seq that `messages` and `updated`
 ///   count. The session's later messages (its tail: those a turn has
 ///   written so far) are counted when the sessions are listed, and folded
-///   into the row by the turn's end, a release, or a write without a
-///   lease. A leased write then leaves the row alone: one page fewer in
-///   each of a turn's commits.
+///   into the row by the turn's end, a release, a broken lease, or a write
+///   without a lease. A leased write then leaves the row alone: one page
+///   fewer in each of a turn's commits. Only a session with a row in
+///   `leases` has a tail, so a listing reads past the rows of those only.
 /// - Every count is exact after the migration: nothing is in a tail.
 const V6: &str = "
 ALTER TABLE sessions ADD COLUMN counted INTEGER NOT NULL DEFAULT 0;

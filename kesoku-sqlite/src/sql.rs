@@ -2,6 +2,7 @@
 
 use kesoku_core::Message;
 use kesoku_core::store::{Seq, SessionInfo};
+use std::collections::HashMap;
 use std::ops::Deref;
 
 use rusqlite::{Connection, OptionalExtension as _, Params, ffi, params, params_from_iter};
@@ -315,7 +316,9 @@ fn settle_leased(
 
 /// Counts the messages of `session_id` after its row's `counted` (its
 /// tail) in the row, inside the caller's transaction. Writes nothing when
-/// the tail is empty.
+/// the tail is empty. Every write that drops a lease row calls it, so
+/// that a tail never outlives its session's lease row ([`sessions`]
+/// reads the tails of leased sessions only).
 fn count_tail(conn: &Connection, session_id: &str) -> Result<(), Failure> {
     conn.prepare_cached(
         "UPDATE sessions SET
@@ -332,32 +335,57 @@ fn count_tail(conn: &Connection, session_id: &str) -> Result<(), Failure> {
 }
 
 /// Every session, the most recently updated first; each row's counts
-/// with its tail's.
+/// with its tail's. Only a session with a lease row has a tail (a tail is
+/// made by leased writes, and folded before the row goes: see
+/// [`count_tail`]), so only those are read past their row.
 pub(crate) fn sessions(conn: &mut Connection) -> Result<Vec<SessionInfo>, Failure> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, title, created,
-             max(updated, coalesce((SELECT max(m.timestamp) FROM messages m
-                                    WHERE m.session_id = s.id AND m.seq > s.counted), updated))
-                 AS latest,
-             messages + (SELECT count(*) FROM messages m
-                         WHERE m.session_id = s.id AND m.seq > s.counted)
-         FROM sessions s ORDER BY latest DESC, id",
-    )?;
-    let mut rows = stmt.query([])?;
+    // Both reads from one snapshot.
+    let tx = conn.transaction()?;
+    let mut tails = HashMap::new();
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT s.id, count(*), max(m.timestamp)
+             FROM leases l JOIN sessions s ON s.id = l.session_id
+             JOIN messages m ON m.session_id = s.id AND m.seq > s.counted
+             GROUP BY s.id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let tail: (i64, String) = (row.get(1)?, row.get(2)?);
+            tails.insert(row.get::<_, String>(0)?, tail);
+        }
+    }
+    let had_tails = !tails.is_empty();
     let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        let id: String = row.get(0)?;
-        let bad = |message: String| Undecodable {
-            id: id.clone(),
-            message,
-        };
-        let created = codec::parse_time(&row.get::<_, String>(2)?).map_err(bad)?;
-        let mut info = SessionInfo::new(id.clone(), created);
-        info.title = row.get(1)?;
-        info.updated = codec::parse_time(&row.get::<_, String>(3)?).map_err(bad)?;
-        info.messages = u64::try_from(row.get::<_, i64>(4)?)
-            .map_err(|_| bad("a negative message count".into()))?;
-        out.push(info);
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT id, title, created, updated, messages FROM sessions ORDER BY updated DESC, id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let id: String = row.get(0)?;
+            let bad = |message: String| Undecodable {
+                id: id.clone(),
+                message,
+            };
+            let created = codec::parse_time(&row.get::<_, String>(2)?).map_err(bad)?;
+            let mut info = SessionInfo::new(id.clone(), created);
+            info.title = row.get(1)?;
+            info.updated = codec::parse_time(&row.get::<_, String>(3)?).map_err(bad)?;
+            let mut messages = row.get::<_, i64>(4)?;
+            if let Some((n, latest)) = had_tails.then(|| tails.remove(&id)).flatten() {
+                messages += n;
+                info.updated = info.updated.max(codec::parse_time(&latest).map_err(bad)?);
+            }
+            info.messages =
+                u64::try_from(messages).map_err(|_| bad("a negative message count".into()))?;
+            out.push(info);
+        }
+    }
+    tx.commit()?;
+    if had_tails {
+        // A tail may have moved its session up.
+        out.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
     }
     Ok(out)
 }
@@ -480,11 +508,15 @@ pub(crate) fn claim_next(
     Ok(Some((seq, message)))
 }
 
-/// Drops `session_id`'s lease, whoever holds it; whether there was one.
+/// Drops `session_id`'s lease, whoever holds it, and counts what its
+/// turn wrote in the session's row; whether there was one.
 pub(crate) fn break_lease(conn: &mut Connection, session_id: &str) -> Result<bool, Failure> {
-    let changed = conn
+    let tx = Immediate::begin(conn)?;
+    let changed = tx
         .prepare_cached("DELETE FROM leases WHERE session_id = ?1")?
         .execute([session_id])?;
+    count_tail(&tx, session_id)?;
+    tx.commit()?;
     Ok(changed == 1)
 }
 

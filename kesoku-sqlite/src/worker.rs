@@ -73,8 +73,8 @@ type Shared = Arc<Mutex<Connection>>;
 /// pays both for more commits: about 5% of a turn, 12% of the CPU.
 const CHECKPOINT_FRAMES: i32 = 4_000;
 /// How long the log may grow while checkpoints run beside the writer:
-/// past it, a write waits for one (about 48 MiB with 4 KiB pages).
-const LOG_CAP: i32 = 3 * CHECKPOINT_FRAMES;
+/// past it, a write waits for one (about 32 MiB with 4 KiB pages).
+const LOG_CAP: i32 = 2 * CHECKPOINT_FRAMES;
 
 /// A store's connections, opened.
 pub(crate) struct Connections {
@@ -516,8 +516,8 @@ mod tests {
         });
         wait(setup).unwrap().unwrap();
         // About 25 frames each: the log passes CHECKPOINT_FRAMES (4,000)
-        // about halfway, and stays under LOG_CAP (12,000).
-        for i in 0..320 {
+        // two thirds of the way, and stays under LOG_CAP (8,000).
+        for i in 0..240 {
             let reply = workers.run(Lane::Write, Where::Here, move |conn| {
                 let blob = vec![u8::try_from(i % 251).unwrap(); 100_000];
                 Ok(conn.execute("INSERT INTO big (b) VALUES (?1)", [blob])?)

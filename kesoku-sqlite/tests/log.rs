@@ -8,11 +8,12 @@ use kesoku_core::store::MessageLog;
 use kesoku_core::{Message, MessageType, Role};
 use kesoku_sqlite::SqliteStore;
 
-/// Enough writes to fill the log about twenty times over were it never
-/// checkpointed (each changes about 7 pages of 4 KiB).
-const WRITES: i64 = 3_000;
-/// What `SQLite`'s own checkpoints allow (1,000 pages), with room.
-const LOG_BOUND: u64 = 16 << 20;
+/// Enough writes to fill the log about ten times over were it never
+/// checkpointed (each changes about 4 pages of 4 KiB).
+const WRITES: i64 = 10_000;
+/// What the store allows: past 8,000 pages (twice the log at which a
+/// checkpoint is due) a write waits for one. With room.
+const LOG_BOUND: u64 = 36 << 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_stays_short_under_continuous_writes() {
