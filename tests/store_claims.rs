@@ -412,8 +412,8 @@ async fn sessions_count_every_write_of_a_turn_as_it_happens(f: Fixture) {
     }
     assert!(f.store.release("s", "w2").await.unwrap());
     assert!(f.store.lease("t", "w3", long).await.unwrap());
-    let lone = msg("t1", "t", Role::Assistant, "alone", at(8, 0));
-    f.store.insert_leased(&lone, "w3").await.unwrap();
+    let stray = msg("t1", "t", Role::Assistant, "alone", at(8, 0));
+    f.store.insert_leased(&stray, "w3").await.unwrap();
     let expected = [
         ("t".into(), None, at(8, 0), at(8, 0), 1),
         ("s".into(), title, at(1, 0), at(7, 0), 7),

@@ -138,15 +138,55 @@ CREATE INDEX messages_waiting ON messages (status, seq)
 /// - `sessions.counted`: the largest seq that `messages` and `updated`
 ///   count. The session's later messages (its tail: those a turn has
 ///   written so far) are counted when the sessions are listed, and folded
-///   into the row by the turn's end, a release, a broken lease, or a write
-///   without a lease. A leased write then leaves the row alone: one page
-///   fewer in each of a turn's commits. Only a session with a row in
-///   `leases` has a tail, so a listing reads past the rows of those only.
+///   into the row by a write without a lease, and by dropping the
+///   session's lease (`leases_fold`: at a turn's end, a release, a broken
+///   lease). A leased write then leaves the row alone: one page fewer in
+///   each of a turn's commits. Only a session with a row in `leases` has
+///   a tail, so a listing reads past the rows of those only.
 /// - Every count is exact after the migration: nothing is in a tail.
+/// - A process of an older build may still be writing when a newer one
+///   migrates the file. Its writes keep the counts exact too. Its insert
+///   counts the message in the session's row first, then stores it, in
+///   one transaction: `sessions_counted` and `sessions_counted_new` make
+///   that count all the session's messages, the one that follows among
+///   them, and `counted` the seq it will be given (the largest plus one,
+///   as the table gives it), so no tail is left without a lease row. Its
+///   release folds through `leases_fold`.
 const V6: &str = "
 ALTER TABLE sessions ADD COLUMN counted INTEGER NOT NULL DEFAULT 0;
 UPDATE sessions SET counted = coalesce(
     (SELECT max(seq) FROM messages WHERE session_id = sessions.id), 0);
+
+CREATE TRIGGER leases_fold AFTER DELETE ON leases
+BEGIN
+    UPDATE sessions SET
+        messages = messages + (SELECT count(*) FROM messages m
+                               WHERE m.session_id = OLD.session_id AND m.seq > sessions.counted),
+        updated = max(updated, (SELECT max(m.timestamp) FROM messages m
+                                WHERE m.session_id = OLD.session_id AND m.seq > sessions.counted)),
+        counted = (SELECT max(m.seq) FROM messages m WHERE m.session_id = OLD.session_id)
+    WHERE id = OLD.session_id AND EXISTS (SELECT 1 FROM messages m
+                                          WHERE m.session_id = OLD.session_id
+                                            AND m.seq > sessions.counted);
+END;
+
+CREATE TRIGGER sessions_counted_new AFTER INSERT ON sessions WHEN NEW.messages <> 0
+BEGIN
+    UPDATE sessions SET counted = (SELECT coalesce(max(seq), 0) + 1 FROM messages)
+    WHERE id = NEW.id;
+END;
+
+CREATE TRIGGER sessions_counted AFTER UPDATE OF messages ON sessions
+WHEN NEW.counted = OLD.counted
+BEGIN
+    UPDATE sessions SET
+        messages = (SELECT count(*) + 1 FROM messages m WHERE m.session_id = NEW.id),
+        updated = max(NEW.updated, coalesce((SELECT max(m.timestamp) FROM messages m
+                                             WHERE m.session_id = NEW.id
+                                               AND m.seq > OLD.counted), NEW.updated)),
+        counted = (SELECT coalesce(max(seq), 0) + 1 FROM messages)
+    WHERE id = NEW.id;
+END;
 ";
 
 /// The statuses the index of waiting messages holds ([`V3`], [`V5`]), by

@@ -120,8 +120,8 @@ pub(crate) fn finish_turn(
         seqs.push(insert_row(&tx, row)?);
     }
     settle_leased(&tx, prompt, from, to, holder, now, Some(session_id))?;
+    // Folds the session's tail (`leases_fold`).
     release(&tx, session_id, holder)?;
-    count_tail(&tx, session_id)?;
     for (i, row) in rows.iter().enumerate() {
         let first = rows[..i].iter().all(|r| r.session_id != row.session_id);
         if row.session_id != session_id && first {
@@ -316,9 +316,9 @@ fn settle_leased(
 
 /// Counts the messages of `session_id` after its row's `counted` (its
 /// tail) in the row, inside the caller's transaction. Writes nothing when
-/// the tail is empty. Every write that drops a lease row calls it, so
-/// that a tail never outlives its session's lease row ([`sessions`]
-/// reads the tails of leased sessions only).
+/// the tail is empty. (Dropping a session's lease row does the same, in
+/// the schema's `leases_fold`, so that no tail outlives it: [`sessions`]
+/// reads the tails of leased sessions only.)
 fn count_tail(conn: &Connection, session_id: &str) -> Result<(), Failure> {
     conn.prepare_cached(
         "UPDATE sessions SET
@@ -449,25 +449,9 @@ pub(crate) fn renew(
     Ok(changed == 1)
 }
 
-/// Drops `holder`'s lease of `session_id`, and counts what its turn
-/// wrote in the session's row; whether it held it.
-pub(crate) fn release_counted(
-    conn: &mut Connection,
-    session_id: &str,
-    holder: &str,
-) -> Result<bool, Failure> {
-    let tx = Immediate::begin(conn)?;
-    let released = release(&tx, session_id, holder)?;
-    if released {
-        count_tail(&tx, session_id)?;
-    }
-    tx.commit()?;
-    Ok(released)
-}
-
-/// Drops `holder`'s lease of `session_id` inside the caller's
-/// transaction; whether it held it.
-fn release(conn: &Connection, session_id: &str, holder: &str) -> Result<bool, Failure> {
+/// Drops `holder`'s lease of `session_id` (which folds the session's
+/// tail, see `leases_fold`); whether it held it.
+pub(crate) fn release(conn: &Connection, session_id: &str, holder: &str) -> Result<bool, Failure> {
     let changed = conn
         .prepare_cached("DELETE FROM leases WHERE session_id = ?1 AND holder = ?2")?
         .execute(params![session_id, holder])?;
@@ -508,15 +492,12 @@ pub(crate) fn claim_next(
     Ok(Some((seq, message)))
 }
 
-/// Drops `session_id`'s lease, whoever holds it, and counts what its
-/// turn wrote in the session's row; whether there was one.
+/// Drops `session_id`'s lease, whoever holds it (which folds the
+/// session's tail, see `leases_fold`); whether there was one.
 pub(crate) fn break_lease(conn: &mut Connection, session_id: &str) -> Result<bool, Failure> {
-    let tx = Immediate::begin(conn)?;
-    let changed = tx
+    let changed = conn
         .prepare_cached("DELETE FROM leases WHERE session_id = ?1")?
         .execute([session_id])?;
-    count_tail(&tx, session_id)?;
-    tx.commit()?;
     Ok(changed == 1)
 }
 
@@ -574,6 +555,107 @@ mod tests {
         codec::encode(&m)
     }
 
+    /// A session's id, message count and latest time.
+    type Counted = (String, u64, String);
+
+    /// Each session's counts from its messages, and as [`super::sessions`]
+    /// lists them.
+    fn truth_and_listing(conn: &mut Connection) -> (Vec<Counted>, Vec<Counted>) {
+        let mut stmt = conn
+            .prepare(
+                "SELECT session_id, count(*), max(timestamp) FROM messages
+                 GROUP BY session_id ORDER BY session_id",
+            )
+            .unwrap();
+        let truth = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        drop(stmt);
+        let mut listed: Vec<Counted> = super::sessions(conn)
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                (
+                    s.id,
+                    s.messages,
+                    kesoku_core::__private::row::time(&s.updated),
+                )
+            })
+            .collect();
+        listed.sort();
+        (truth, listed)
+    }
+
+    /// What a build before schema version 6 ran to insert a message.
+    fn insert_v5(conn: &Connection, row: &codec::Row) {
+        conn.execute(
+            "INSERT INTO sessions (id, title, created, updated, messages) VALUES (?1, ?2, ?3, ?3, 1)
+             ON CONFLICT (id) DO UPDATE SET
+                 title = coalesce(sessions.title, excluded.title),
+                 updated = max(sessions.updated, excluded.updated),
+                 messages = sessions.messages + 1",
+            rusqlite::params![row.session_id, row.title, row.timestamp],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO messages
+                 (id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            rusqlite::params![
+                row.id, row.session_id, row.sender, row.role, row.kind, row.status,
+                row.content, row.metadata, row.timestamp, row.parent_id,
+            ],
+        )
+        .unwrap();
+    }
+
+    /// A process of an older build still writing to a file a newer one
+    /// migrated: its inserts and releases, among leased writes of the new
+    /// build, leave every count and time exact.
+    #[test]
+    fn an_older_builds_writes_keep_every_count_exact() {
+        let mut conn = crate::connection::memory().unwrap();
+        let at = |id: &str, session: &str, secs: i64| {
+            let mut m = Message::new(session, Role::Assistant, MessageType::Text, "hi");
+            m.id = id.into();
+            m.timestamp = chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap();
+            codec::encode(&m)
+        };
+        let exact = |conn: &mut Connection, step: &str| {
+            let (truth, listed) = truth_and_listing(conn);
+            assert_eq!(listed, truth, "after {step}");
+        };
+        super::insert(&mut conn, &at("a", "s", 10), None).unwrap();
+        assert!(super::lease(&mut conn, "s", "w", 60_000).unwrap());
+        super::insert(&mut conn, &at("b", "s", 30), Some("w")).unwrap();
+        exact(&mut conn, "b, leased");
+        // The old build: a message stamped earlier, in the leased session,
+        // then a new session.
+        insert_v5(&conn, &at("c", "s", 20));
+        exact(&mut conn, "c, old");
+        insert_v5(&conn, &at("d", "t", 5));
+        exact(&mut conn, "d, old, a new session");
+        super::insert(&mut conn, &at("e", "t", 6), None).unwrap();
+        exact(&mut conn, "e");
+        super::insert(&mut conn, &at("f", "s", 40), Some("w")).unwrap();
+        exact(&mut conn, "f, leased");
+        insert_v5(&conn, &at("g", "t", 50));
+        exact(&mut conn, "g, old");
+        // The old build releases the new one's lease.
+        conn.execute(
+            "DELETE FROM leases WHERE session_id = 's' AND holder = 'w'",
+            [],
+        )
+        .unwrap();
+        exact(&mut conn, "the old release");
+        super::insert(&mut conn, &at("h", "s", 1), None).unwrap();
+        exact(&mut conn, "h");
+        let (truth, _) = truth_and_listing(&mut conn);
+        assert_eq!(truth.iter().map(|t| t.1).sum::<u64>(), 8);
+    }
+
     /// The session's row as (messages, counted), and the largest seq.
     fn counts(conn: &Connection, session: &str) -> (i64, i64, i64) {
         conn.query_row(
@@ -616,7 +698,7 @@ mod tests {
         // A release counts too; a write without the lease counts all.
         assert!(super::lease(&mut conn, "s", "w", 60_000).unwrap());
         super::insert(&mut conn, &row("m4", "s"), Some("w")).unwrap();
-        assert!(super::release_counted(&mut conn, "s", "w").unwrap());
+        assert!(super::release(&conn, "s", "w").unwrap());
         assert_eq!(counts(&conn, "s"), (5, 5, 5));
         assert!(super::lease(&mut conn, "s", "w", 60_000).unwrap());
         super::insert(&mut conn, &row("m5", "s"), Some("w")).unwrap();

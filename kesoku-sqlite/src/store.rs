@@ -398,7 +398,7 @@ impl Leases for SqliteStore {
             Lane::Write,
             Where::Here,
             move || format!("release the lease of session `{session_id}`"),
-            move |conn| sql::release_counted(conn, &session, &who),
+            move |conn| sql::release(conn, &session, &who),
         )
     }
 
