@@ -300,7 +300,10 @@ async fn a_killed_workers_turns_are_resumed_and_none_is_answered_twice() {
     // Worker 0 is killed as it logs its 30th model call, mid-turn: it
     // holds a third of the sessions' turns at any moment.
     let (asked, said) = run_sessions(&gateway, &answers, 120).await;
-    let status = workers[0].child.wait().await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(60), workers[0].child.wait())
+        .await
+        .expect("worker 0 did not make its 30th model call")
+        .unwrap();
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(9),

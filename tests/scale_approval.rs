@@ -25,7 +25,8 @@ use kesoku::store::{PostgresStore, Store};
 use kesoku::{Message, MessageType, Role, Status};
 
 /// Turns paused for approval on three workers; a front end (this process)
-/// approves half of them and denies the rest while a worker is killed.
+/// approves half of them and denies the rest while a worker is killed
+/// (the one left to resume them, as it begins an approved call).
 /// Every waiting call is answered once, nothing runs unapproved, and each
 /// approved call runs at most once (once, unless its worker died running
 /// it: then the model reads that it was interrupted).
@@ -77,6 +78,14 @@ async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
         workers.iter().all(|w| w.ran.lock().unwrap().is_empty()),
         "a call ran before it was approved"
     );
+    // Only worker 0 takes the decided turns at first, so that it surely
+    // dies as it begins an approved call: with all three serving, which
+    // worker resumes which turn is a race worker 0 may lose every time
+    // (and the test would wait for its death forever). The others go on
+    // once it is dead, and finish its turns too.
+    for w in &workers[1..] {
+        signal(w, "-STOP");
+    }
     let front = kesoku::llm::Agent::builder(
         kesoku::llm::ScriptedLlm::from_json(serde_json::json!([])).unwrap(),
     )
@@ -96,6 +105,18 @@ async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
         // A second decision, from any process, is refused.
         assert!(front.approve(&waiting[0].id).await.is_err());
     }
+    let status = tokio::time::timeout(Duration::from_secs(60), workers[0].child.wait())
+        .await
+        .expect("worker 0 did not begin an approved call within 60 s")
+        .unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "worker 0 was killed running an approved call"
+    );
+    for w in &workers[1..] {
+        signal(w, "-CONT");
+    }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     for prompt in &prompts {
         loop {
@@ -110,17 +131,21 @@ async fn a_front_end_decides_paused_turns_while_a_worker_dies() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let status = workers[0].child.wait().await.unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9),
-        "worker 0 was killed running an approved call"
-    );
     let interrupted = check_decided(&*store, &workers, SESSIONS).await;
     assert!(
         interrupted >= 1,
         "no approved call was cut off by the death"
     );
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`) to `worker`'s process.
+fn signal(worker: &Worker, sig: &str) {
+    let pid = worker.child.id().expect("the worker runs").to_string();
+    let sent = std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {sig} {pid}");
 }
 
 /// Each of the `sessions` decided above (`a{i}`, approved when `i` is
