@@ -373,7 +373,7 @@ pub(crate) fn sessions(conn: &mut Connection) -> Result<Vec<SessionInfo>, Failur
             info.title = row.get(1)?;
             info.updated = codec::parse_time(&row.get::<_, String>(3)?).map_err(bad)?;
             let mut messages = row.get::<_, i64>(4)?;
-            if let Some((n, latest)) = had_tails.then(|| tails.remove(&id)).flatten() {
+            if let Some((n, latest)) = tails.remove(&id) {
                 messages += n;
                 info.updated = info.updated.max(codec::parse_time(&latest).map_err(bad)?);
             }
