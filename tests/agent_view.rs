@@ -11,7 +11,7 @@ use recorder::{Recorder, Seen};
 use std::sync::Arc;
 
 use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
-use kesoku::store::{MemoryStore, Store};
+use kesoku::store::{MemoryStore, SqliteStore, Store};
 use kesoku::{Message, MessageType, Role, Status, ToolRegistry, ToolRequest, tool};
 use serde_json::json;
 
@@ -59,9 +59,17 @@ fn ids(history: &[Message]) -> Vec<String> {
     history.iter().map(|m| m.id.clone()).collect()
 }
 
+/// On each store the agent's claim brings its kept view up to date in the
+/// claim's own transaction (`insert_claimed_after`).
 #[tokio::test]
 async fn a_turn_sees_the_turns_another_agent_ran_on_the_session() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    let file = SqliteStore::open(dir.path().join("view.sqlite")).unwrap();
+    a_turn_sees_the_turns_another_agent_ran(Arc::new(MemoryStore::new())).await;
+    a_turn_sees_the_turns_another_agent_ran(Arc::new(file)).await;
+}
+
+async fn a_turn_sees_the_turns_another_agent_ran(store: Arc<dyn Store>) {
     let (here, seen_here) = agent(&store);
     let (there, _) = agent(&store);
     for (i, is_here) in [true, false, true, false, true].into_iter().enumerate() {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kesoku::store::StoreError;
+use kesoku::store::{Claimed, StoreError};
 use kesoku::{Role, Status};
 
 #[macro_use]
@@ -19,6 +19,7 @@ store_suite!(
     expired_turns_are_requeued,
     claim_next_takes_each_prompt_once_in_order,
     insert_claimed_stores_and_leases_at_once_or_not_at_all,
+    insert_claimed_after_also_reads_what_the_session_stored_since,
     finish_turn_posts_settles_and_releases_at_once_or_not_at_all,
     sessions_count_every_write_of_a_turn_as_it_happens,
 );
@@ -241,6 +242,79 @@ async fn insert_claimed_stores_and_leases_at_once_or_not_at_all(f: Fixture) {
     // The same id again: refused, and no lease is left behind.
     assert_eq!(
         f.store.insert_claimed(&prompt("p1"), "w1", long).await,
+        Err(StoreError::Duplicate { id: "p1".into() })
+    );
+    assert!(
+        other.lease("s", "w2", long).await.unwrap(),
+        "a refused insert kept its lease"
+    );
+}
+
+/// `insert_claimed_after` is `insert_claimed` that also returns the
+/// session's messages after a seq, the new prompt last, as
+/// `history_after` would: none of another session's, nothing written or
+/// read when refused, no lease kept by a duplicate.
+async fn insert_claimed_after_also_reads_what_the_session_stored_since(f: Fixture) {
+    let other = (f.handle)().await;
+    let long = Duration::from_secs(30);
+    let prompt =
+        |id: &str| msg(id, "s", Role::User, "2+2?", at(2, 0)).with_status(Status::Processing);
+    let seen = f
+        .store
+        .insert(&msg("m1", "s", Role::User, "hi", at(1, 0)))
+        .await
+        .unwrap();
+    for (id, session) in [("m2", "s"), ("x1", "t"), ("m3", "s")] {
+        other
+            .insert(&msg(id, session, Role::Assistant, "hello", at(1, 1)))
+            .await
+            .unwrap();
+    }
+    assert!(other.lease("s", "w2", long).await.unwrap());
+    assert_eq!(
+        f.store
+            .insert_claimed_after(&prompt("p0"), "w1", long, seen)
+            .await,
+        Ok(None),
+        "stored under another holder's live lease"
+    );
+    assert_eq!(f.store.get("p0").await.unwrap(), None, "a refusal wrote p0");
+    assert!(other.release("s", "w2").await.unwrap());
+
+    let Claimed { seq, newer, .. } = f
+        .store
+        .insert_claimed_after(&prompt("p1"), "w1", long, seen)
+        .await
+        .unwrap()
+        .expect("the session's lease was free");
+    let ids: Vec<&str> = newer.iter().map(|(_, m)| m.id.as_str()).collect();
+    assert_eq!(ids, ["m2", "m3", "p1"]);
+    assert_eq!(newer.last().map(|(s, _)| *s), Some(seq));
+    assert_eq!(newer.last().unwrap().1.status, Status::Processing);
+    assert_eq!(newer, f.store.history_after("s", seen).await.unwrap());
+    assert!(
+        !other.lease("s", "w2", long).await.unwrap(),
+        "w1 holds no lease"
+    );
+    // From the prompt itself: nothing newer.
+    assert!(f.store.release("s", "w1").await.unwrap());
+    let Claimed {
+        seq: next, newer, ..
+    } = f
+        .store
+        .insert_claimed_after(&prompt("p2"), "w1", long, seq)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(newer.len(), 1);
+    assert_eq!((newer[0].0, newer[0].1.id.as_str()), (next, "p2"));
+    assert!(f.store.release("s", "w1").await.unwrap());
+
+    // The same id again: refused, and no lease is left behind.
+    assert_eq!(
+        f.store
+            .insert_claimed_after(&prompt("p1"), "w1", long, seen)
+            .await,
         Err(StoreError::Duplicate { id: "p1".into() })
     );
     assert!(

@@ -137,12 +137,15 @@ async fn insert_row(
 /// Takes `holder`'s lease of `row`'s session for `ttl_ms` and saves `row`
 /// in one transaction, then waits for the flush; `None` (nothing written)
 /// when another holder's lease is live.
+/// With `after`, also the messages of `row`'s session after it (`row`
+/// last), read in the same transaction.
 pub(crate) async fn insert_claimed(
     client: &mut Client,
     row: &Row,
     holder: &str,
     ttl_ms: f64,
-) -> Result<Option<Inserted>, Failure> {
+    after: Option<Seq>,
+) -> Result<Option<(Inserted, Vec<(Seq, Message)>)>, Failure> {
     let tx = client.transaction().await?;
     if !lease(&tx, &row.session_id, holder, ttl_ms).await? {
         return Ok(None);
@@ -151,11 +154,15 @@ pub(crate) async fn insert_claimed(
     // them: no two transactions wait on each other. A duplicate drops
     // `tx`, and the lease with it.
     let inserted = insert_row(&tx, row, None).await?;
+    let mut newer = Vec::new();
     if let Inserted::At(_) = inserted {
+        if let Some(after) = after {
+            newer = history_after(&tx, &row.session_id, after).await?;
+        }
         tx.commit().await?;
         flushed(client).await?;
     }
-    Ok(Some(inserted))
+    Ok(Some((inserted, newer)))
 }
 
 /// What [`finish_turn`] did.
@@ -252,7 +259,7 @@ pub(crate) async fn get(client: &Client, id: &str) -> Result<Option<Message>, Fa
 
 /// A session's messages after `seq`, in order.
 pub(crate) async fn history_after(
-    client: &Client,
+    client: &impl GenericClient,
     session_id: &str,
     seq: Seq,
 ) -> Result<Vec<(Seq, Message)>, Failure> {
@@ -501,7 +508,7 @@ pub(crate) async fn requeue_expired(client: &Client) -> Result<Vec<(Seq, Message
 
 /// The messages `sql` selects (its columns [`COLUMNS`]).
 async fn messages(
-    client: &Client,
+    client: &impl GenericClient,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<(Seq, Message)>, Failure> {

@@ -11,7 +11,7 @@ use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, R
 use crate::connect::Spawned;
 use kesoku_core::__private::row::{Row, name};
 use kesoku_core::store::{
-    Announced, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
+    Announced, Claimed, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
 };
 use kesoku_core::{Delta, Message, Status};
 use tokio::sync::{broadcast, oneshot};
@@ -229,6 +229,39 @@ impl PostgresStore {
         })
     }
 
+    /// Stores the prompt `message` with its session leased to `holder`
+    /// (`insert_claimed`); with `after`, also what the session holds after
+    /// it, read in the same transaction.
+    async fn claim_prompt(
+        &self,
+        message: &Message,
+        holder: &str,
+        ttl: Duration,
+        after: Option<Seq>,
+    ) -> Result<Option<Claimed>, StoreError> {
+        let row = Row::encode(message);
+        let ttl_ms = ttl.as_secs_f64() * 1000.0;
+        let claimed = self
+            .call(
+                || format!("save prompt `{}` and lease its session", message.id),
+                |mut c| async move { sql::insert_claimed(&mut c, &row, holder, ttl_ms, after).await },
+            )
+            .await?;
+        match claimed {
+            None => Ok(None),
+            Some((sql::Inserted::At(seq), newer)) => Ok(Some(Claimed::new(seq, newer))),
+            Some((sql::Inserted::Duplicate, _)) => Err(StoreError::Duplicate {
+                id: message.id.clone(),
+            }),
+            // Not from an unfenced insert; named all the same.
+            Some((sql::Inserted::NotLeased, _)) => Err(StoreError::LeaseLost {
+                id: message.id.clone(),
+                session: message.session_id.clone(),
+                holder: holder.to_owned(),
+            }),
+        }
+    }
+
     /// Runs `job` on a pooled connection; a failure names `action`.
     fn call<'a, T, F>(
         &'a self,
@@ -442,29 +475,20 @@ impl Leases for PostgresStore {
         holder: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Option<Seq>> {
-        let row = Row::encode(message);
-        let ttl_ms = ttl.as_secs_f64() * 1000.0;
         Box::pin(async move {
-            let inserted = self
-                .call(
-                    || format!("save prompt `{}` and lease its session", message.id),
-                    |mut c| async move { sql::insert_claimed(&mut c, &row, holder, ttl_ms).await },
-                )
-                .await?;
-            match inserted {
-                None => Ok(None),
-                Some(sql::Inserted::At(seq)) => Ok(Some(seq)),
-                Some(sql::Inserted::Duplicate) => Err(StoreError::Duplicate {
-                    id: message.id.clone(),
-                }),
-                // Not from an unfenced insert; named all the same.
-                Some(sql::Inserted::NotLeased) => Err(StoreError::LeaseLost {
-                    id: message.id.clone(),
-                    session: message.session_id.clone(),
-                    holder: holder.to_owned(),
-                }),
-            }
+            let claimed = self.claim_prompt(message, holder, ttl, None).await?;
+            Ok(claimed.map(|c| c.seq))
         })
+    }
+
+    fn insert_claimed_after<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+        after: Seq,
+    ) -> StoreFuture<'a, Option<Claimed>> {
+        Box::pin(self.claim_prompt(message, holder, ttl, Some(after)))
     }
 
     fn finish_turn<'a>(

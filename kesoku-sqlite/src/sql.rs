@@ -1,7 +1,7 @@
 //! The statements of each store call, run on a connection's thread.
 
 use kesoku_core::Message;
-use kesoku_core::store::{Seq, SessionInfo};
+use kesoku_core::store::{Claimed, Seq, SessionInfo};
 use std::collections::HashMap;
 use std::ops::Deref;
 
@@ -93,6 +93,26 @@ pub(crate) fn insert_claimed(
     let seq = insert_row(&tx, row)?;
     tx.commit()?;
     Ok(Some(seq))
+}
+
+/// [`insert_claimed`], then the messages of `row`'s session after `after`
+/// (`row` last), read in the same transaction: the view of a turn's
+/// agent brought up to date without a transaction of its own.
+pub(crate) fn insert_claimed_after(
+    conn: &mut Connection,
+    row: &Row,
+    holder: &str,
+    ttl_ms: i64,
+    after: Seq,
+) -> Result<Option<Claimed>, Failure> {
+    let tx = Immediate::begin(conn)?;
+    if !take_lease(&tx, &row.session_id, holder, ttl_ms)? {
+        return Ok(None);
+    }
+    let seq = insert_row(&tx, row)?;
+    let newer = session_after(&tx, &row.session_id, after)?;
+    tx.commit()?;
+    Ok(Some(Claimed::new(seq, newer)))
 }
 
 /// Ends `holder`'s turn of `session_id` in one transaction: saves `rows`,
@@ -216,6 +236,15 @@ pub(crate) fn history(conn: &mut Connection, session_id: &str) -> Result<Vec<Mes
 /// A session's messages after `seq`, in order.
 pub(crate) fn history_after(
     conn: &mut Connection,
+    session_id: &str,
+    seq: Seq,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    session_after(conn, session_id, seq)
+}
+
+/// [`history_after`] on any connection (inside a caller's transaction too).
+fn session_after(
+    conn: &Connection,
     session_id: &str,
     seq: Seq,
 ) -> Result<Vec<(Seq, Message)>, Failure> {

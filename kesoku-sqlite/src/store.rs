@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kesoku_core::store::{
-    DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
+    Claimed, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
 };
 use kesoku_core::{Message, Status};
 use rusqlite::Connection;
@@ -450,6 +450,24 @@ impl Leases for SqliteStore {
             Where::Here,
             || format!("save prompt `{}` and lease its session", message.id),
             move |conn| sql::insert_claimed(conn, &row, &who, ttl_ms),
+        )
+    }
+
+    fn insert_claimed_after<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+        after: Seq,
+    ) -> StoreFuture<'a, Option<Claimed>> {
+        let row = codec::encode(message);
+        let who = holder.to_owned();
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        self.call(
+            Lane::Write,
+            Where::Here,
+            || format!("save prompt `{}` and lease its session", message.id),
+            move |conn| sql::insert_claimed_after(conn, &row, &who, ttl_ms, after),
         )
     }
 

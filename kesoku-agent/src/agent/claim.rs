@@ -15,9 +15,10 @@ use kesoku_core::{GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
 use super::retry::{retried, retried_store};
-use super::run::{Ending, end_panicked, turn};
+use super::run::{Caught, Ending, end_panicked, turn};
 use super::sessions::Slot;
 use super::shared::Shared;
+use super::view::View;
 
 /// How long a worker waits, at first, before it tries again for a lease
 /// another holds; the wait doubles up to [`LEASE_RETRY_MAX`].
@@ -71,7 +72,7 @@ pub(crate) async fn take(
         retry = (retry * 2).min(LEASE_RETRY_MAX);
     };
     let (outcome, released) = if shared.gateway.claim(&message.id).await? {
-        run_leased(shared, &slot, &holder, message, seq, valid_until).await
+        run_leased(shared, &slot, &holder, message, seq, None, valid_until).await
     } else {
         (None, false)
     };
@@ -108,15 +109,28 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
     claimed.status = Status::Processing;
     let asked = Instant::now();
     let session = claimed.session_id.clone();
+    // The session's view kept here is brought up to date by the claim
+    // itself, in its transaction, and handed to the turn; put back if
+    // the turn does not start.
+    let kept = shared.sessions.take_view(&session);
+    let after = kept.as_ref().map(|view| view.seq);
     let stored = retried(shared.lease, "storing a prompt", |again| {
         let (claimed, holder) = (&claimed, &holder);
         async move {
-            match shared
-                .gateway
-                .post_claimed(claimed.clone(), holder, shared.lease)
-                .await
-            {
-                Ok(Some(seq)) => Ok(Stored::At(seq)),
+            let posted = match after {
+                Some(after) => shared
+                    .gateway
+                    .post_claimed_after(claimed.clone(), holder, shared.lease, after)
+                    .await
+                    .map(|c| c.map(|c| (c.seq, Some(c.newer)))),
+                None => shared
+                    .gateway
+                    .post_claimed(claimed.clone(), holder, shared.lease)
+                    .await
+                    .map(|c| c.map(|seq| (seq, None))),
+            };
+            match posted {
+                Ok(Some((seq, newer))) => Ok(Stored::At(seq, newer)),
                 // An earlier try's answer was lost after its commit.
                 Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => {
                     Ok(Stored::Earlier)
@@ -128,28 +142,44 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
         }
     })
     .await;
-    let seq = match stored {
-        Ok(Stored::At(seq)) => seq,
+    let put_back = |kept: Option<View>| {
+        if let Some(view) = kept {
+            shared.sessions.put_view(&session, view);
+        }
+    };
+    let (seq, caught) = match stored {
+        Ok(Stored::At(seq, Some(newer))) => {
+            let caught = kept.map(|view| Caught { view, newer });
+            (seq, caught)
+        }
+        Ok(Stored::At(seq, None)) => {
+            put_back(kept);
+            (seq, None)
+        }
         Ok(Stored::Refused) => {
+            put_back(kept);
             claimed.status = Status::PendingAgent;
             return Ok(Started::NotNow(claimed));
         }
         Ok(Stored::RefusedAfterFailure) if !was_stored(shared, &claimed).await? => {
+            put_back(kept);
             claimed.status = Status::PendingAgent;
             return Ok(Started::NotNow(claimed));
         }
         // Stored by a try whose answer was lost; the lease may have gone
         // since (a renewal finds out), or be another worker's already.
         Ok(Stored::Earlier | Stored::RefusedAfterFailure) => {
+            put_back(kept);
             let Some(seq) = stored_seq(shared, &claimed).await? else {
                 // Not where it was stored (a store changed by hand):
                 // posting it again says so (a duplicate id).
                 claimed.status = Status::PendingAgent;
                 return Ok(Started::NotNow(claimed));
             };
-            seq
+            (seq, None)
         }
         Err(e) => {
+            put_back(kept);
             // A store that leases and stores in two steps may hold the
             // lease now.
             drop(permit);
@@ -160,7 +190,17 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
     shared.sessions.saw_user_message(&session, seq);
     // The database's clock started the lease after `asked`.
     let valid_until = asked + shared.lease;
-    match run_claimed(shared, holder, claimed.clone(), seq, permit, valid_until).await? {
+    match run_claimed(
+        shared,
+        holder,
+        claimed.clone(),
+        seq,
+        caught,
+        permit,
+        valid_until,
+    )
+    .await?
+    {
         Some(outcome) => Ok(Started::Ran(outcome)),
         None => Ok(Started::Lost(claimed, seq)),
     }
@@ -168,7 +208,8 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
 
 /// What a try of [`start`]'s one write found.
 enum Stored {
-    At(Seq),
+    /// With the session's messages after the kept view, when one was.
+    At(Seq, Option<Vec<(Seq, Message)>>),
     /// An earlier try stored it.
     Earlier,
     /// Another holder's lease is live.
@@ -216,12 +257,14 @@ pub(crate) async fn run_claimed(
     holder: String,
     message: Message,
     seq: Seq,
+    caught: Option<Caught>,
     permit: tokio::sync::OwnedSemaphorePermit,
     valid_until: Instant,
 ) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
     let session = message.session_id.clone();
-    let (outcome, released) = run_leased(shared, &slot, &holder, message, seq, valid_until).await;
+    let (outcome, released) =
+        run_leased(shared, &slot, &holder, message, seq, caught, valid_until).await;
     drop(permit);
     release(shared, &session, &holder, released).await;
     outcome.transpose()
@@ -236,6 +279,7 @@ async fn run_leased(
     holder: &str,
     message: Message,
     seq: Seq,
+    caught: Option<Caught>,
     valid_until: Instant,
 ) -> (Option<Result<TurnOutcome, AgentError>>, bool) {
     let session = message.session_id.clone();
@@ -245,7 +289,7 @@ async fn run_leased(
     // the agent's own code) is caught here, with the lease still kept, so
     // the prompt is settled and its calls answered (`end_panicked`).
     let work = async {
-        match AssertUnwindSafe(turn(shared, slot, holder, message, seq, &ending))
+        match AssertUnwindSafe(turn(shared, slot, holder, message, seq, caught, &ending))
             .catch_unwind()
             .await
         {

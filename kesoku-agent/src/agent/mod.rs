@@ -457,9 +457,16 @@ impl Agent {
             // The database's clock started the lease after `asked`.
             let valid_until = asked + self.shared.lease;
             turns.spawn(async move {
-                if let Err(e) =
-                    claim::run_claimed(&agent.shared, holder, message, seq, permit, valid_until)
-                        .await
+                if let Err(e) = claim::run_claimed(
+                    &agent.shared,
+                    holder,
+                    message,
+                    seq,
+                    None,
+                    permit,
+                    valid_until,
+                )
+                .await
                 {
                     tracing::error!(error = %e, "a turn failed to run");
                 }

@@ -58,13 +58,25 @@ pub(crate) struct Ending {
     pub(crate) released: AtomicBool,
 }
 
-/// Runs the turn of the claimed user `message` (at `seq`) to its end.
+/// A session's view kept here, brought up to date by the claim that
+/// started the turn (in the claim's own transaction): what the turn
+/// would otherwise read first.
+pub(crate) struct Caught {
+    pub(crate) view: View,
+    /// The session's messages stored after the view's `seq`, the prompt
+    /// last.
+    pub(crate) newer: Vec<(Seq, Message)>,
+}
+
+/// Runs the turn of the claimed user `message` (at `seq`) to its end,
+/// from `caught` when its claim brought the session's view up to date.
 pub(crate) async fn turn(
     shared: &Shared,
     slot: &Slot,
     holder: &str,
     message: Message,
     seq: Seq,
+    caught: Option<Caught>,
     ending: &Ending,
 ) -> Result<TurnOutcome, AgentError> {
     let span = telemetry::turn_span(
@@ -87,6 +99,7 @@ pub(crate) async fn turn(
         holder,
         user: message,
         seq,
+        caught,
         posted: Vec::new(),
         begun: Begun::default(),
         cancel: CancellationToken::new(),
@@ -122,6 +135,8 @@ struct Turn<'a> {
     holder: &'a str,
     user: Message,
     seq: Seq,
+    /// The view its claim brought up to date, until the turn loads it.
+    caught: Option<Caught>,
     posted: Vec<Message>,
     /// Approved calls marked begun (`processing`) whose result is not yet
     /// stored: each goes back to `responded` once it is.
@@ -268,11 +283,20 @@ impl Turn<'_> {
     async fn load_view(&mut self) -> Result<View, AgentError> {
         let session = self.user.session_id.clone();
         let store = self.shared.gateway.store();
-        if let Some(mut view) = self.shared.sessions.take_view(&session) {
-            let newer = retried_store(self.shared.lease, "loading a session's history", || {
-                store.history_after(&session, view.seq)
-            })
-            .await?;
+        let kept = match self.caught.take() {
+            Some(Caught { view, newer }) => Some((view, Some(newer))),
+            None => self.shared.sessions.take_view(&session).map(|v| (v, None)),
+        };
+        if let Some((mut view, newer)) = kept {
+            let newer = match newer {
+                Some(newer) => newer,
+                None => {
+                    retried_store(self.shared.lease, "loading a session's history", || {
+                        store.history_after(&session, view.seq)
+                    })
+                    .await?
+                }
+            };
             self.note_prompts(&newer);
             if view.extend(newer) && !view.has_orphans() {
                 return Ok(view);

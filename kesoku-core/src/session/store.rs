@@ -145,6 +145,33 @@ impl Announced {
     }
 }
 
+/// A prompt stored by [`Leases::insert_claimed_after`], with what its
+/// session holds after the `Seq` the caller gave.
+///
+/// ```
+/// use kesoku_core::store::Claimed;
+///
+/// let claimed = Claimed::new(7, Vec::new());
+/// assert_eq!((claimed.seq, claimed.newer.len()), (7, 0));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Claimed {
+    /// The prompt's `Seq`.
+    pub seq: Seq,
+    /// The session's messages after the given `Seq`, in order, the prompt
+    /// last (as [`MessageLog::history_after`] returns them).
+    pub newer: Vec<(Seq, Message)>,
+}
+
+impl Claimed {
+    /// The prompt stored at `seq`, and `newer`.
+    #[must_use]
+    pub fn new(seq: Seq, newer: Vec<(Seq, Message)>) -> Self {
+        Claimed { seq, newer }
+    }
+}
+
 /// A session as a store lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -384,6 +411,34 @@ pub trait Leases: MessageLog {
         })
     }
 
+    /// [`insert_claimed`](Leases::insert_claimed), then the messages of
+    /// `message`'s session stored after `after` (the new prompt last among
+    /// them), as [`history_after`](MessageLog::history_after) returns
+    /// them ([`Claimed`]), or `None` when another holder's lease is live,
+    /// and nothing is written or read. How a turn
+    /// whose agent kept a view of the session up to `after` starts and
+    /// brings that view up to date in one transaction, instead of a write
+    /// and a read.
+    ///
+    /// The default takes the two steps. A read that fails after the
+    /// write leaves the prompt stored and the lease held, as a lost answer
+    /// would: the caller's next try finds the prompt a duplicate.
+    fn insert_claimed_after<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+        after: Seq,
+    ) -> StoreFuture<'a, Option<Claimed>> {
+        Box::pin(async move {
+            let Some(seq) = self.insert_claimed(message, holder, ttl).await? else {
+                return Ok(None);
+            };
+            let newer = self.history_after(&message.session_id, after).await?;
+            Ok(Some(Claimed::new(seq, newer)))
+        })
+    }
+
     /// Ends `holder`'s turn of `session_id`: stores `posts` in order, each
     /// as [`insert_leased`](Leases::insert_leased) would, sets the status
     /// of the turn's prompt `prompt` to `to` if it is one of `from`, as
@@ -560,6 +615,16 @@ impl<S: Leases + ?Sized> Leases for std::sync::Arc<S> {
         ttl: Duration,
     ) -> StoreFuture<'a, Option<Seq>> {
         (**self).insert_claimed(message, holder, ttl)
+    }
+
+    fn insert_claimed_after<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+        after: Seq,
+    ) -> StoreFuture<'a, Option<Claimed>> {
+        (**self).insert_claimed_after(message, holder, ttl, after)
     }
 
     fn finish_turn<'a>(

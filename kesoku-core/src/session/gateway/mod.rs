@@ -27,7 +27,7 @@ use tokio::sync::broadcast;
 use crate::session::delta::Delta;
 use crate::session::message::{Message, Status};
 use crate::session::progress::{Progress, ProgressError, ProgressFuture};
-use crate::session::store::{MemoryStore, Seq, Store};
+use crate::session::store::{Claimed, MemoryStore, Seq, Store};
 
 pub use error::GatewayError;
 pub use filter::Filter;
@@ -206,6 +206,54 @@ impl Gateway {
             let _ = self.inner.live.send((seq, Arc::new(message)));
         }
         Ok(seq)
+    }
+
+    /// [`post_claimed`](Gateway::post_claimed), also reading what the
+    /// session holds after `after`, the prompt last among it
+    /// ([`Leases::insert_claimed_after`](crate::store::Leases::insert_claimed_after)):
+    /// how a turn starts from a view of its session kept up to `after`
+    /// and brings it up to date in the same transaction. The prompt's
+    /// `Seq` and the messages, or `None` when another holder's lease is
+    /// live: nothing is stored, read or delivered.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use kesoku_core::{Gateway, Message, MessageType, Role, Status};
+    ///
+    /// let gateway = Gateway::in_memory();
+    /// let first = gateway.post(Message::new("s", Role::User, MessageType::Text, "Hi")).await.unwrap();
+    /// // Stored since the view kept up to `first` (by another worker, say).
+    /// gateway.post(Message::new("s", Role::Assistant, MessageType::Text, "Hello")).await.unwrap();
+    /// let prompt = Message::new("s", Role::User, MessageType::Text, "Add 2 and 2")
+    ///     .with_status(Status::Processing);
+    /// let ttl = Duration::from_secs(10);
+    /// let claimed = gateway
+    ///     .post_claimed_after(prompt, "worker-1", ttl, first)
+    ///     .await
+    ///     .unwrap()
+    ///     .expect("the session's lease was free");
+    /// let texts: Vec<&str> = claimed.newer.iter().map(|(_, m)| m.content.as_str()).collect();
+    /// assert_eq!(texts, ["Hello", "Add 2 and 2"]);
+    /// assert_eq!(claimed.newer.last().unwrap().0, claimed.seq);
+    /// # });
+    /// ```
+    pub async fn post_claimed_after(
+        &self,
+        message: Message,
+        holder: &str,
+        ttl: Duration,
+        after: Seq,
+    ) -> Result<Option<Claimed>, GatewayError> {
+        let claimed = self
+            .inner
+            .store
+            .insert_claimed_after(&message, holder, ttl, after)
+            .await?;
+        if let Some(claimed) = &claimed {
+            let _ = self.inner.live.send((claimed.seq, Arc::new(message)));
+        }
+        Ok(claimed)
     }
 
     /// Ends `holder`'s turn of `session_id` in one write: stores `posts`,

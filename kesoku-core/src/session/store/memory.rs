@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture, title_of};
+use super::{
+    Claimed, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture, title_of,
+};
 use crate::session::message::{Message, Role, Status};
 
 /// A [`Store`](super::Store) in memory: the default of an agent without one, and for
@@ -72,6 +74,47 @@ fn seq_of(index: usize) -> Seq {
 
 impl MemoryStore {
     /// Inserts `message` under the lock already taken.
+    /// The messages of `session_id` after `seq`, in order.
+    fn history_after_locked(m: &Memory, session_id: &str, seq: Seq) -> Vec<(Seq, Message)> {
+        m.by_session
+            .get(session_id)
+            .map(|ix| {
+                // Indexes ascend, so those after `seq` are a suffix.
+                let from = ix.partition_point(|&i| seq_of(i) <= seq);
+                ix[from..]
+                    .iter()
+                    .map(|&i| (seq_of(i), m.log[i].clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// [`Leases::insert_claimed`] under the lock.
+    fn insert_claimed_locked(
+        m: &mut Memory,
+        message: &Message,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Seq>, StoreError> {
+        let now = Instant::now();
+        let free = m
+            .leases
+            .get(&message.session_id)
+            .is_none_or(|(h, until)| h == holder || *until <= now);
+        if !free {
+            Ok(None)
+        } else if m.by_id.contains_key(&message.id) {
+            // Checked first: a refused insert takes no lease.
+            Err(StoreError::Duplicate {
+                id: message.id.clone(),
+            })
+        } else {
+            m.leases
+                .insert(message.session_id.clone(), (holder.to_owned(), now + ttl));
+            Self::insert_locked(m, message).map(Some)
+        }
+    }
+
     fn insert_locked(m: &mut Memory, message: &Message) -> Result<Seq, StoreError> {
         if m.by_id.contains_key(&message.id) {
             Err(StoreError::Duplicate {
@@ -134,19 +177,7 @@ impl MessageLog for MemoryStore {
         session_id: &'a str,
         seq: Seq,
     ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
-        let m = self.lock();
-        let found = m
-            .by_session
-            .get(session_id)
-            .map(|ix| {
-                // Indexes ascend, so those after `seq` are a suffix.
-                let from = ix.partition_point(|&i| seq_of(i) <= seq);
-                ix[from..]
-                    .iter()
-                    .map(|&i| (seq_of(i), m.log[i].clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let found = Self::history_after_locked(&self.lock(), session_id, seq);
         Box::pin(std::future::ready(Ok(found)))
     }
 
@@ -369,24 +400,26 @@ impl Leases for MemoryStore {
         holder: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Option<Seq>> {
+        let result = Self::insert_claimed_locked(&mut self.lock(), message, holder, ttl);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn insert_claimed_after<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+        after: Seq,
+    ) -> StoreFuture<'a, Option<Claimed>> {
         let mut m = self.lock();
-        let now = Instant::now();
-        let free = m
-            .leases
-            .get(&message.session_id)
-            .is_none_or(|(h, until)| h == holder || *until <= now);
-        let result = if !free {
-            Ok(None)
-        } else if m.by_id.contains_key(&message.id) {
-            // Checked first: a refused insert takes no lease.
-            Err(StoreError::Duplicate {
-                id: message.id.clone(),
+        let result = Self::insert_claimed_locked(&mut m, message, holder, ttl).map(|stored| {
+            stored.map(|seq| {
+                Claimed::new(
+                    seq,
+                    Self::history_after_locked(&m, &message.session_id, after),
+                )
             })
-        } else {
-            m.leases
-                .insert(message.session_id.clone(), (holder.to_owned(), now + ttl));
-            Self::insert_locked(&mut m, message).map(Some)
-        };
+        });
         Box::pin(std::future::ready(result))
     }
 
