@@ -189,6 +189,23 @@ BEGIN
 END;
 ";
 
+/// Version 7: a tail is folded into its session's row with one read of
+/// it, where [`V6`]'s `leases_fold` read it three times (its count, its
+/// latest timestamp, its last seq), each a walk of the session's index,
+/// and the timestamps from the table. The same fold, at every turn's end.
+const V7: &str = "
+DROP TRIGGER leases_fold;
+CREATE TRIGGER leases_fold AFTER DELETE ON leases
+BEGIN
+    UPDATE sessions SET (messages, updated, counted) =
+        (SELECT sessions.messages + count(*), max(sessions.updated, max(m.timestamp)), max(m.seq)
+         FROM messages m WHERE m.session_id = OLD.session_id AND m.seq > sessions.counted)
+    WHERE id = OLD.session_id AND EXISTS (SELECT 1 FROM messages m
+                                          WHERE m.session_id = OLD.session_id
+                                            AND m.seq > sessions.counted);
+END;
+";
+
 /// The statuses the index of waiting messages holds ([`V3`], [`V5`]), by
 /// their stored names: a query for one of them names it as a literal, so
 /// the index serves it.
@@ -208,6 +225,7 @@ pub(crate) fn migrations() -> Migrations<'static> {
         M::up(V4),
         M::up(V5),
         M::up(V6),
+        M::up(V7),
     ])
 }
 
@@ -224,6 +242,46 @@ mod tests {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
         let rows = stmt.query_map([], |row| row.get::<_, String>(3)).unwrap();
         rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+    }
+
+    /// A file of version 6 with a session mid-turn (a tail, its lease
+    /// held) folds the tail when the lease goes, after version 7.
+    #[test]
+    fn version_7_folds_a_tail_left_by_version_6() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+        super::migrations().to_version(&mut conn, 6).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions (id, title, created, updated)
+                 VALUES ('s', 'T', '2026', '2026'), ('t', NULL, '2026', '2026');
+             INSERT INTO messages VALUES
+                 (4, 'a', 's', 'user', 'user', 'text', 'processed', 'hi', '{}', '2026', NULL),
+                 (5, 'x', 't', 'user', 'user', 'text', 'processed', 'hi', '{}', '2026', NULL),
+                 (7, 'b', 's', 'agent', 'assistant', 'text', 'processed', 'yo', '{}', '2028', NULL),
+                 (9, 'c', 's', 'agent', 'assistant', 'text', 'processed', 'yo', '{}', '2027', NULL);
+             -- Each row counts its first message; 's' has a tail of two.
+             UPDATE sessions SET messages = 1, counted = 4 WHERE id = 's';
+             UPDATE sessions SET messages = 1, counted = 5 WHERE id = 't';
+             INSERT INTO leases VALUES ('s', 'w', 0), ('t', 'w', 0);",
+        )
+        .unwrap();
+        super::migrations().to_latest(&mut conn).unwrap();
+        conn.execute_batch("DELETE FROM leases").unwrap();
+        let mut stmt = conn
+            .prepare("SELECT id, messages, updated, counted FROM sessions ORDER BY id")
+            .unwrap();
+        let rows: Vec<(String, i64, String, i64)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("s".into(), 3, "2028".into(), 9),
+                ("t".into(), 1, "2026".into(), 5),
+            ]
+        );
     }
 
     /// A file of version 5 keeps each session's counts through version 6,

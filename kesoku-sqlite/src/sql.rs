@@ -181,12 +181,39 @@ fn require_lease(
 /// (see [`count_tail`]); its seq. The session's row is made by its first
 /// message and given the first title; otherwise it is not written.
 fn insert_row(conn: &Connection, row: &Row) -> Result<Seq, Failure> {
+    // A message that may title its session goes through the session's
+    // row first. One that cannot (most of a turn's) needs the row only
+    // to exist, which the messages' foreign key checks as it goes in:
+    // the row is made only when that finds it missing.
+    if row.title.is_some() {
+        put_session(conn, row)?;
+    }
+    match insert_message(conn, row) {
+        Err(Failure::Sql(rusqlite::Error::SqliteFailure(e, _)))
+            if e.extended_code == ffi::SQLITE_CONSTRAINT_FOREIGNKEY && row.title.is_none() =>
+        {
+            // The failed statement wrote nothing; the transaction goes on.
+            put_session(conn, row)?;
+            insert_message(conn, row)
+        }
+        other => other,
+    }
+}
+
+/// Makes `row`'s session's row if it has none, or gives it `row`'s title
+/// if it has none.
+fn put_session(conn: &Connection, row: &Row) -> Result<(), Failure> {
     conn.prepare_cached(
         "INSERT INTO sessions (id, title, created, updated) VALUES (?1, ?2, ?3, ?3)
          ON CONFLICT (id) DO UPDATE SET title = excluded.title
          WHERE sessions.title IS NULL AND excluded.title IS NOT NULL",
     )?
     .execute(params![row.session_id, row.title, row.timestamp])?;
+    Ok(())
+}
+
+/// Stores `row` in `messages`; its seq.
+fn insert_message(conn: &Connection, row: &Row) -> Result<Seq, Failure> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO messages
@@ -289,12 +316,32 @@ pub(crate) fn transition(
     from: &[String],
     to: &str,
 ) -> Result<bool, Failure> {
+    transition_where(conn, id, None, from, to)
+}
+
+/// [`transition`], only if the message is in `session` when one is given.
+fn transition_where(
+    conn: &Connection,
+    id: &str,
+    session: Option<&str>,
+    from: &[String],
+    to: &str,
+) -> Result<bool, Failure> {
     if from.is_empty() {
         return Ok(false);
     }
     let marks = vec!["?"; from.len()].join(", ");
-    let sql = format!("UPDATE messages SET status = ? WHERE id = ? AND status IN ({marks})");
-    let values = [to, id].into_iter().chain(from.iter().map(String::as_str));
+    let in_session = if session.is_some() {
+        " AND session_id = ?"
+    } else {
+        ""
+    };
+    let sql =
+        format!("UPDATE messages SET status = ? WHERE id = ?{in_session} AND status IN ({marks})");
+    let values = [to, id]
+        .into_iter()
+        .chain(session)
+        .chain(from.iter().map(String::as_str));
     let changed = conn
         .prepare_cached(&sql)?
         .execute(params_from_iter(values))?;
@@ -330,6 +377,13 @@ fn settle_leased(
     now: i64,
     held: Option<&str>,
 ) -> Result<bool, Failure> {
+    // Most often the message is in the session whose lease was checked:
+    // then one conditional update does it.
+    if let Some(held) = held
+        && transition_where(conn, id, Some(held), from, to)?
+    {
+        return Ok(true);
+    }
     let session: Option<String> = conn
         .prepare_cached("SELECT session_id FROM messages WHERE id = ?1")?
         .query_row([id], |row| row.get(0))
@@ -350,12 +404,9 @@ fn settle_leased(
 /// reads the tails of leased sessions only.)
 fn count_tail(conn: &Connection, session_id: &str) -> Result<(), Failure> {
     conn.prepare_cached(
-        "UPDATE sessions SET
-             messages = messages + (SELECT count(*) FROM messages m
-                                    WHERE m.session_id = ?1 AND m.seq > sessions.counted),
-             updated = max(updated, (SELECT max(m.timestamp) FROM messages m
-                                     WHERE m.session_id = ?1 AND m.seq > sessions.counted)),
-             counted = (SELECT max(m.seq) FROM messages m WHERE m.session_id = ?1)
+        "UPDATE sessions SET (messages, updated, counted) =
+             (SELECT sessions.messages + count(*), max(sessions.updated, max(m.timestamp)), max(m.seq)
+              FROM messages m WHERE m.session_id = ?1 AND m.seq > sessions.counted)
          WHERE id = ?1 AND EXISTS (SELECT 1 FROM messages m
                                    WHERE m.session_id = ?1 AND m.seq > sessions.counted)",
     )?

@@ -2,7 +2,7 @@
 //! session's row, and an older build's writes among this one's.
 
 use kesoku_core::{Message, MessageType, Role};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::codec;
 
@@ -169,4 +169,42 @@ fn a_turns_writes_are_counted_in_the_row_at_its_end() {
     super::insert(&mut conn, &row("m5", "s"), Some("w")).unwrap();
     super::insert(&mut conn, &row("m6", "s"), None).unwrap();
     assert_eq!(counts(&conn, "s"), (7, 7, 7));
+}
+
+/// A message that cannot title its session (most of a turn's) makes the
+/// session's row when it is the session's first (the messages' foreign
+/// key finds the row missing), leased or not; the first titled message
+/// titles it; a refused write leaves no row behind.
+#[test]
+fn an_untitled_first_message_makes_its_sessions_row() {
+    let mut conn = crate::connection::memory().unwrap();
+    let row_of = |conn: &Connection, session: &str| {
+        conn.query_row(
+            "SELECT title, messages FROM sessions WHERE id = ?1",
+            [session],
+            |r| Ok((r.get::<_, Option<String>>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()
+        .unwrap()
+    };
+    super::insert(&mut conn, &row("a1", "s"), None).unwrap();
+    assert_eq!(row_of(&conn, "s"), Some((None, 1)));
+    let mut prompt = Message::new("s", Role::User, MessageType::Text, "Plan a trip\nto Lyon");
+    prompt.id = "u1".into();
+    super::insert(&mut conn, &codec::encode(&prompt), None).unwrap();
+    assert_eq!(row_of(&conn, "s"), Some((Some("Plan a trip".into()), 2)));
+
+    assert!(super::lease(&mut conn, "t", "w", 60_000).unwrap());
+    super::insert(&mut conn, &row("b1", "t"), Some("w")).unwrap();
+    assert!(super::release(&conn, "t", "w").unwrap());
+    assert_eq!(row_of(&conn, "t"), Some((None, 1)));
+
+    // A duplicate id, first in a new session: refused, no row made.
+    assert!(matches!(
+        super::insert(&mut conn, &row("a1", "u"), None),
+        Err(crate::error::Failure::Duplicate(_))
+    ));
+    assert_eq!(row_of(&conn, "u"), None);
+    let (truth, listed) = truth_and_listing(&mut conn);
+    assert_eq!(listed, truth);
 }
