@@ -91,6 +91,69 @@ async fn a_turn_sees_the_turns_another_agent_ran(store: Arc<dyn Store>) {
     }
 }
 
+/// Where the view's store is, for `view_note`.
+static NOTES: std::sync::OnceLock<Arc<dyn Store>> = std::sync::OnceLock::new();
+
+/// Leaves a note in session `s` while the turn runs, as another process
+/// might.
+///
+/// # Arguments
+/// * `id` - The note's id.
+#[tool]
+async fn view_note(id: String) -> String {
+    let mut note = Message::new("s", Role::Assistant, MessageType::Text, "a note");
+    note.id = id;
+    NOTES.get().unwrap().insert(&note).await.unwrap();
+    "left".into()
+}
+
+/// A turn's posts are kept in the view only when nothing else was stored
+/// between them: a message stored in the session while the turn ran
+/// (here by its own tool, between the call and its result) is shown to
+/// the model at the next turn, where it stands in the store.
+#[tokio::test]
+async fn a_message_stored_while_a_turn_runs_is_in_the_next_turns_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = SqliteStore::open(dir.path().join("notes.sqlite")).unwrap();
+    let store: Arc<dyn Store> = Arc::new(file);
+    assert!(NOTES.set(Arc::clone(&store)).is_ok());
+    let mut registry = ToolRegistry::new();
+    registry.register(view_note::TOOL).unwrap();
+    let script = json!([
+        {"tool_calls": [{"id": "c1", "name": "view_note", "arguments": {"id": "note-1"}}]},
+        {"text": "noted"},
+        {"text": "and again"},
+        {"text": "once more"},
+    ]);
+    let seen = Seen::default();
+    let model = Recorder::new(ScriptedLlm::from_json(script).unwrap(), &seen, |m| {
+        m.id.clone()
+    });
+    let agent = Agent::builder(model)
+        .registry(registry)
+        .store(Arc::clone(&store))
+        .build()
+        .unwrap();
+    for i in 0..3 {
+        let before = store.history("s").await.unwrap();
+        let outcome = agent.send("s", &format!("turn {i}")).await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::Completed);
+        let first = {
+            let seen = seen.lock().unwrap();
+            seen[seen.len() - if i == 0 { 2 } else { 1 }].clone()
+        };
+        // Every stored message and the prompt (a result is shown right
+        // after its call, so the note follows the result).
+        let mut expected = ids(&before);
+        expected.push(outcome_prompt_id(&store, i).await);
+        let mut shown = first.clone();
+        shown.sort();
+        expected.sort();
+        assert_eq!(shown, expected, "turn {i}");
+        assert_eq!(first.contains(&"note-1".to_owned()), i > 0, "turn {i}");
+    }
+}
+
 /// An agent that keeps no view (a budget too small for any) reads each
 /// session's history from the store at every turn, and the model sees the
 /// same as with its views kept.

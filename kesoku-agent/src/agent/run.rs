@@ -100,6 +100,7 @@ pub(crate) async fn turn(
         user: message,
         seq,
         caught,
+        stored: None,
         posted: Vec::new(),
         begun: Begun::default(),
         cancel: CancellationToken::new(),
@@ -137,6 +138,9 @@ struct Turn<'a> {
     seq: Seq,
     /// The view its claim brought up to date, until the turn loads it.
     caught: Option<Caught>,
+    /// What the turn stored after loading its view, with the seqs the
+    /// store gave; `None` once one is not known.
+    stored: Option<Vec<(Seq, Message)>>,
     posted: Vec<Message>,
     /// Approved calls marked begun (`processing`) whose result is not yet
     /// stored: each goes back to `responded` once it is.
@@ -159,13 +163,32 @@ impl Turn<'_> {
     async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
         let mut view = self.load_view().await?;
         // The turn adds to the view as it goes; what it stored is read
-        // back, in the store's order, by the next turn.
+        // back, in the store's order, by the next turn, unless the turn
+        // knows it already (below).
         view.mark();
+        let from = view.seq;
+        self.stored = Some(Vec::new());
         let finish = self.drive(&mut view).await;
         view.rewind();
+        let outcome = match finish {
+            Ok((finish, last)) => self.finish(finish, last).await,
+            Err(e) => Err(e),
+        };
+        // A completed turn whose posts took the seqs right after the
+        // view's, one after another, left nothing else in between: the
+        // view takes them as the next turn would read them back.
+        if let (Ok(o), Some(stored)) = (&outcome, self.stored.take())
+            && o.status == TurnStatus::Completed
+            && !stored.is_empty()
+            && stored
+                .iter()
+                .zip(from + 1..)
+                .all(|((seq, _), next)| *seq == next)
+        {
+            view.extend(stored);
+        }
         self.shared.sessions.put_view(&self.user.session_id, view);
-        let (finish, last) = finish?;
-        self.finish(finish, last).await
+        outcome
     }
 
     /// Follows the machine's decisions from the `view` (the session's
@@ -512,7 +535,8 @@ impl Turn<'_> {
     }
 
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
-        post(self.shared, self.holder, &message).await?;
+        let seq = post(self.shared, self.holder, &message).await?;
+        self.note_stored(seq, &message);
         if let Some(call) = self.begun.answered(&message) {
             retried(self.shared.lease, "settling an approved call", |_| {
                 self.shared.gateway.transition_leased(
@@ -526,6 +550,14 @@ impl Turn<'_> {
         }
         self.posted.push(message);
         Ok(())
+    }
+
+    /// Notes a post of this turn stored at `seq` (`None`: not known).
+    fn note_stored(&mut self, seq: Option<Seq>, message: &Message) {
+        match (seq, &mut self.stored) {
+            (Some(seq), Some(stored)) => stored.push((seq, message.clone())),
+            _ => self.stored = None,
+        }
     }
 
     fn outcome(&mut self, status: TurnStatus, answer: Option<String>) -> TurnOutcome {
@@ -563,8 +595,11 @@ impl Turn<'_> {
             )
             .await;
         match ended {
-            Ok(_) => {
+            Ok(seqs) => {
                 self.ending.released.store(true, Ordering::Release);
+                for (seq, m) in seqs.into_iter().zip(&last) {
+                    self.note_stored(Some(seq), m);
+                }
                 // Their results are stored: the approved calls settle (the
                 // lease is gone, so unfenced; each is one conditional
                 // update).
@@ -582,6 +617,7 @@ impl Turn<'_> {
             }
             Err(GatewayError::Store(e)) if is_transient(&e) => {
                 tracing::warn!(error = %e, "ending a turn failed; ending it in steps");
+                self.stored = None;
                 for m in last {
                     post_again(shared, self.holder, &m).await?;
                     self.posted.push(m);
@@ -618,12 +654,17 @@ impl Turn<'_> {
 /// the store fails for a moment (within a lease). A try that finds the
 /// message stored already after one that failed had it stored: the
 /// failure came after the commit.
-async fn post(shared: &Shared, holder: &str, message: &Message) -> Result<(), AgentError> {
+/// Its `Seq`, unless a try found it stored already.
+async fn post(shared: &Shared, holder: &str, message: &Message) -> Result<Option<Seq>, AgentError> {
     post_tried(shared, holder, message, false).await
 }
 
 /// [`post`] after a try that failed already (a turn's last write, say).
-async fn post_again(shared: &Shared, holder: &str, message: &Message) -> Result<(), AgentError> {
+async fn post_again(
+    shared: &Shared,
+    holder: &str,
+    message: &Message,
+) -> Result<Option<Seq>, AgentError> {
     post_tried(shared, holder, message, true).await
 }
 
@@ -632,19 +673,21 @@ async fn post_tried(
     holder: &str,
     message: &Message,
     tried: bool,
-) -> Result<(), AgentError> {
-    retried(
+) -> Result<Option<Seq>, AgentError> {
+    let seq = retried(
         shared.lease,
         "posting a turn's message",
         |again| async move {
             match shared.gateway.post_leased(message.clone(), holder).await {
-                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again || tried => Ok(()),
-                other => other.map(drop),
+                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again || tried => {
+                    Ok(None)
+                }
+                other => other.map(Some),
             }
         },
     )
     .await?;
-    Ok(())
+    Ok(seq)
 }
 
 /// The statuses a turn's prompt is settled from: `processing` (it is
