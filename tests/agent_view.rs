@@ -8,10 +8,15 @@
 mod recorder;
 use recorder::{Recorder, Seen};
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kesoku::llm::{Agent, ScriptedLlm, TurnStatus};
-use kesoku::store::{MemoryStore, SqliteStore, Store};
+use kesoku::store::{
+    Claimed, DeltaRelay, Leases, MemoryStore, MessageLog, Seq, SessionInfo, SqliteStore, Store,
+    StoreFuture,
+};
 use kesoku::{Message, MessageType, Role, Status, ToolRegistry, ToolRequest, tool};
 use serde_json::json;
 
@@ -224,4 +229,180 @@ async fn a_call_left_unanswered_between_turns_is_healed_in_place() {
         history.len() - 3,
         "all but this turn's call, result and answer"
     );
+}
+
+/// A store that counts the reads of a session's history and records what
+/// each claim read back with its prompt.
+#[derive(Default)]
+struct Reads {
+    inner: MemoryStore,
+    history_reads: AtomicUsize,
+    claimed: Mutex<Vec<usize>>,
+}
+
+impl MessageLog for Reads {
+    fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
+        self.inner.insert(message)
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
+        self.inner.get(id)
+    }
+
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
+        self.inner.history(session_id)
+    }
+
+    fn history_after<'a>(
+        &'a self,
+        session_id: &'a str,
+        seq: Seq,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        self.history_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.history_after(session_id, seq)
+    }
+
+    fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        self.inner.after(seq, limit)
+    }
+
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        self.inner.with_status(status)
+    }
+
+    fn transition<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.transition(id, from, to)
+    }
+
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        self.inner.sessions()
+    }
+
+    fn last_seq(&self) -> StoreFuture<'_, Seq> {
+        self.inner.last_seq()
+    }
+}
+
+impl Leases for Reads {
+    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
+        self.inner.insert_leased(message, holder)
+    }
+
+    fn transition_leased<'a>(
+        &'a self,
+        id: &'a str,
+        from: &'a [Status],
+        to: Status,
+        holder: &'a str,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.transition_leased(id, from, to, holder)
+    }
+
+    fn lease<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.lease(session_id, holder, ttl)
+    }
+
+    fn renew<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.renew(session_id, holder, ttl)
+    }
+
+    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
+        self.inner.release(session_id, holder)
+    }
+
+    fn claim_next<'a>(
+        &'a self,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<(Seq, Message)>> {
+        self.inner.claim_next(holder, ttl)
+    }
+
+    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
+        self.inner.break_lease(session_id)
+    }
+
+    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        self.inner.requeue_expired()
+    }
+
+    fn insert_claimed<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Option<Seq>> {
+        self.inner.insert_claimed(message, holder, ttl)
+    }
+
+    fn insert_claimed_after<'a>(
+        &'a self,
+        message: &'a Message,
+        holder: &'a str,
+        ttl: Duration,
+        after: Seq,
+    ) -> StoreFuture<'a, Option<Claimed>> {
+        Box::pin(async move {
+            let claimed = self
+                .inner
+                .insert_claimed_after(message, holder, ttl, after)
+                .await?;
+            if let Some(c) = &claimed {
+                self.claimed.lock().unwrap().push(c.newer.len());
+            }
+            Ok(claimed)
+        })
+    }
+
+    fn finish_turn<'a>(
+        &'a self,
+        session_id: &'a str,
+        holder: &'a str,
+        posts: &'a [Message],
+        prompt: &'a str,
+        from: &'a [Status],
+        to: Status,
+    ) -> StoreFuture<'a, Vec<Seq>> {
+        self.inner
+            .finish_turn(session_id, holder, posts, prompt, from, to)
+    }
+}
+
+impl DeltaRelay for Reads {}
+
+/// A session's later turns read its history once, with their prompt: the
+/// first reads it whole; each next one's claim reads back its prompt
+/// alone, as the turn before kept what it stored in the view (nothing else
+/// came between); and none reads the history on its own.
+#[tokio::test]
+async fn a_turn_reads_back_only_what_its_view_does_not_hold() {
+    let reads = Arc::new(Reads::default());
+    let store: Arc<dyn Store> = Arc::clone(&reads) as Arc<dyn Store>;
+    let (agent, _) = agent(&store);
+    for i in 0..3 {
+        let outcome = agent.send("s", &format!("turn {i}")).await.unwrap();
+        assert_eq!(outcome.status, TurnStatus::Completed);
+        assert_eq!(outcome.messages.len(), 3, "a call, its result, the answer");
+    }
+    assert_eq!(
+        reads.history_reads.load(Ordering::SeqCst),
+        1,
+        "the first turn's"
+    );
+    assert_eq!(*reads.claimed.lock().unwrap(), [1, 1]);
 }

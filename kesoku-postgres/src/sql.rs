@@ -137,8 +137,8 @@ async fn insert_row(
 /// Takes `holder`'s lease of `row`'s session for `ttl_ms` and saves `row`
 /// in one transaction, then waits for the flush; `None` (nothing written)
 /// when another holder's lease is live.
-/// With `after`, also the messages of `row`'s session after it (`row`
-/// last), read in the same transaction.
+/// With `after`, also the messages of `row`'s session after it, read
+/// once the transaction is committed (`row` among them).
 pub(crate) async fn insert_claimed(
     client: &mut Client,
     row: &Row,
@@ -156,10 +156,13 @@ pub(crate) async fn insert_claimed(
     let inserted = insert_row(&tx, row, None).await?;
     let mut newer = Vec::new();
     if let Inserted::At(_) = inserted {
-        if let Some(after) = after {
-            newer = history_after(&tx, &row.session_id, after).await?;
-        }
         tx.commit().await?;
+        // Read after the commit, so the order counter's lock is not held
+        // through it: every message before the prompt committed before
+        // it took the counter, so none is missed.
+        if let Some(after) = after {
+            newer = history_after(&*client, &row.session_id, after).await?;
+        }
         flushed(client).await?;
     }
     Ok(Some((inserted, newer)))

@@ -97,8 +97,11 @@ pub(crate) enum Started {
 /// Starts the turn of the new `pending_agent` user `message` in one write
 /// when it can start at once, with a permit free and its session's lease
 /// free: stores it `processing` with the session leased
-/// ([`Gateway::post_claimed`](kesoku_core::Gateway::post_claimed)) and
-/// runs the turn, as [`take`] would after storing it, leasing and
+/// ([`Gateway::post_claimed`](kesoku_core::Gateway::post_claimed)), and
+/// with a view of the session kept here, reads what the session stored
+/// since in the same call
+/// ([`Gateway::post_claimed_after`](kesoku_core::Gateway::post_claimed_after));
+/// then runs the turn, as [`take`] would after storing it, leasing and
 /// claiming (three writes).
 pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, AgentError> {
     let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {

@@ -64,7 +64,7 @@ pub(crate) struct Ending {
 pub(crate) struct Caught {
     pub(crate) view: View,
     /// The session's messages stored after the view's `seq`, the prompt
-    /// last.
+    /// among them.
     pub(crate) newer: Vec<(Seq, Message)>,
 }
 
@@ -170,25 +170,32 @@ impl Turn<'_> {
         self.stored = Some(Vec::new());
         let finish = self.drive(&mut view).await;
         view.rewind();
-        let outcome = match finish {
-            Ok((finish, last)) => self.finish(finish, last).await,
-            Err(e) => Err(e),
-        };
+        // Kept before the last write releases the lease, for the
+        // session's next turn here, which may start at once.
+        let session = self.user.session_id.clone();
+        self.shared.sessions.put_view(&session, view);
+        let (finish, last) = finish?;
+        let outcome = self.finish(finish, last).await?;
         // A completed turn whose posts took the seqs right after the
-        // view's, one after another, left nothing else in between: the
-        // view takes them as the next turn would read them back.
-        if let (Ok(o), Some(stored)) = (&outcome, self.stored.take())
-            && o.status == TurnStatus::Completed
+        // view's, one after another, left nothing else in between (a seq
+        // is one message's place in the store's order): the view takes
+        // them as the next turn would read them back, unless a turn took
+        // it meanwhile. Else the next turn reads them.
+        if let Some(stored) = self.stored.take()
+            && outcome.status == TurnStatus::Completed
             && !stored.is_empty()
             && stored
                 .iter()
                 .zip(from + 1..)
                 .all(|((seq, _), next)| *seq == next)
+            && let Some(mut view) = self.shared.sessions.take_view(&session)
         {
-            view.extend(stored);
+            if view.seq == from {
+                view.extend(stored);
+            }
+            self.shared.sessions.put_view(&session, view);
         }
-        self.shared.sessions.put_view(&self.user.session_id, view);
-        outcome
+        Ok(outcome)
     }
 
     /// Follows the machine's decisions from the `view` (the session's

@@ -198,8 +198,9 @@ impl Sessions {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes out the kept view of `session`, if any; the turn puts it
-    /// back when it ends.
+    /// Takes out the kept view of `session`, if any, for a turn (which
+    /// puts it back as it ends) or its claim (which hands it to the turn,
+    /// or puts it back when the turn does not start).
     pub(crate) fn take_view(&self, session: &str) -> Option<View> {
         self.views.take(session)
     }

@@ -115,7 +115,8 @@ pub(crate) struct View {
     /// The latest reply's count over its estimate.
     calibration: Option<f64>,
     /// Where the running turn's own posts start: they are dropped when it
-    /// ends (the next turn reads them back from the store).
+    /// ends, and the next turn reads them back from the store, unless the
+    /// turn knows nothing else was stored between them (`run.rs`).
     mark: usize,
 }
 

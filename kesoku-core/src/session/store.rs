@@ -159,8 +159,9 @@ impl Announced {
 pub struct Claimed {
     /// The prompt's `Seq`.
     pub seq: Seq,
-    /// The session's messages after the given `Seq`, in order, the prompt
-    /// last (as [`MessageLog::history_after`] returns them).
+    /// The session's messages after the given `Seq`, in order (as
+    /// [`MessageLog::history_after`] returns them): the prompt, and any
+    /// stored before it since that `Seq`, or after it before the read.
     pub newer: Vec<(Seq, Message)>,
 }
 
@@ -412,13 +413,14 @@ pub trait Leases: MessageLog {
     }
 
     /// [`insert_claimed`](Leases::insert_claimed), then the messages of
-    /// `message`'s session stored after `after` (the new prompt last among
+    /// `message`'s session stored after `after` (the new prompt among
     /// them), as [`history_after`](MessageLog::history_after) returns
     /// them ([`Claimed`]), or `None` when another holder's lease is live,
-    /// and nothing is written or read. How a turn
-    /// whose agent kept a view of the session up to `after` starts and
-    /// brings that view up to date in one transaction, instead of a write
-    /// and a read.
+    /// and nothing is written or read. How a turn whose agent kept a view
+    /// of the session up to `after` starts and brings that view up to
+    /// date in one call, instead of a write and a read: `SqliteStore`
+    /// and `MemoryStore` read in the write's own transaction,
+    /// `PostgresStore` on the same connection right after its commit.
     ///
     /// The default takes the two steps. A read that fails after the
     /// write leaves the prompt stored and the lease held, as a lost answer

@@ -209,12 +209,12 @@ impl Gateway {
     }
 
     /// [`post_claimed`](Gateway::post_claimed), also reading what the
-    /// session holds after `after`, the prompt last among it
+    /// session holds after `after`, the prompt among it
     /// ([`Leases::insert_claimed_after`](crate::store::Leases::insert_claimed_after)):
     /// how a turn starts from a view of its session kept up to `after`
-    /// and brings it up to date in the same transaction. The prompt's
-    /// `Seq` and the messages, or `None` when another holder's lease is
-    /// live: nothing is stored, read or delivered.
+    /// and brings it up to date in the same call to the store. The
+    /// prompt's `Seq` and the messages, or `None` when another holder's
+    /// lease is live: nothing is stored, read or delivered.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {

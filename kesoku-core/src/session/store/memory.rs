@@ -73,7 +73,6 @@ fn seq_of(index: usize) -> Seq {
 }
 
 impl MemoryStore {
-    /// Inserts `message` under the lock already taken.
     /// The messages of `session_id` after `seq`, in order.
     fn history_after_locked(m: &Memory, session_id: &str, seq: Seq) -> Vec<(Seq, Message)> {
         m.by_session
@@ -115,6 +114,7 @@ impl MemoryStore {
         }
     }
 
+    /// Inserts `message` under the lock already taken.
     fn insert_locked(m: &mut Memory, message: &Message) -> Result<Seq, StoreError> {
         if m.by_id.contains_key(&message.id) {
             Err(StoreError::Duplicate {
