@@ -234,13 +234,13 @@ async fn a_call_left_unanswered_between_turns_is_healed_in_place() {
 /// A store that counts the reads of a session's history and records what
 /// each claim read back with its prompt.
 #[derive(Default)]
-struct Reads {
+struct Recording {
     inner: MemoryStore,
     history_reads: AtomicUsize,
     claimed: Mutex<Vec<usize>>,
 }
 
-impl MessageLog for Reads {
+impl MessageLog for Recording {
     fn insert<'a>(&'a self, message: &'a Message) -> StoreFuture<'a, Seq> {
         self.inner.insert(message)
     }
@@ -288,7 +288,7 @@ impl MessageLog for Reads {
     }
 }
 
-impl Leases for Reads {
+impl Leases for Recording {
     fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
         self.inner.insert_leased(message, holder)
     }
@@ -383,7 +383,7 @@ impl Leases for Reads {
     }
 }
 
-impl DeltaRelay for Reads {}
+impl DeltaRelay for Recording {}
 
 /// A session's later turns read its history once, with their prompt: the
 /// first reads it whole; each next one's claim reads back its prompt
@@ -391,7 +391,7 @@ impl DeltaRelay for Reads {}
 /// came between); and none reads the history on its own.
 #[tokio::test]
 async fn a_turn_reads_back_only_what_its_view_does_not_hold() {
-    let reads = Arc::new(Reads::default());
+    let reads = Arc::new(Recording::default());
     let store: Arc<dyn Store> = Arc::clone(&reads) as Arc<dyn Store>;
     let (agent, _) = agent(&store);
     for i in 0..3 {

@@ -30,6 +30,7 @@
 //! | `agent::builder` | [`AgentBuilder`] |
 //! | `agent::claim` | leases and claims: which worker runs a session's turn |
 //! | `agent::run` | one turn's IO (the store, the gateway, the model call, streaming, the runner), following `machine`'s decisions |
+//! | `agent::posts` | a turn's posts, fenced by its lease and tried again; its prompt settled; the end of a turn that panicked |
 //! | `agent::approved` | a turn's side of approval: deadlines, decisions read back, approved calls marked begun, calls left by a user who moved on |
 //! | `agent::machine` | one turn's rules, with no IO: ask the model, run these calls, or finish with a status |
 //! | `agent::workspace` | each session's workspace directory, a session id made a safe name |

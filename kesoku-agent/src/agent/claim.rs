@@ -14,8 +14,9 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
+use super::posts::end_panicked;
 use super::retry::{retried, retried_store};
-use super::run::{Caught, Ending, end_panicked, turn};
+use super::run::{Caught, Ending, turn};
 use super::sessions::Slot;
 use super::shared::Shared;
 use super::view::View;

@@ -21,6 +21,7 @@ mod decisions;
 mod fit;
 mod machine;
 mod outcome;
+mod posts;
 mod retry;
 mod run;
 mod sessions;

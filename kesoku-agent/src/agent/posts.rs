@@ -1,0 +1,131 @@
+//! A turn's writes before its last: its posts, each fenced by its lease
+//! and tried again while the store fails for a moment; its prompt
+//! settled; and the end of a turn that panicked.
+
+use kesoku_core::store::{Seq, Store, StoreError};
+use kesoku_core::{GatewayError, Message, MessageType, Role, Status};
+
+use super::outcome::{AgentError, TurnOutcome, TurnStatus};
+use super::retry::{retried, retried_store};
+use super::shared::Shared;
+use super::view::{healing_result, orphans};
+
+/// A session's whole stored history (tried again while the store fails
+/// for a moment, for up to `budget`).
+pub(crate) async fn whole(
+    store: &dyn Store,
+    session: &str,
+    budget: std::time::Duration,
+) -> Result<Vec<(Seq, Message)>, AgentError> {
+    Ok(retried_store(budget, "loading a session's history", || {
+        store.history_after(session, 0)
+    })
+    .await?)
+}
+
+/// Posts a turn's `message`, fenced by `holder`'s lease; tried again while
+/// the store fails for a moment (within a lease). A try that finds the
+/// message stored already after one that failed had it stored: the
+/// failure came after the commit.
+/// Its `Seq`, unless a try found it stored already.
+pub(crate) async fn post(
+    shared: &Shared,
+    holder: &str,
+    message: &Message,
+) -> Result<Option<Seq>, AgentError> {
+    post_tried(shared, holder, message, false).await
+}
+
+/// [`post`] after a try that failed already (a turn's last write, say).
+pub(crate) async fn post_again(
+    shared: &Shared,
+    holder: &str,
+    message: &Message,
+) -> Result<Option<Seq>, AgentError> {
+    post_tried(shared, holder, message, true).await
+}
+
+async fn post_tried(
+    shared: &Shared,
+    holder: &str,
+    message: &Message,
+    tried: bool,
+) -> Result<Option<Seq>, AgentError> {
+    let seq = retried(
+        shared.lease,
+        "posting a turn's message",
+        |again| async move {
+            match shared.gateway.post_leased(message.clone(), holder).await {
+                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again || tried => {
+                    Ok(None)
+                }
+                other => other.map(Some),
+            }
+        },
+    )
+    .await?;
+    Ok(seq)
+}
+
+/// The statuses a turn's prompt is settled from: `processing` (it is
+/// ours), or `pending_agent` when it was put back meanwhile.
+pub(crate) const SETTLED_FROM: &[Status] = &[Status::Processing, Status::PendingAgent];
+
+/// Sets the status of the turn's user message `id` to `to` (from
+/// `processing`, or `pending_agent` when it was put back meanwhile),
+/// fenced by `holder`'s lease; tried again while the store fails for a
+/// moment (a try after a lost answer finds it set, and changes nothing).
+pub(crate) async fn settle(
+    shared: &Shared,
+    holder: &str,
+    id: &str,
+    to: Status,
+) -> Result<(), AgentError> {
+    retried(shared.lease, "settling a turn's prompt", |_| {
+        shared
+            .gateway
+            .transition_leased(id, SETTLED_FROM, to, holder)
+    })
+    .await?;
+    Ok(())
+}
+
+/// Ends a turn that panicked (in a tool's code the runner did not guard,
+/// a model backend, a stream's decoder, or the agent itself): every call
+/// it left without a result gets one, an assistant message says what
+/// happened, and the prompt is settled `error`, all fenced by the lease
+/// as the turn's own posts are. Without this the prompt stayed
+/// `processing`, and was resumed (and panicked again) lease after lease.
+pub(crate) async fn end_panicked(
+    shared: &Shared,
+    holder: &str,
+    user: &Message,
+    panic: &str,
+) -> Result<TurnOutcome, AgentError> {
+    tracing::error!(session = %user.session_id, panic, "a turn panicked; its prompt is settled as failed");
+    let store = shared.gateway.store();
+    // The view this process kept of the session may be half updated.
+    drop(shared.sessions.take_view(&user.session_id));
+    let history = whole(&**store, &user.session_id, shared.lease).await?;
+    let mut posted = Vec::new();
+    let messages: Vec<Message> = history.into_iter().map(|(_, m)| m).collect();
+    for result in orphans(&messages).into_iter().map(healing_result) {
+        post(shared, holder, &result).await?;
+        posted.push(result);
+    }
+    let text = format!("This turn stopped on an internal error (a panic): {panic}");
+    let mut m = Message::new(&user.session_id, Role::Assistant, MessageType::Text, text)
+        .with_sender("agent")
+        .with_status(Status::Pending)
+        .with_parent(&user.id);
+    m.metadata
+        .insert("error".into(), format!("panic: {panic}").into());
+    post(shared, holder, &m).await?;
+    posted.push(m);
+    settle(shared, holder, &user.id, Status::Error).await?;
+    Ok(TurnOutcome {
+        status: TurnStatus::Failed,
+        answer: None,
+        messages: posted,
+    })
+}
