@@ -93,7 +93,7 @@ impl Agent {
     }
 
     /// Denies every waiting call whose approval deadline
-    /// ([`AgentBuilder::approval_deadline`]) has passed, and puts back
+    /// ([`AgentBuilder::approval_deadline`](super::AgentBuilder::approval_deadline)) has passed, and puts back
     /// every paused turn whose calls are all decided (also one whose
     /// decider could not put it back); how many calls it denied. [`serve`](Self::serve)
     /// calls it at each sweep; an agent that does not serve may call it

@@ -34,7 +34,7 @@ pub struct Delivery {
     pub message: Message,
 }
 
-/// The stream [`Gateway::listen`] returns.
+/// The stream [`Gateway::listen`](super::Gateway::listen) returns.
 pub struct Listener {
     inner: Pin<Box<dyn Stream<Item = Result<Delivery, GatewayError>> + Send>>,
 }

@@ -145,7 +145,7 @@ impl Gateway {
 
     /// [`post`](Self::post), only while `holder` holds the lease of the
     /// message's session ([`Leases::insert_leased`](crate::store::Leases::insert_leased)): otherwise
-    /// [`StoreError::LeaseLost`] and nothing is stored or delivered. How
+    /// [`StoreError::LeaseLost`](crate::store::StoreError::LeaseLost) and nothing is stored or delivered. How
     /// an agent's turn posts.
     ///
     /// ```
@@ -260,7 +260,7 @@ impl Gateway {
     /// sets the prompt's status to `to` if it is one of `from`, and
     /// releases the lease ([`Leases::finish_turn`](crate::store::Leases::finish_turn)),
     /// then delivers the posts. Only while `holder` holds the session:
-    /// otherwise [`StoreError::LeaseLost`] and nothing is delivered.
+    /// otherwise [`StoreError::LeaseLost`](crate::store::StoreError::LeaseLost) and nothing is delivered.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
