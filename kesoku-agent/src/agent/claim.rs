@@ -19,7 +19,6 @@ use super::retry::{retried, retried_store};
 use super::run::{Caught, Ending, turn};
 use super::sessions::Slot;
 use super::shared::Shared;
-use super::view::View;
 
 /// How long a worker waits, at first, before it tries again for a lease
 /// another holds; the wait doubles up to [`LEASE_RETRY_MAX`].
@@ -146,34 +145,33 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
         }
     })
     .await;
-    let put_back = |kept: Option<View>| {
-        if let Some(view) = kept {
+    // The view goes to the turn only with what the claim read since it;
+    // otherwise it is put back, whatever happens next.
+    let kept = match (&stored, kept) {
+        (Ok(Stored::At(_, Some(_))), kept) => kept,
+        (_, Some(view)) => {
             shared.sessions.put_view(&session, view);
+            None
         }
+        (_, None) => None,
     };
     let (seq, caught) = match stored {
         Ok(Stored::At(seq, Some(newer))) => {
             let caught = kept.map(|view| Caught { view, newer });
             (seq, caught)
         }
-        Ok(Stored::At(seq, None)) => {
-            put_back(kept);
-            (seq, None)
-        }
+        Ok(Stored::At(seq, None)) => (seq, None),
         Ok(Stored::Refused) => {
-            put_back(kept);
             claimed.status = Status::PendingAgent;
             return Ok(Started::NotNow(claimed));
         }
         Ok(Stored::RefusedAfterFailure) if !was_stored(shared, &claimed).await? => {
-            put_back(kept);
             claimed.status = Status::PendingAgent;
             return Ok(Started::NotNow(claimed));
         }
         // Stored by a try whose answer was lost; the lease may have gone
         // since (a renewal finds out), or be another worker's already.
         Ok(Stored::Earlier | Stored::RefusedAfterFailure) => {
-            put_back(kept);
             let Some(seq) = stored_seq(shared, &claimed).await? else {
                 // Not where it was stored (a store changed by hand):
                 // posting it again says so (a duplicate id).
@@ -183,7 +181,6 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
             (seq, None)
         }
         Err(e) => {
-            put_back(kept);
             // A store that leases and stores in two steps may hold the
             // lease now.
             drop(permit);
