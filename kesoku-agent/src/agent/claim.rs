@@ -113,8 +113,8 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
     let asked = Instant::now();
     let session = claimed.session_id.clone();
     // The session's view kept here is brought up to date by the claim
-    // itself, in its transaction, and handed to the turn; put back if
-    // the turn does not start.
+    // itself, in the same call to the store, and handed to the turn; put
+    // back if the turn does not start.
     let kept = shared.sessions.take_view(&session);
     let after = kept.as_ref().map(|view| view.seq);
     let stored = retried(shared.lease, "storing a prompt", |again| {

@@ -46,7 +46,7 @@ pub(crate) struct Ending {
 }
 
 /// A session's view kept here, brought up to date by the claim that
-/// started the turn (in the claim's own transaction): what the turn
+/// started the turn (in the same call to the store): what the turn
 /// would otherwise read first.
 pub(crate) struct Caught {
     pub(crate) view: View,
