@@ -244,6 +244,17 @@ mod tests {
         rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
     }
 
+    /// Each session's id, message count, latest time and `counted`.
+    fn counted(conn: &Connection) -> Vec<(String, i64, String, i64)> {
+        let mut stmt = conn
+            .prepare("SELECT id, messages, updated, counted FROM sessions ORDER BY id")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     /// A file of version 6 with a session mid-turn (a tail, its lease
     /// held) folds the tail when the lease goes, after version 7.
     #[test]
@@ -267,16 +278,8 @@ mod tests {
         .unwrap();
         super::migrations().to_latest(&mut conn).unwrap();
         conn.execute_batch("DELETE FROM leases").unwrap();
-        let mut stmt = conn
-            .prepare("SELECT id, messages, updated, counted FROM sessions ORDER BY id")
-            .unwrap();
-        let rows: Vec<(String, i64, String, i64)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
         assert_eq!(
-            rows,
+            counted(&conn),
             [
                 ("s".into(), 3, "2028".into(), 9),
                 ("t".into(), 1, "2026".into(), 5),
@@ -299,16 +302,8 @@ mod tests {
         )
         .unwrap();
         super::migrations().to_latest(&mut conn).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT id, messages, updated, counted FROM sessions ORDER BY id")
-            .unwrap();
-        let rows: Vec<(String, i64, String, i64)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
         assert_eq!(
-            rows,
+            counted(&conn),
             [
                 ("e".into(), 0, "2026".into(), 0),
                 ("s".into(), 2, "2027".into(), 7),
