@@ -6,6 +6,7 @@
 //! - `error`: how failures name the database and the call;
 //! - `schema`: the versioned migrations;
 //! - `codec`: a message as a row, and back;
+//! - `vfs`: the VFS shim that writes a commit's log frames in one call;
 //! - `connection`: opening a connection (pragmas, migrations);
 //! - `sql`: the statements of each store call;
 //! - `worker`: the connections, their threads, and where a call runs;
@@ -18,6 +19,7 @@ mod options;
 mod schema;
 mod sql;
 mod store;
+mod vfs;
 mod worker;
 
 pub use options::SqliteOptions;

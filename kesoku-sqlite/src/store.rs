@@ -30,6 +30,11 @@ use crate::worker::{Connections, Lane, Where, Workers};
 /// owns, which waits out the busy timeout. A message whose `insert`
 /// returned survives the process being killed.
 ///
+/// The writer writes each commit's log frames in one write call, through
+/// a VFS shim over `SQLite`'s default VFS, where `SQLite` makes two calls
+/// per page: the file's bytes are the same, in fewer system calls.
+/// [`SqliteOptions::batch_log_writes`] turns it off.
+///
 /// Cloning is cheap: clones share the connections. They close when the
 /// last clone is dropped.
 ///

@@ -1,5 +1,6 @@
 //! A writer process killed with SIGKILL loses no message whose `insert`
-//! returned, and leaves a sound file.
+//! returned, and leaves a sound file: with its log's frames written a
+//! commit at a time (the default), and as `SQLite` writes them.
 //!
 //! The test binary re-runs itself as the writer: with `WRITER_DB` set,
 //! `writer` inserts messages in a loop and prints each acknowledged id;
@@ -13,10 +14,12 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use kesoku_core::{Message, MessageType, Role, Status};
-use kesoku_sqlite::SqliteStore;
+use kesoku_sqlite::{SqliteOptions, SqliteStore};
 
 /// The database the writer writes to; unset in the parent.
 const WRITER_DB: &str = "KESOKU_DURABILITY_WRITER_DB";
+/// "1" when the writer gathers a commit's log frames in one write call.
+const WRITER_BATCH: &str = "KESOKU_DURABILITY_WRITER_BATCH";
 /// How many acknowledgements the parent waits for before it kills.
 const ACKS: usize = 300;
 /// The writer stops by itself after this many, so a lost parent cannot
@@ -33,7 +36,12 @@ fn message(i: usize) -> Message {
             MessageType::ToolCall,
             MessageType::ToolResult,
         ][i % 3],
-        format!("message {i}: ünïcode ✓\n{}", "x".repeat(i % 50)),
+        // Some take more pages than the log's writes are gathered in at
+        // once (128 KiB), so a commit is written in several calls.
+        format!(
+            "message {i}: ünïcode ✓\n{}",
+            "x".repeat(if i % 41 == 7 { 300_000 + i } else { i % 50 })
+        ),
     )
     .with_status([Status::PendingAgent, Status::Processed, Status::Responded][i % 3])
     .with_sender("writer");
@@ -59,7 +67,9 @@ async fn writer() {
     let Ok(path) = std::env::var(WRITER_DB) else {
         return;
     };
-    let store = SqliteStore::open(path).unwrap();
+    let batch = std::env::var(WRITER_BATCH).unwrap() == "1";
+    let options = SqliteOptions::new().with_batch_log_writes(batch);
+    let store = SqliteStore::open_with(path, &options).unwrap();
     for i in 0..WRITER_LIMIT {
         store.insert(&message(i)).await.unwrap();
         // Flushed at once: an acknowledgement must not sit in a buffer the
@@ -72,6 +82,15 @@ async fn writer() {
 
 #[tokio::test]
 async fn killed_writer_loses_nothing() {
+    killed_writer(true).await;
+}
+
+#[tokio::test]
+async fn killed_writer_of_single_frames_loses_nothing() {
+    killed_writer(false).await;
+}
+
+async fn killed_writer(batch: bool) {
     if std::env::var_os(WRITER_DB).is_some() {
         return;
     }
@@ -80,6 +99,7 @@ async fn killed_writer_loses_nothing() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "writer", "--nocapture", "--test-threads=1"])
         .env(WRITER_DB, &path)
+        .env(WRITER_BATCH, if batch { "1" } else { "0" })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -16,7 +16,10 @@
 //!   a script.
 //! - `store_turn/{memory,sqlite}_bare`: the same with the bare script, so
 //!   nearly all of the turn is the agent and the store.
-//! - `store_turn/commit_floor`: one bare commit.
+//! - `store_turn/sqlite_unbatched`: the first `SQLite` case with the log
+//!   written as `SQLite` writes it, two write calls a frame, where
+//!   `SqliteStore` writes a commit's frames in one call by default.
+//! - `store_turn/commit_floor`: one bare commit (`SQLite`'s own writes).
 //!
 //! After criterion's report it prints the ratio sqlite / memory, and how
 //! many floors the difference is, from this run's medians.
@@ -31,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
 use kesoku::llm::{Agent, ClaudeLlm, Llm, TurnStatus};
-use kesoku::store::{MemoryStore, SqliteStore, Store};
+use kesoku::store::{MemoryStore, SqliteOptions, SqliteStore, Store};
 use kesoku_bench::{Encoded, Sink};
 
 /// The session's length when its timed turns start.
@@ -53,6 +56,9 @@ fn session_id() -> String {
 enum Kind {
     Memory,
     Sqlite,
+    /// `SqliteStore` writing its log as `SQLite` does, two write calls a
+    /// frame ([`SqliteOptions::batch_log_writes`] off).
+    SqliteUnbatched,
 }
 
 impl Kind {
@@ -60,6 +66,7 @@ impl Kind {
         match self {
             Kind::Memory => "memory",
             Kind::Sqlite => "sqlite",
+            Kind::SqliteUnbatched => "sqlite_unbatched",
         }
     }
 
@@ -86,12 +93,15 @@ impl Kind {
                 block_on(prefill(Arc::clone(&store)));
                 (store, ids, None)
             }
-            Kind::Sqlite => {
+            Kind::Sqlite | Kind::SqliteUnbatched => {
+                let options =
+                    SqliteOptions::new().with_batch_log_writes(matches!(self, Kind::Sqlite));
                 let dir = tempfile::tempdir().expect("a temp dir");
                 let path = dir.path().join("turn.sqlite");
-                let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("a database"));
+                let store: Arc<dyn Store> =
+                    Arc::new(SqliteStore::open_with(&path, &options).expect("a database"));
                 block_on(prefill(store));
-                let store = SqliteStore::open(&path).expect("the database again");
+                let store = SqliteStore::open_with(&path, &options).expect("the database again");
                 (Arc::new(store), ids, Some(dir))
             }
         }
@@ -127,6 +137,7 @@ fn turns(c: &mut Criterion) {
     let cases = [
         (Kind::Memory, true),
         (Kind::Sqlite, true),
+        (Kind::SqliteUnbatched, true),
         (Kind::Memory, false),
         (Kind::Sqlite, false),
     ];
@@ -214,11 +225,12 @@ fn summary() {
     println!(
         "\nstore_turn (medians, µs): model | memory | sqlite | sqlite/memory | commit floor | (sqlite − memory)/floor"
     );
-    for (model, suffix) in [("encoding", ""), ("bare", "_bare")] {
-        let (Some(memory), Some(sqlite)) = (
-            median(&format!("memory{suffix}")),
-            median(&format!("sqlite{suffix}")),
-        ) else {
+    for (model, memory, sqlite) in [
+        ("encoding", "memory", "sqlite"),
+        ("unbatched", "memory", "sqlite_unbatched"),
+        ("bare", "memory_bare", "sqlite_bare"),
+    ] {
+        let (Some(memory), Some(sqlite)) = (median(memory), median(sqlite)) else {
             continue;
         };
         println!(
