@@ -1,28 +1,35 @@
 /*
-** A VFS shim that writes each commit's log frames in one write call.
+** A VFS shim that writes a commit's log frames in one write call.
 **
-** SQLite writes a WAL frame as two writes (its 24-byte header, then the
+** SQLite appends a WAL frame as two writes (its 24-byte header, then the
 ** page), so a commit of N pages costs 2N write system calls. On a virtual
 ** machine a write call costs about 2 us: more than SQLite's own work for
-** a small commit. This shim wraps the default VFS and, for "-wal" files
-** only, keeps contiguous writes in a buffer and writes them in one call:
+** a small commit. This shim wraps the default VFS and, for a "-wal" file
+** whose database it also opened, gathers frames as SQLite appends them (a
+** header at the end of the previous write, then the page right after it)
+** and writes them in one call:
 **
-**  - at once, when the write holds the page of a commit frame (a frame
-**    whose header says the database size after the commit, per the WAL
-**    file format), so the commit's last write call reports the write's
-**    outcome, before SQLite publishes the frames in the wal-index;
-**  - before any other call on the log file (read, sync, truncate, size,
-**    lock, close...), on its database file (locks, the shared memory the
-**    wal-index lives in, its barrier), and before a write elsewhere in
-**    the log, or one that would overflow the buffer.
+**  - at once when the gathered page is a commit frame's (its header holds
+**    the database's size after the commit, per the WAL file format): the
+**    write call of the commit's last page returns the outcome, before
+**    SQLite publishes the frames in the wal-index for others to read;
+**  - before any other write to the log (every write that is not a frame
+**    being appended passes straight through, in order), and before every
+**    other call on the log, or on its database's locks and shared memory;
+**  - when the buffer is full.
 **
-** So no one can see a frame before it is written: a reader learns of
-** frames only from the wal-index header, which the writer publishes after
-** its commit frame was written; and the writer's own reads of the log
-** come after the buffer is written. A crash loses only what was never
-** committed, as without the shim: the file holds the same bytes, written
-** in fewer calls. The database file and every other file pass through
-** untouched.
+** Frames that are not a commit's (a large transaction spilling pages
+** before its end) may wait until the next call. Should that write fail,
+** the failure is kept: every call on the log, and every lock, answers
+** SQLITE_IOERR_WRITE (which makes SQLite roll back the whole transaction,
+** where SQLITE_FULL may roll back only a statement) until the transaction
+** releases the log's write lock; then what was gathered is dropped, as
+** SQLite drops those frames. Unlocking always unlocks.
+**
+** The file holds the same bytes in the same order as without the shim,
+** written in fewer calls, and a crash loses only what was never
+** committed. The database file's own reads and writes, and every other
+** file, pass through untouched.
 **
 ** Registered once, as "kesoku-batch", over the default VFS, by
 ** kesoku_batch_vfs_register(). A connection uses it by naming it when it
@@ -44,14 +51,17 @@ typedef struct BatchFile BatchFile;
 struct BatchFile {
   sqlite3_file base;      /* Our methods. */
   sqlite3_file *real;     /* The wrapped file, allocated right after us. */
-  int is_log;             /* A "-wal" file: its writes are gathered. */
+  int is_log;             /* A "-wal" file: its appended frames gathered. */
   BatchFile *log;         /* A database file: its log, while open. */
   BatchFile *db;          /* A log: its database file. */
-  unsigned char *buf;     /* Gathered bytes (a log only; lazily made). */
+  unsigned char *buf;     /* Gathered frames (a log only; made lazily). */
   int held;               /* How many bytes buf holds. */
   sqlite3_int64 at;       /* The offset of buf[0] in the file. */
-  sqlite3_int64 commit_page_at; /* Where the page of the commit frame whose
-                          ** header was the last write goes, or -1. */
+  sqlite3_int64 end;      /* Where the previous write ended, or -1. */
+  int header_held;        /* The last bytes held are a frame's header... */
+  int commit_header;      /* ...and that frame is a commit's. */
+  int err;                /* A gathered write failed: SQLITE_IOERR_WRITE
+                          ** until the log's write lock is released. */
 };
 
 static sqlite3_vfs batch_vfs;
@@ -59,21 +69,28 @@ static sqlite3_io_methods batch_methods[3];
 
 #define REAL(f) (((BatchFile *)(f))->real)
 
-/* Writes what the log holds back; the first failure is returned. */
+/* Writes the gathered frames; a failure is kept (see the top). */
 static int batch_flush(BatchFile *p) {
-  int rc = SQLITE_OK;
-  if (p->held > 0) {
-    rc = p->real->pMethods->xWrite(p->real, p->buf, p->held, p->at);
-    p->held = 0;
-  }
-  return rc;
+  int rc;
+  if (p->err != SQLITE_OK) return p->err;
+  p->header_held = 0;
+  if (p->held == 0) return SQLITE_OK;
+  rc = p->real->pMethods->xWrite(p->real, p->buf, p->held, p->at);
+  p->held = 0;
+  if (rc != SQLITE_OK) p->err = SQLITE_IOERR_WRITE;
+  return p->err;
 }
 
-/* Before any call on a database file: its log's gathered writes. */
+/* Before a call on a log, or on its database's locks and shared memory. */
 static int batch_flush_log_of(BatchFile *p) {
   if (p->log) return batch_flush(p->log);
   if (p->is_log) return batch_flush(p);
   return SQLITE_OK;
+}
+
+/* Before a call on a log itself; nothing for a database file's own IO. */
+static int batch_flush_log(BatchFile *p) {
+  return p->is_log ? batch_flush(p) : SQLITE_OK;
 }
 
 static int batch_close(sqlite3_file *f) {
@@ -89,7 +106,7 @@ static int batch_close(sqlite3_file *f) {
 }
 
 static int batch_read(sqlite3_file *f, void *out, int n, sqlite3_int64 off) {
-  int rc = batch_flush_log_of((BatchFile *)f);
+  int rc = batch_flush_log((BatchFile *)f);
   if (rc != SQLITE_OK) return rc;
   return REAL(f)->pMethods->xRead(REAL(f), out, n, off);
 }
@@ -97,40 +114,39 @@ static int batch_read(sqlite3_file *f, void *out, int n, sqlite3_int64 off) {
 static int batch_write(sqlite3_file *f, const void *data, int n,
                        sqlite3_int64 off) {
   BatchFile *p = (BatchFile *)f;
-  int rc;
-  int commit_page;
+  const unsigned char *bytes = (const unsigned char *)data;
+  int page, header, commit, rc;
   if (!p->is_log) return p->real->pMethods->xWrite(p->real, data, n, off);
-  if (p->buf == 0) {
-    p->buf = sqlite3_malloc(BATCH_CAPACITY);
-    if (p->buf == 0) return p->real->pMethods->xWrite(p->real, data, n, off);
+  if (p->err != SQLITE_OK) return p->err;
+  /* A frame being appended: its header where the last write ended, or
+  ** the page right after a header gathered. */
+  page = p->header_held && off == p->at + p->held;
+  header = !page && n == FRAME_HEADER && off == p->end;
+  commit = page && p->commit_header;
+  p->end = off + n;
+  if (p->buf == 0 && (page || header)) p->buf = sqlite3_malloc(BATCH_CAPACITY);
+  if ((!page && !header) || p->buf == 0 || n > BATCH_CAPACITY) {
+    /* Anything else goes straight through, after what is held. */
+    rc = batch_flush(p);
+    if (rc != SQLITE_OK) return rc;
+    return p->real->pMethods->xWrite(p->real, data, n, off);
   }
-  /* The page right after a commit frame's header. */
-  commit_page = off == p->commit_page_at;
-  p->commit_page_at = -1;
-  if (p->held > 0 && (off != p->at + p->held || n > BATCH_CAPACITY - p->held)) {
-    /* Not the next bytes, or no room: write what is held first. */
+  if (n > BATCH_CAPACITY - p->held) {
     rc = batch_flush(p);
     if (rc != SQLITE_OK) return rc;
   }
-  if (n > BATCH_CAPACITY) return p->real->pMethods->xWrite(p->real, data, n, off);
   if (p->held == 0) p->at = off;
   memcpy(p->buf + p->held, data, (size_t)n);
   p->held += n;
-  if (n == FRAME_HEADER) {
-    /* A frame header: bytes 4..7 are the database's size in pages after
-    ** a commit, zero in every other frame. */
-    const unsigned char *h = (const unsigned char *)data;
-    if ((h[4] | h[5] | h[6] | h[7]) != 0) p->commit_page_at = off + n;
-  } else if (commit_page) {
-    /* The commit frame is whole: write it and all before it now, so this
-    ** call returns the outcome before SQLite publishes the frames. */
-    return batch_flush(p);
-  }
-  return SQLITE_OK;
+  /* A header's bytes 4..7: the database's size in pages after a commit,
+  ** zero in every other frame. */
+  p->header_held = header;
+  p->commit_header = header && (bytes[4] | bytes[5] | bytes[6] | bytes[7]) != 0;
+  return commit ? batch_flush(p) : SQLITE_OK;
 }
 
 static int batch_truncate(sqlite3_file *f, sqlite3_int64 size) {
-  int rc = batch_flush_log_of((BatchFile *)f);
+  int rc = batch_flush_log((BatchFile *)f);
   if (rc != SQLITE_OK) return rc;
   return REAL(f)->pMethods->xTruncate(REAL(f), size);
 }
@@ -142,7 +158,7 @@ static int batch_sync(sqlite3_file *f, int flags) {
 }
 
 static int batch_file_size(sqlite3_file *f, sqlite3_int64 *size) {
-  int rc = batch_flush_log_of((BatchFile *)f);
+  int rc = batch_flush_log((BatchFile *)f);
   if (rc != SQLITE_OK) return rc;
   return REAL(f)->pMethods->xFileSize(REAL(f), size);
 }
@@ -154,9 +170,10 @@ static int batch_lock(sqlite3_file *f, int level) {
 }
 
 static int batch_unlock(sqlite3_file *f, int level) {
+  /* Unlocking always unlocks: SQLite does not look at the outcome. */
   int rc = batch_flush_log_of((BatchFile *)f);
-  if (rc != SQLITE_OK) return rc;
-  return REAL(f)->pMethods->xUnlock(REAL(f), level);
+  int rc2 = REAL(f)->pMethods->xUnlock(REAL(f), level);
+  return rc != SQLITE_OK ? rc : rc2;
 }
 
 static int batch_check_reserved(sqlite3_file *f, int *out) {
@@ -164,7 +181,7 @@ static int batch_check_reserved(sqlite3_file *f, int *out) {
 }
 
 static int batch_file_control(sqlite3_file *f, int op, void *arg) {
-  int rc = batch_flush_log_of((BatchFile *)f);
+  int rc = batch_flush_log((BatchFile *)f);
   if (rc != SQLITE_OK) return rc;
   if (op == SQLITE_FCNTL_VFSNAME) {
     int rc2 = REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
@@ -195,26 +212,41 @@ static int batch_shm_map(sqlite3_file *f, int page, int size, int extend,
 }
 
 static int batch_shm_lock(sqlite3_file *f, int offset, int n, int flags) {
-  int rc = batch_flush_log_of((BatchFile *)f);
-  if (rc != SQLITE_OK) return rc;
-  return REAL(f)->pMethods->xShmLock(REAL(f), offset, n, flags);
+  BatchFile *p = (BatchFile *)f;
+  int rc = batch_flush_log_of(p);
+  int rc2;
+  if ((flags & SQLITE_SHM_UNLOCK) == 0) {
+    if (rc != SQLITE_OK) return rc;
+    return p->real->pMethods->xShmLock(p->real, offset, n, flags);
+  }
+  /* Unlocking always unlocks: SQLite does not look at the outcome. */
+  rc2 = p->real->pMethods->xShmLock(p->real, offset, n, flags);
+  if (offset == 0 && p->log) {
+    /* The log's write lock (the wal-index's lock 0) is released: the
+    ** transaction is over, and a failure kept for it with it. */
+    p->log->err = SQLITE_OK;
+    p->log->held = 0;
+    p->log->header_held = 0;
+  }
+  return rc != SQLITE_OK ? rc : rc2;
 }
 
 static void batch_shm_barrier(sqlite3_file *f) {
-  /* Nothing is held here in SQLite's commit (its commit frame was
-  ** written by its own write call); this is a second line. */
+  /* Nothing is held when SQLite publishes a commit (its last page was
+  ** written by its own write call); a second line, whose failure is kept
+  ** for the calls that follow. */
   (void)batch_flush_log_of((BatchFile *)f);
   REAL(f)->pMethods->xShmBarrier(REAL(f));
 }
 
 static int batch_shm_unmap(sqlite3_file *f, int delete_flag) {
   int rc = batch_flush_log_of((BatchFile *)f);
-  if (rc != SQLITE_OK) return rc;
-  return REAL(f)->pMethods->xShmUnmap(REAL(f), delete_flag);
+  int rc2 = REAL(f)->pMethods->xShmUnmap(REAL(f), delete_flag);
+  return rc != SQLITE_OK ? rc : rc2;
 }
 
 static int batch_fetch(sqlite3_file *f, sqlite3_int64 off, int n, void **out) {
-  int rc = batch_flush_log_of((BatchFile *)f);
+  int rc = batch_flush_log((BatchFile *)f);
   if (rc != SQLITE_OK) return rc;
   return REAL(f)->pMethods->xFetch(REAL(f), off, n, out);
 }
@@ -233,7 +265,7 @@ static int batch_open(sqlite3_vfs *vfs, sqlite3_filename name,
   (void)vfs;
   memset(p, 0, sizeof(*p));
   p->real = (sqlite3_file *)&p[1];
-  p->commit_page_at = -1;
+  p->end = -1;
   rc = r->xOpen(r, name, p->real, flags, out_flags);
   if (p->real->pMethods == 0) {
     p->base.pMethods = 0;
@@ -250,8 +282,9 @@ static int batch_open(sqlite3_vfs *vfs, sqlite3_filename name,
   if (rc == SQLITE_OK && (flags & SQLITE_OPEN_WAL) && name != 0 &&
       p->real->pMethods->iVersion >= 2) {
     sqlite3_file *db = sqlite3_database_file_object(name);
-    if (db != 0 && db->pMethods != 0 && db->pMethods >= &batch_methods[0] &&
-        db->pMethods <= &batch_methods[2]) {
+    if (db != 0 && (db->pMethods == &batch_methods[0] ||
+                    db->pMethods == &batch_methods[1] ||
+                    db->pMethods == &batch_methods[2])) {
       p->is_log = 1;
       p->db = (BatchFile *)db;
       p->db->log = p;
