@@ -4,11 +4,15 @@
 //! `SQLite` writes a frame of its log as two writes, its header then its
 //! page, so a commit of N pages costs 2N write calls; on a virtual
 //! machine each costs about 2 µs, more than `SQLite`'s own work for a
-//! small commit. The shim wraps the default VFS and gathers a log file's
-//! contiguous writes, writing them in one call once the commit frame is
-//! whole: before that call returns, so before `SQLite` publishes the
-//! frames to other connections. The bytes in the file are the same;
-//! every other file passes through. Only the writer opens through it.
+//! small commit. The shim wraps the default VFS and gathers the frames
+//! `SQLite` appends to a log, writing them in one call when the commit
+//! frame is whole, inside `SQLite`'s write of its last page: so before
+//! `SQLite` publishes the frames to other connections, and a failure is
+//! that write's. Every other write passes through, after what is held,
+//! as does every other file; the bytes in the file are the same. A
+//! failed gathered write fails the whole transaction. Only the writer
+//! opens through the shim. `csrc/batch_vfs.c` says exactly when it
+//! writes.
 
 /// The shim's name once it is registered, to open a connection through
 /// ([`rusqlite::Connection::open_with_flags_and_vfs`]); `None` where it

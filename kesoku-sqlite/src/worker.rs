@@ -18,18 +18,24 @@
 //! own thread, which waits out the busy timeout as before, off the async
 //! runtime's workers. So do calls that may read a lot (a whole history).
 //!
-//! Nor does a write wait for a checkpoint (copying the log into the
-//! file, with two fsyncs: milliseconds), as a commit that fills the log
-//! would: once the log holds [`CHECKPOINT_FRAMES`], a thread of its own
-//! runs one on a connection of its own, beside the writer (`PASSIVE`:
-//! it copies what is committed and waits for no one). Once it has copied
-//! everything, the next write starts the log over. A writer that never
-//! pauses could outrun it: past [`LOG_CAP`] frames, a write waits for a
-//! checkpoint, as with `SQLite`'s own. A commit is as durable as before:
-//! `synchronous=NORMAL`, the same connection.
+//! Nor does a write wait for a whole checkpoint (copying the log into
+//! the file, with two fsyncs: milliseconds), as a commit that fills the
+//! log would: once the log holds [`CHECKPOINT_FRAMES`], a thread of its
+//! own runs one on a connection of its own, beside the writer
+//! (`PASSIVE`: it copies what is committed and waits for no one). The log
+//! starts over only from a write that finds it wholly copied, which a
+//! busy writer never does: it commits while the checkpoint runs. So the
+//! first write after that checkpoint waits, on the writer's thread, for
+//! a second one that copies only what was committed meanwhile, and the
+//! write after it starts the log over. (Queuing a checkpoint after every
+//! commit instead kept one running, two fsyncs each, for as long as the
+//! log stayed long.) Past [`LOG_CAP`] frames (a reader kept the log from
+//! starting over), a write waits for a checkpoint, as with `SQLite`'s
+//! own. A commit is as durable as before: `synchronous=NORMAL`, the same
+//! connection.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread;
@@ -91,16 +97,28 @@ enum Log {
     Short,
     /// A checkpoint, beside the writer.
     Due,
-    /// A checkpoint, before the write's caller goes on.
+    /// A checkpoint, before the writer and the write's caller go on.
     Full,
 }
 
-fn log_after_write() -> Log {
-    match connection::take_log_frames() {
-        n if n >= LOG_CAP => Log::Full,
-        n if n >= CHECKPOINT_FRAMES => Log::Due,
-        _ => Log::Short,
-    }
+/// What the log needs after a write on this thread, from how many frames
+/// it held after the write's commit (none: no commit).
+fn log_after_write(checkpoints: Option<&Checkpoints>) -> Log {
+    let frames = connection::take_log_frames();
+    checkpoints.map_or(Log::Short, |c| c.after_commit(frames))
+}
+
+/// Where a long log is in its checkpoints ([`Checkpoints::cycle`]).
+mod cycle {
+    /// Shorter than [`CHECKPOINT_FRAMES`](super::CHECKPOINT_FRAMES).
+    pub(super) const SHORT: u8 = 0;
+    /// Its checkpoint beside the writer is queued or running.
+    pub(super) const COPYING: u8 = 1;
+    /// That checkpoint ran: the next write waits for the rest.
+    pub(super) const COPIED: u8 = 2;
+    /// The rest was copied; the log starts over at the next write that
+    /// finds no reader in it (else it grows to [`LOG_CAP`](super::LOG_CAP)).
+    pub(super) const CAUGHT_UP: u8 = 3;
 }
 
 /// Copies the log into the file. PASSIVE waits for no one; one that
@@ -132,13 +150,23 @@ struct Checkpoints {
     queue: mpsc::Sender<Box<dyn FnOnce() + Send>>,
     /// A checkpoint is queued and not yet begun: one is enough.
     queued: Arc<AtomicBool>,
+    /// Where a long log is in its checkpoints (a [`cycle`] state).
+    cycle: Arc<AtomicU8>,
+    /// How many checkpoints have run (for tests).
+    #[cfg(test)]
+    runs: Arc<AtomicUsize>,
 }
 
 impl Checkpoints {
     fn start(conn: Connection) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
         let queued = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&queued);
+        let cycle = Arc::new(AtomicU8::new(cycle::SHORT));
+        #[cfg(test)]
+        let runs = Arc::new(AtomicUsize::new(0));
+        #[cfg(test)]
+        let count = Arc::clone(&runs);
+        let (flag, state) = (Arc::clone(&queued), Arc::clone(&cycle));
         thread::Builder::new()
             .name("kesoku-sqlite-checkpointer".into())
             .spawn(move || {
@@ -147,10 +175,52 @@ impl Checkpoints {
                     // one runs queues the next.
                     flag.store(false, Ordering::Release);
                     checkpoint(&conn);
+                    #[cfg(test)]
+                    count.fetch_add(1, Ordering::Release);
+                    let _ = state.compare_exchange(
+                        cycle::COPYING,
+                        cycle::COPIED,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
                     then();
                 }
             })?;
-        Ok(Checkpoints { queue: tx, queued })
+        Ok(Checkpoints {
+            queue: tx,
+            queued,
+            cycle,
+            #[cfg(test)]
+            runs,
+        })
+    }
+
+    /// What the log needs after a commit that left `frames` in it (0: no
+    /// commit), and where its cycle of checkpoints goes.
+    fn after_commit(&self, frames: i32) -> Log {
+        match frames {
+            0 => Log::Short,
+            n if n >= LOG_CAP => Log::Full,
+            n if n >= CHECKPOINT_FRAMES => {
+                let at = |from: u8, to: u8| {
+                    self.cycle
+                        .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                };
+                if at(cycle::SHORT, cycle::COPYING) {
+                    Log::Due
+                } else if at(cycle::COPIED, cycle::CAUGHT_UP) {
+                    Log::Full
+                } else {
+                    Log::Short
+                }
+            }
+            // Started over (or never long).
+            _ => {
+                self.cycle.store(cycle::SHORT, Ordering::Release);
+                Log::Short
+            }
+        }
     }
 
     /// Queues a checkpoint unless one is queued already.
@@ -272,7 +342,11 @@ impl Workers {
                 roll_back(&conn);
             }
             let _ = conn.busy_timeout(self.busy_timeout);
-            let log = if write { log_after_write() } else { Log::Short };
+            let log = if write {
+                log_after_write(self.checkpoints.as_ref())
+            } else {
+                Log::Short
+            };
             drop(conn);
             match result {
                 // Busy before it changed anything (a write takes the lock
@@ -290,7 +364,7 @@ impl Workers {
             Box::new(move |conn: &mut Connection| {
                 let result = job(conn);
                 if write {
-                    match (log_after_write(), &checkpoints) {
+                    match (log_after_write(checkpoints.as_ref()), &checkpoints) {
                         // On the writer's thread, which may wait: so do
                         // the writes queued behind this one.
                         (Log::Full, Some(c)) => {
@@ -314,11 +388,23 @@ impl Workers {
     /// needing: nothing, a checkpoint beside the writer, or one first.
     fn after_write<T: Send + 'static>(&self, log: Log, result: Result<T, Failure>) -> Reply<T> {
         match (log, &self.checkpoints) {
+            // The writer's thread waits for it, holding the writer, so
+            // that no write comes between and the next starts the log
+            // over; the writes queued behind wait too.
             (Log::Full, Some(c)) => {
                 let (tx, rx) = oneshot::channel();
-                c.then(Box::new(move || {
-                    let _ = tx.send(result);
-                }));
+                let c = c.clone();
+                self.queue(
+                    Lane::Write,
+                    Box::new(move |_: &mut Connection| {
+                        let (done, checkpointed) = mpsc::channel::<()>();
+                        c.then(Box::new(move || {
+                            let _ = done.send(());
+                        }));
+                        let _ = checkpointed.recv();
+                        let _ = tx.send(result);
+                    }),
+                );
                 Reply::Queued(rx)
             }
             (Log::Due, Some(c)) => {
@@ -504,42 +590,44 @@ mod tests {
         assert_eq!(n, 0);
     }
 
-    /// Writes that fill the log past a checkpoint's due, but not to its
-    /// cap, all return at once on the caller's thread; the checkpointer's
-    /// thread copies the log into the file meanwhile.
+    /// Writes that fill the log past a checkpoint's due return at once on
+    /// the caller's thread while the checkpointer's thread copies the log
+    /// into the file; the first write after that checkpoint waits for a
+    /// second one, of what was written meanwhile, and the log starts
+    /// over. Each time the log grows long, two checkpoints run, not one
+    /// after every commit while the writer keeps writing.
     #[test]
-    fn a_write_that_fills_the_log_does_not_wait_for_its_checkpoint() {
+    fn a_long_log_is_copied_beside_the_writer_then_started_over() {
         let dir = tempfile::tempdir().unwrap();
-        let (workers, path) = workers(&dir);
+        let (workers, _) = workers(&dir);
         let setup = workers.run(Lane::Write, Where::Here, |conn| {
-            Ok(conn.execute_batch("CREATE TABLE big (b BLOB NOT NULL)")?)
+            Ok(conn.execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")?)
         });
         wait(setup).unwrap().unwrap();
-        // About 25 frames each: the log passes CHECKPOINT_FRAMES (4,000)
-        // two thirds of the way, and stays under LOG_CAP (8,000).
-        for i in 0..240 {
+        // A frame or two each: the log is due (4,000 frames) a few times.
+        let mut waited = Vec::new();
+        for i in 0..12_000 {
             let reply = workers.run(Lane::Write, Where::Here, move |conn| {
-                let blob = vec![u8::try_from(i % 251).unwrap(); 100_000];
-                Ok(conn.execute("INSERT INTO big (b) VALUES (?1)", [blob])?)
+                Ok(conn.execute("INSERT INTO t (n) VALUES (?1)", [i])?)
             });
-            assert!(matches!(reply, Reply::Done(_)), "write {i} waited");
+            if matches!(reply, Reply::Queued(_)) {
+                waited.push(i);
+            }
             wait(reply).unwrap().unwrap();
         }
-        // The checkpointer copies the log into the file (about 16 MB of
-        // it by the due; the file held a few pages before), which no
-        // write here did: the writer does not checkpoint by itself.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let file = std::fs::metadata(&path).unwrap().len();
-            if file > 12_000_000 {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the file holds {file} bytes"
-            );
-            thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let runs = workers
+            .checkpoints
+            .as_ref()
+            .unwrap()
+            .runs
+            .load(std::sync::atomic::Ordering::Acquire);
+        // No write waits before the first due, which is 2,000 writes in
+        // at the soonest; then one write waits a time the log grew long.
+        assert!(waited.first().is_some_and(|&i| i > 2_000), "{waited:?}");
+        assert!(
+            runs <= 2 * waited.len() + 1,
+            "{runs} checkpoints; writes {waited:?} waited"
+        );
     }
 
     /// A short read runs here on the writer when it is free, and on a
