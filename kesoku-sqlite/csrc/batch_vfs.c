@@ -5,9 +5,10 @@
 ** page), so a commit of N pages costs 2N write system calls. On a virtual
 ** machine a write call costs about 2 us: more than SQLite's own work for
 ** a small commit. This shim wraps the default VFS and, for a "-wal" file
-** whose database it also opened, gathers frames as SQLite appends them (a
-** header at the end of the previous write, then the page right after it)
-** and writes them in one call:
+** whose database it also opened, gathers frames as SQLite appends them
+** inside a write transaction (a header where the previous write, a whole
+** page or the log's own header, ended; then the page right after it) and
+** writes them in one call:
 **
 **  - at once when the gathered page is a commit frame's (its header holds
 **    the database's size after the commit, per the WAL file format): the
@@ -58,6 +59,9 @@ struct BatchFile {
   int held;               /* How many bytes buf holds. */
   sqlite3_int64 at;       /* The offset of buf[0] in the file. */
   sqlite3_int64 end;      /* Where the previous write ended, or -1. */
+  int last;               /* How many bytes the previous write wrote. */
+  int write_locked;       /* A database file: this connection holds its
+                          ** log's write lock (the wal-index's lock 0). */
   int header_held;        /* The last bytes held are a frame's header... */
   int commit_header;      /* ...and that frame is a commit's. */
   int err;                /* A gathered write failed: SQLITE_IOERR_WRITE
@@ -121,9 +125,18 @@ static int batch_write(sqlite3_file *f, const void *data, int n,
   /* A frame being appended: its header where the last write ended, or
   ** the page right after a header gathered. */
   page = p->header_held && off == p->at + p->held;
-  header = !page && n == FRAME_HEADER && off == p->end;
+  /* A header follows a whole page, or the log's own 32-byte header at
+  ** its start (not the 24-byte tail of a page split at a sync point),
+  ** and only inside a write transaction through the shared wal-index
+  ** (not with locking_mode=EXCLUSIVE, which has no lock calls to end a
+  ** transaction at). */
+  header = !page && n == FRAME_HEADER && off == p->end && p->db != 0 &&
+           p->db->write_locked &&
+           ((p->last == 32 && off == 32) ||
+            (p->last >= 512 && p->last <= 65536 && (p->last & (p->last - 1)) == 0));
   commit = page && p->commit_header;
   p->end = off + n;
+  p->last = n;
   if (p->buf == 0 && (page || header)) p->buf = sqlite3_malloc(BATCH_CAPACITY);
   if ((!page && !header) || p->buf == 0 || n > BATCH_CAPACITY) {
     /* Anything else goes straight through, after what is held. */
@@ -217,10 +230,15 @@ static int batch_shm_lock(sqlite3_file *f, int offset, int n, int flags) {
   int rc2;
   if ((flags & SQLITE_SHM_UNLOCK) == 0) {
     if (rc != SQLITE_OK) return rc;
-    return p->real->pMethods->xShmLock(p->real, offset, n, flags);
+    rc2 = p->real->pMethods->xShmLock(p->real, offset, n, flags);
+    if (rc2 == SQLITE_OK && offset == 0 && (flags & SQLITE_SHM_EXCLUSIVE)) {
+      p->write_locked = 1;
+    }
+    return rc2;
   }
   /* Unlocking always unlocks: SQLite does not look at the outcome. */
   rc2 = p->real->pMethods->xShmLock(p->real, offset, n, flags);
+  if (offset == 0) p->write_locked = 0;
   if (offset == 0 && p->log) {
     /* The log's write lock (the wal-index's lock 0) is released: the
     ** transaction is over, and a failure kept for it with it. */

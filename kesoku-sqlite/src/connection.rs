@@ -50,6 +50,8 @@ pub(crate) fn writer(path: &Path, options: &SqliteOptions) -> Result<Connection,
     // writer's thread runs them (see `worker.rs`).
     conn.wal_hook(Some(note_log));
     migrate(&mut conn)?;
+    // Not a count for the first write on this thread to act on.
+    let _ = take_log_frames();
     Ok(conn)
 }
 

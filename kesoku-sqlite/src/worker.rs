@@ -114,18 +114,30 @@ mod cycle {
     pub(super) const SHORT: u8 = 0;
     /// Its checkpoint beside the writer is queued or running.
     pub(super) const COPYING: u8 = 1;
-    /// That checkpoint ran: the next write waits for the rest.
+    /// That checkpoint copied nearly all of it: the next write waits for
+    /// the rest.
     pub(super) const COPIED: u8 = 2;
-    /// The rest was copied; the log starts over at the next write that
-    /// finds no reader in it (else it grows to [`LOG_CAP`](super::LOG_CAP)).
+    /// The rest was copied, and the log starts over at the next write,
+    /// unless a reader is still in it: then every commit queues a
+    /// checkpoint beside the writer, and no write waits again before
+    /// [`LOG_CAP`](super::LOG_CAP) or the log starts over.
     pub(super) const CAUGHT_UP: u8 = 3;
 }
 
 /// Copies the log into the file. PASSIVE waits for no one; one that
 /// fails (the disk, another process's readers) leaves the log longer
-/// until the next.
-fn checkpoint(conn: &Connection) {
-    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+/// until the next. Whether it copied nearly all of the log: not busy
+/// (another connection's checkpoint), and not held back much by a
+/// reader still in the log.
+fn checkpoint(conn: &Connection) -> bool {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })
+    .is_ok_and(|(busy, log, copied)| busy == 0 && log - copied < i64::from(CHECKPOINT_FRAMES / 4))
 }
 
 /// The store's connections and their threads. The threads end, and the
@@ -174,12 +186,16 @@ impl Checkpoints {
                     // Cleared first: a write that fills the log while this
                     // one runs queues the next.
                     flag.store(false, Ordering::Release);
-                    checkpoint(&conn);
+                    let copied = checkpoint(&conn);
                     #[cfg(test)]
                     count.fetch_add(1, Ordering::Release);
+                    // One that copied little (busy, or a reader held it
+                    // back) is not waited on after: the next commit
+                    // queues another beside the writer.
+                    let next = if copied { cycle::COPIED } else { cycle::SHORT };
                     let _ = state.compare_exchange(
                         cycle::COPYING,
-                        cycle::COPIED,
+                        next,
                         Ordering::AcqRel,
                         Ordering::Acquire,
                     );
@@ -211,6 +227,11 @@ impl Checkpoints {
                     Log::Due
                 } else if at(cycle::COPIED, cycle::CAUGHT_UP) {
                     Log::Full
+                } else if self.cycle.load(Ordering::Acquire) == cycle::CAUGHT_UP {
+                    // It did not start over: as before this cycle, copy
+                    // beside the writer, so that a write after a pause
+                    // finds it copied.
+                    Log::Due
                 } else {
                     Log::Short
                 }
@@ -342,17 +363,24 @@ impl Workers {
                 roll_back(&conn);
             }
             let _ = conn.busy_timeout(self.busy_timeout);
-            let log = if write {
-                log_after_write(self.checkpoints.as_ref())
+            // Taken before another call on this thread commits.
+            let frames = if write {
+                connection::take_log_frames()
             } else {
-                Log::Short
+                0
             };
             drop(conn);
             match result {
                 // Busy before it changed anything (a write takes the lock
                 // first), so it can run again.
                 Ok(Err(Failure::Sql(e))) if is_busy(&e) => {}
-                Ok(result) => return self.after_write(log, result),
+                Ok(result) => {
+                    let log = self
+                        .checkpoints
+                        .as_ref()
+                        .map_or(Log::Short, |c| c.after_commit(frames));
+                    return self.after_write(log, result);
+                }
                 // As on a thread: the reply is lost, the connection kept.
                 Err(_) => return Reply::Done(None),
             }
