@@ -44,17 +44,25 @@
 
 /// The agent: [`Agent`](agent::Agent) runs turns over a model, a registry
 /// and a store; [`tools`](agent::tools) holds the built-in file and media
-/// tools and their sandbox.
+/// tools and their sandbox (the `agent` feature, on by default).
+#[cfg(feature = "agent")]
 pub use kesoku_agent as agent;
 pub use kesoku_core::*;
 /// The models: the [`Llm`](llm::Llm) trait, Claude, Gemini and
-/// OpenAI-compatible backends, [`ScriptedLlm`](llm::ScriptedLlm).
-///
-/// The agent's types are here too, where users' code has long named them:
-/// `kesoku::llm::Agent` is [`kesoku::agent::Agent`](agent::Agent), and
-/// `kesoku::llm::tools` is [`kesoku::agent::tools`](agent::tools).
+/// OpenAI-compatible backends, [`ScriptedLlm`](llm::ScriptedLlm) (the `llm`
+/// feature, on by default).
+#[cfg_attr(
+    feature = "agent",
+    doc = "",
+    doc = "The agent's types are here too, where users' code has long named them:",
+    doc = "`kesoku::llm::Agent` is [`kesoku::agent::Agent`](agent::Agent), and",
+    doc = "`kesoku::llm::tools` is [`kesoku::agent::tools`](agent::tools)."
+)]
+#[cfg(feature = "llm")]
 pub mod llm {
+    #[cfg(feature = "agent")]
     pub use kesoku_agent::tools;
+    #[cfg(feature = "agent")]
     pub use kesoku_agent::{Agent, AgentBuilder, AgentError, TurnOutcome, TurnStatus};
     pub use kesoku_llm::*;
 }

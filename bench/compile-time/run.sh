@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Measures what #[tool] costs at compile time.
 #
-# Generates three crates of 200 functions each, identical but for the
-# attribute: `with_tool` has #[tool] on every function, `with_targets`
-# has #[tool(targets(...))] naming all seven provider targets (each
-# parameter checked at compile time), `plain` has none. `plain_linked` is
-# `plain` whose binary also links kesoku's registry (as every binary with
-# a tool does): the part of the cost that is the macro's own.
-# Both depend on kesoku (so dependencies are equal and prebuilt), and for
-# each it times:
+# Generates crates of 200 functions each, identical but for the attribute
+# and what they link:
+#   - `plain`: no attribute, no kesoku;
+#   - `with_tool`: #[tool] on every function, on kesoku without default
+#     features (the tool system alone, as a crate of tools depends on it);
+#   - `with_targets`: the same with #[tool(targets(...))] naming all seven
+#     provider targets (each parameter checked at compile time);
+#   - `full_tool`: #[tool] on kesoku with its default features (the agent,
+#     the backends, SQLite, MCP), as in a binary that runs an agent;
+#   - `full_plain`: `plain` whose binary also links kesoku's registry with
+#     its default features: the floor of such a binary, before any macro.
+# Each binary reaches every function (the registry, or a table of function
+# pointers), so each compiles them all. For each crate it times:
 #   - a clean build of the crate itself (dependencies already built);
 #   - an incremental rebuild after editing one function's body.
 # Each figure is the median of RUNS runs (default 5). Debug profile.
@@ -24,8 +29,8 @@ n=200
 rm -rf "$work"
 mkdir -p "$work"
 
-gen() { # gen NAME ATTR
-  local name=$1 attr=$2 dir="$work/$1"
+gen() { # gen NAME ATTR KESOKU_DEPENDENCY
+  local name=$1 attr=$2 dep=$3 dir="$work/$1"
   mkdir -p "$dir/src"
   cat >"$dir/Cargo.toml" <<TOML
 [package]
@@ -35,7 +40,7 @@ edition = "2024"
 publish = false
 
 [dependencies]
-kesoku = { path = "$root" }
+kesoku = { path = "$root"$dep }
 serde = { version = "1", features = ["derive"] }
 
 [workspace]
@@ -70,7 +75,7 @@ RS
       # (a binary does not build functions nothing reaches).
       echo 'type F = fn(i64, u32, String, Option<f64>) -> Result<String, String>;'
       echo "static ALL: [F; $n] = [$(seq -s, -f 'compute_%g' 1 $n)];"
-      if [ "$name" = plain_linked ]; then
+      if [ "$name" = full_plain ]; then
         echo 'fn main() { println!("{}", ALL.len() + kesoku::default_registry().len()); }'
       else
         echo 'fn main() { println!("{}", ALL.len()); }'
@@ -79,10 +84,12 @@ RS
   } >"$dir/src/main.rs"
 }
 
-gen with_tool "#[tool]"
-gen with_targets "#[tool(targets(anthropic, anthropic_structured, openai, openai_strict, gemini, gemini_json_schema, mcp))]"
-gen plain ""
-gen plain_linked ""
+lean=", default-features = false"
+gen plain "" "$lean"
+gen with_tool "#[tool]" "$lean"
+gen with_targets "#[tool(targets(anthropic, anthropic_structured, openai, openai_strict, gemini, gemini_json_schema, mcp))]" "$lean"
+gen full_tool "#[tool]" ""
+gen full_plain "" ""
 
 export CARGO_TARGET_DIR="$work/target"
 now() { date +%s.%N; }
@@ -105,19 +112,22 @@ measure() { # measure NAME -> "clean incremental"
   printf '%s %s\n' "$(printf '%s\n' "${cleans[@]}" | median)" "$(printf '%s\n' "${incs[@]}" | median)"
 }
 
-read -r tool_clean tool_inc < <(measure with_tool)
-read -r targets_clean targets_inc < <(measure with_targets)
-read -r plain_clean plain_inc < <(measure plain)
-read -r linked_clean linked_inc < <(measure plain_linked)
-test "$("$work/target/debug/with_tool")" = "$n" || { echo "with_tool did not register $n tools" >&2; exit 1; }
-test "$("$work/target/debug/with_targets")" = "$n" || { echo "with_targets did not register $n tools" >&2; exit 1; }
-test "$("$work/target/debug/plain")" = "$n" || { echo "plain did not build $n functions" >&2; exit 1; }
-test "$("$work/target/debug/plain_linked")" = "$n" || { echo "plain_linked did not build $n functions" >&2; exit 1; }
+names=(plain with_tool with_targets full_tool full_plain)
+declare -A clean inc
+for name in "${names[@]}"; do
+  read -r "clean[$name]" "inc[$name]" < <(measure "$name")
+  test "$("$work/target/debug/$name")" = "$n" || { echo "$name did not build $n functions" >&2; exit 1; }
+done
 
+ratio() { echo "$1 / $2" | bc -l; }
+row() { # row LABEL NAME BASE
+  printf '%-44s %6.2fs %6.2fx %8.2fs %6.2fx\n' "$1" "${clean[$2]}" "$(ratio "${clean[$2]}" "${clean[$3]}")" "${inc[$2]}" "$(ratio "${inc[$2]}" "${inc[$3]}")"
+}
 printf '\n%d functions, median of %d runs, debug build, %s cores\n' "$n" "$runs" "$(nproc)"
-printf '%-22s %10s %10s %8s %12s %8s\n' "" "plain" "#[tool]" "ratio" "+targets(7)" "ratio"
-printf '%-22s %9.2fs %9.2fs %7.2fx %11.2fs %7.2fx\n' "clean build" "$plain_clean" "$tool_clean" "$(echo "$tool_clean / $plain_clean" | bc -l)" "$targets_clean" "$(echo "$targets_clean / $plain_clean" | bc -l)"
-printf '%-22s %9.2fs %9.2fs %7.2fx %11.2fs %7.2fx\n' "edit one fn, rebuild" "$plain_inc" "$tool_inc" "$(echo "$tool_inc / $plain_inc" | bc -l)" "$targets_inc" "$(echo "$targets_inc / $plain_inc" | bc -l)"
-printf '\nthe macro'"'"'s own cost, against plain functions linking kesoku (%.2fs clean, %.2fs rebuild):\n' "$linked_clean" "$linked_inc"
-printf '%-22s %8.2fx %8.2fx\n' "#[tool]" "$(echo "$tool_clean / $linked_clean" | bc -l)" "$(echo "$tool_inc / $linked_inc" | bc -l)"
-printf '%-22s %8.2fx %8.2fx\n' "+targets(7)" "$(echo "$targets_clean / $linked_clean" | bc -l)" "$(echo "$targets_inc / $linked_inc" | bc -l)"
+printf '%-44s %7s %7s %9s %7s\n' "" "clean" "ratio" "rebuild" "ratio"
+printf '%-44s %6.2fs %7s %8.2fs\n' "plain functions" "${clean[plain]}" "" "${inc[plain]}"
+row "#[tool], kesoku without default features" with_tool plain
+row "  + targets(7)" with_targets plain
+row "#[tool], kesoku's default features" full_tool plain
+printf '\nagainst plain functions linking kesoku'"'"'s default features (%.2fs clean, %.2fs rebuild):\n' "${clean[full_plain]}" "${inc[full_plain]}"
+row "#[tool], kesoku's default features" full_tool full_plain
