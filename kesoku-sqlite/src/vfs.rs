@@ -12,7 +12,8 @@
 //! as does every other file; the bytes in the file are the same. A
 //! failed gathered write fails the whole transaction. Only the writer
 //! opens through the shim. `csrc/batch_vfs.c` says exactly when it
-//! writes.
+//! writes; `tests/sqlite-faults` (at the workspace's root) fails each of
+//! the log writes of a run of inserts in turn beneath it.
 
 /// The shim's name once it is registered, to open a connection through
 /// ([`rusqlite::Connection::open_with_flags_and_vfs`]); `None` where it
