@@ -10,8 +10,9 @@
 #     provider targets (each parameter checked at compile time);
 #   - `full_tool`: #[tool] on kesoku with its default features (the agent,
 #     the backends, SQLite, MCP), as in a binary that runs an agent;
-#   - `full_plain`: `plain` whose binary also links kesoku's registry with
-#     its default features: the floor of such a binary, before any macro.
+#   - `lean_plain`, `full_plain`: `plain` whose binary also links kesoku's
+#     registry, without and with its default features: the floor of such
+#     binaries, before any macro.
 # Each binary reaches every function (the registry, or a table of function
 # pointers), so each compiles them all. For each crate it times:
 #   - a clean build of the crate itself (dependencies already built);
@@ -75,7 +76,7 @@ RS
       # (a binary does not build functions nothing reaches).
       echo 'type F = fn(i64, u32, String, Option<f64>) -> Result<String, String>;'
       echo "static ALL: [F; $n] = [$(seq -s, -f 'compute_%g' 1 $n)];"
-      if [ "$name" = full_plain ]; then
+      if [ "$name" = lean_plain ] || [ "$name" = full_plain ]; then
         echo 'fn main() { println!("{}", ALL.len() + kesoku::default_registry().len()); }'
       else
         echo 'fn main() { println!("{}", ALL.len()); }'
@@ -89,6 +90,7 @@ gen plain "" "$lean"
 gen with_tool "#[tool]" "$lean"
 gen with_targets "#[tool(targets(anthropic, anthropic_structured, openai, openai_strict, gemini, gemini_json_schema, mcp))]" "$lean"
 gen full_tool "#[tool]" ""
+gen lean_plain "" "$lean"
 gen full_plain "" ""
 
 export CARGO_TARGET_DIR="$work/target"
@@ -112,7 +114,7 @@ measure() { # measure NAME -> "clean incremental"
   printf '%s %s\n' "$(printf '%s\n' "${cleans[@]}" | median)" "$(printf '%s\n' "${incs[@]}" | median)"
 }
 
-names=(plain with_tool with_targets full_tool full_plain)
+names=(plain with_tool with_targets full_tool lean_plain full_plain)
 declare -A clean inc
 for name in "${names[@]}"; do
   read -r "clean[$name]" "inc[$name]" < <(measure "$name")
@@ -129,5 +131,6 @@ printf '%-44s %6.2fs %7s %8.2fs\n' "plain functions" "${clean[plain]}" "" "${inc
 row "#[tool], kesoku without default features" with_tool plain
 row "  + targets(7)" with_targets plain
 row "#[tool], kesoku's default features" full_tool plain
-printf '\nagainst plain functions linking kesoku'"'"'s default features (%.2fs clean, %.2fs rebuild):\n' "${clean[full_plain]}" "${inc[full_plain]}"
+printf '\nagainst plain functions linking kesoku'"'"'s registry, the same features (%.2fs / %.2fs without defaults, %.2fs / %.2fs with):\n' "${clean[lean_plain]}" "${inc[lean_plain]}" "${clean[full_plain]}" "${inc[full_plain]}"
+row "#[tool], kesoku without default features" with_tool lean_plain
 row "#[tool], kesoku's default features" full_tool full_plain

@@ -108,7 +108,7 @@ static int fault_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p) {
 static int fault_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f,
                       int flags, int *out_flags) {
   FaultFile *p = (FaultFile *)f;
-  int rc;
+  int rc, version;
   (void)v;
   memset(p, 0, sizeof(FaultFile));
   p->real = (sqlite3_file *)&p[1];
@@ -118,7 +118,8 @@ static int fault_open(sqlite3_vfs *v, sqlite3_filename name, sqlite3_file *f,
     f->pMethods = 0;
     return rc;
   }
-  f->pMethods = &fault_methods[p->real->pMethods->iVersion - 1];
+  version = p->real->pMethods->iVersion;
+  f->pMethods = &fault_methods[version < 1 ? 0 : version > 3 ? 2 : version - 1];
   p->is_log = (flags & SQLITE_OPEN_WAL) != 0;
   return rc;
 }
