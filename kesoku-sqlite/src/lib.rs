@@ -8,10 +8,12 @@
 //! - `codec`: a message as a row, and back;
 //! - `vfs`: the VFS shim that writes a commit's log frames in one call;
 //! - `connection`: opening a connection (pragmas, migrations);
+//! - `checkpoints`: copying the log into the file, beside the writer;
 //! - `sql`: the statements of each store call;
 //! - `worker`: the connections, their threads, and where a call runs;
 //! - `store`: [`SqliteStore`] itself.
 
+mod checkpoints;
 mod codec;
 mod connection;
 mod error;
