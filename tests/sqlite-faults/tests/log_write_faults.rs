@@ -183,11 +183,14 @@ async fn sweep(batch: bool, failure: Failure) {
     for nth in chosen {
         let what = format!("write {nth} of {writes} failing ({failure:?}, batch {batch})");
         // Through the shim, a run may make a few log writes fewer than
-        // the run without a fault: SQLite reads pages back from the log
-        // in the middle of the large insert in most runs, not in all
-        // (seen under CPU load), and the shim writes what it gathered
-        // before each read. A run that never reached the armed write is
-        // made again.
+        // the run without a fault. libsqlite3-sys builds SQLite with one
+        // page cache for all of a process's connections
+        // (SQLITE_ENABLE_MEMORY_MANAGEMENT), so which of the writer's
+        // pages the large insert evicts, and then reads back from the log
+        // (the shim writes what it gathered before each read), depends on
+        // the pages other connections hold at that moment: the stores of
+        // earlier runs close on threads of their own. A run that never
+        // reached the armed write is made again.
         let mut attempts = 0;
         let (_dir, path, store, run) = loop {
             attempts += 1;
