@@ -24,6 +24,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 
 use rusqlite::Connection;
+use tokio::sync::oneshot;
 
 use crate::connection;
 
@@ -87,10 +88,18 @@ fn checkpoint(conn: &Connection) -> bool {
     .is_ok_and(|(busy, log, copied)| busy == 0 && log - copied < i64::from(CHECKPOINT_FRAMES / 4))
 }
 
+/// What the checkpointer's thread is asked.
+enum Task {
+    /// A checkpoint, then this.
+    Then(Box<dyn FnOnce() + Send>),
+    /// Close the connection, saying how that went, and end the thread.
+    Close(oneshot::Sender<rusqlite::Result<()>>),
+}
+
 /// The checkpointer's thread: each job runs after a checkpoint.
 #[derive(Clone)]
 pub(crate) struct Checkpoints {
-    queue: mpsc::Sender<Box<dyn FnOnce() + Send>>,
+    queue: mpsc::Sender<Task>,
     /// A checkpoint is queued and not yet begun: one is enough.
     queued: Arc<AtomicBool>,
     /// Where a long log is in its checkpoints (a [`cycle`] state).
@@ -102,7 +111,7 @@ pub(crate) struct Checkpoints {
 
 impl Checkpoints {
     pub(crate) fn start(conn: Connection) -> std::io::Result<Self> {
-        let (tx, rx) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let (tx, rx) = mpsc::channel::<Task>();
         let queued = Arc::new(AtomicBool::new(false));
         let cycle = Arc::new(AtomicU8::new(cycle::SHORT));
         #[cfg(test)]
@@ -113,7 +122,14 @@ impl Checkpoints {
         thread::Builder::new()
             .name("kesoku-sqlite-checkpointer".into())
             .spawn(move || {
-                while let Ok(then) = rx.recv() {
+                while let Ok(task) = rx.recv() {
+                    let then = match task {
+                        Task::Then(then) => then,
+                        Task::Close(reply) => {
+                            let _ = reply.send(conn.close().map_err(|(_, e)| e));
+                            return;
+                        }
+                    };
                     // Cleared first: a write that fills the log while this
                     // one runs queues the next.
                     flag.store(false, Ordering::Release);
@@ -178,12 +194,21 @@ impl Checkpoints {
     /// Queues a checkpoint unless one is queued already.
     pub(crate) fn nudge(&self) {
         if !self.queued.swap(true, Ordering::AcqRel) {
-            let _ = self.queue.send(Box::new(|| {}));
+            let _ = self.queue.send(Task::Then(Box::new(|| {})));
         }
     }
 
-    /// Runs `then` after a checkpoint (on the checkpointer's thread).
+    /// Runs `then` after a checkpoint (on the checkpointer's thread); once
+    /// the checkpointer is closed, drops it.
     pub(crate) fn then(&self, then: Box<dyn FnOnce() + Send>) {
-        let _ = self.queue.send(then);
+        let _ = self.queue.send(Task::Then(then));
+    }
+
+    /// Closes the checkpointer's connection after what is queued, and ends
+    /// its thread. The reply is dropped unsent if it was closed already.
+    pub(crate) fn close(&self) -> oneshot::Receiver<rusqlite::Result<()>> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.queue.send(Task::Close(tx));
+        rx
     }
 }

@@ -55,6 +55,7 @@ impl Place {
                 message: u.message,
             },
             Failure::Sql(e) => self.backend_from(action(), e),
+            Failure::Closed => self.backend(action(), CLOSED),
         }
     }
 }
@@ -64,6 +65,10 @@ impl fmt::Display for Place {
         f.write_str(&self.0)
     }
 }
+
+/// Why a call made after [`SqliteStore::close`](crate::SqliteStore::close)
+/// fails.
+pub(crate) const CLOSED: &str = "the store is closed";
 
 /// Why a call on a connection failed, before it is given its place.
 #[derive(Debug)]
@@ -80,6 +85,8 @@ pub(crate) enum Failure {
     },
     /// A stored row is not a message.
     Corrupt(Undecodable),
+    /// The store was closed before the call.
+    Closed,
 }
 
 impl From<rusqlite::Error> for Failure {

@@ -13,7 +13,7 @@ use rusqlite::Connection;
 
 use crate::codec;
 use crate::connection;
-use crate::error::{Failure, Place};
+use crate::error::{CLOSED, Failure, Place};
 use crate::options::SqliteOptions;
 use crate::sql;
 use crate::worker::{Connections, Lane, Where, Workers};
@@ -36,7 +36,8 @@ use crate::worker::{Connections, Lane, Where, Workers};
 /// [`SqliteOptions::batch_log_writes`] turns it off.
 ///
 /// Cloning is cheap: clones share the connections. They close when the
-/// last clone is dropped.
+/// last clone is dropped, on the store's threads, or at once with
+/// [`SqliteStore::close`].
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -178,6 +179,51 @@ impl SqliteStore {
         self.inner.path.as_deref()
     }
 
+    /// Closes the store's connections, for every clone, and returns once
+    /// they are closed. The calls already made finish first (a write that
+    /// was made is stored); every call after this, on any clone, fails
+    /// with an error saying the store is closed.
+    ///
+    /// The writer's connection closes last: unless another connection
+    /// (another `SqliteStore`, another process) has the file open,
+    /// `SQLite` then copies the log into the database and removes the log,
+    /// so the file alone holds everything, ready to copy or move. Without
+    /// this, the connections close on the store's threads after the last
+    /// clone is dropped, a moment later.
+    ///
+    /// # Errors
+    /// The first error `SQLite` gave closing a connection; the store is
+    /// closed all the same. Calling it again returns `Ok` once the
+    /// connections are closed.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use kesoku_core::{Message, MessageType, Role};
+    /// use kesoku_core::store::MessageLog;
+    /// use kesoku_sqlite::SqliteStore;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("kesoku.sqlite");
+    /// let store = SqliteStore::open(&path).unwrap();
+    /// let clone = store.clone();
+    /// clone.insert(&Message::new("s1", Role::User, MessageType::Text, "hi")).await.unwrap();
+    /// store.close().await.unwrap();
+    ///
+    /// // One file, no log beside it.
+    /// assert!(!dir.path().join("kesoku.sqlite-wal").exists());
+    /// let error = clone.history("s1").await.unwrap_err();
+    /// assert!(error.to_string().ends_with("the store is closed"), "{error}");
+    /// assert_eq!(SqliteStore::open(&path).unwrap().history("s1").await.unwrap().len(), 1);
+    /// # });
+    /// ```
+    pub async fn close(&self) -> Result<(), StoreError> {
+        self.inner.workers.close().await.map_err(|e| {
+            self.inner
+                .place
+                .backend_from("close the database".into(), e)
+        })
+    }
+
     /// Runs `SQLite`'s `PRAGMA integrity_check`: `"ok"` when the file is
     /// sound, else its findings, one per line.
     ///
@@ -210,6 +256,8 @@ impl SqliteStore {
             let place = &self.inner.place;
             match reply.wait().await {
                 Some(result) => result.map_err(|f| place.fail(f, action)),
+                // Queued as the store closed: its thread had ended.
+                None if self.inner.workers.is_closed() => Err(place.backend(action(), CLOSED)),
                 None => Err(place.backend(
                     action(),
                     "the call was lost: it panicked, or its SQLite thread has stopped",

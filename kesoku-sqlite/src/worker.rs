@@ -20,7 +20,7 @@
 //! Nor does a write wait for a whole checkpoint (see `checkpoints`).
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread;
@@ -35,6 +35,13 @@ use crate::error::Failure;
 
 /// A call, run on a connection's thread.
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// What a connection's thread is asked.
+enum Msg {
+    Run(Job),
+    /// Close the connection, saying how that went, and end the thread.
+    Close(oneshot::Sender<rusqlite::Result<()>>),
+}
 
 /// Which connection a call needs.
 #[derive(Debug, Clone, Copy)]
@@ -54,8 +61,9 @@ pub(crate) enum Where {
     Away,
 }
 
-/// A connection, shared by its thread and the callers that run here.
-type Shared = Arc<Mutex<Connection>>;
+/// A connection, shared by its thread and the callers that run here;
+/// `None` once closed.
+type Shared = Arc<Mutex<Option<Connection>>>;
 
 /// A store's connections, opened.
 pub(crate) struct Connections {
@@ -67,16 +75,19 @@ pub(crate) struct Connections {
 }
 
 /// The store's connections and their threads. The threads end, and the
-/// connections close, when the last handle is dropped.
+/// connections close, on [`Workers::close`] or when the last handle is
+/// dropped.
 pub(crate) struct Workers {
     writer: Shared,
-    write_queue: mpsc::Sender<Job>,
+    write_queue: mpsc::Sender<Msg>,
     /// Writes queued for the writer's thread and not yet run: a write runs
     /// here only when there is none, so this process's writes keep their
     /// order.
     write_backlog: Arc<AtomicUsize>,
     readers: Vec<Shared>,
-    read_queue: Option<mpsc::Sender<Job>>,
+    read_queue: Option<mpsc::Sender<Msg>>,
+    /// Set by [`Workers::close`]: calls made after it fail.
+    closed: AtomicBool,
     /// The connections' busy timeout, restored after a call here.
     busy_timeout: Duration,
     checkpoints: Option<Checkpoints>,
@@ -111,31 +122,32 @@ impl Workers {
             busy_timeout,
         } = connections;
         let checkpoints = checkpointer.map(Checkpoints::start).transpose()?;
-        let writer = Arc::new(Mutex::new(writer));
+        let writer = Arc::new(Mutex::new(Some(writer)));
         let write_backlog = Arc::new(AtomicUsize::new(0));
-        let (write_tx, write_rx) = mpsc::channel::<Job>();
+        let (write_tx, write_rx) = mpsc::channel::<Msg>();
         {
             let conn = Arc::clone(&writer);
             let backlog = Arc::clone(&write_backlog);
             thread::Builder::new()
                 .name("kesoku-sqlite-writer".into())
                 .spawn(move || {
-                    while let Ok(job) = write_rx.recv() {
-                        let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
-                        run_guarded(&mut conn, job);
-                        drop(conn);
+                    while let Ok(msg) = write_rx.recv() {
+                        let closed = serve(&conn, msg);
+                        if closed {
+                            break;
+                        }
                         backlog.fetch_sub(1, Ordering::AcqRel);
                     }
                 })?;
         }
         let readers: Vec<Shared> = readers
             .into_iter()
-            .map(|c| Arc::new(Mutex::new(c)))
+            .map(|c| Arc::new(Mutex::new(Some(c))))
             .collect();
         let read_queue = if readers.is_empty() {
             None
         } else {
-            let (read_tx, read_rx) = mpsc::channel::<Job>();
+            let (read_tx, read_rx) = mpsc::channel::<Msg>();
             // One queue for all readers: whichever is free takes the next
             // job.
             let read_rx = Arc::new(Mutex::new(read_rx));
@@ -146,11 +158,10 @@ impl Workers {
                     .spawn(move || {
                         loop {
                             let next = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
-                            let Ok(job) = next else { break };
-                            run_guarded(
-                                &mut conn.lock().unwrap_or_else(PoisonError::into_inner),
-                                job,
-                            );
+                            let Ok(msg) = next else { break };
+                            if serve(&conn, msg) {
+                                break;
+                            }
                         }
                     })?;
             }
@@ -162,9 +173,48 @@ impl Workers {
             write_backlog,
             readers,
             read_queue,
+            closed: AtomicBool::new(false),
             busy_timeout,
             checkpoints,
         })
+    }
+
+    /// Whether [`Workers::close`] was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Closes the connections once the calls queued before are done:
+    /// the readers' and the checkpointer's, then the writer's, the last,
+    /// so that `SQLite` copies the log into the file and removes it (when
+    /// no other connection has the file open). Calls made after this fail
+    /// with [`Failure::Closed`]; calls already queued run first. The first
+    /// error closing a connection, if any; a second call waits for the
+    /// connections, and reports none.
+    pub(crate) async fn close(&self) -> Result<(), rusqlite::Error> {
+        self.closed.store(true, Ordering::Release);
+        let ask = |queue: &mpsc::Sender<Msg>| {
+            let (tx, rx) = oneshot::channel();
+            let _ = queue.send(Msg::Close(tx));
+            rx
+        };
+        let mut replies: Vec<_> = self
+            .read_queue
+            .iter()
+            .flat_map(|queue| self.readers.iter().map(|_| ask(queue)))
+            .collect();
+        replies.extend(self.checkpoints.as_ref().map(Checkpoints::close));
+        let mut result = Ok(());
+        // A reply dropped unsent: closed already, by an earlier call.
+        for reply in replies {
+            if let Ok(Err(e)) = reply.await {
+                result = result.and(Err(e));
+            }
+        }
+        if let Ok(Err(e)) = ask(&self.write_queue).await {
+            result = result.and(Err(e));
+        }
+        result
     }
 
     /// Runs `job` on a connection of `lane`: here, now, when `place` and
@@ -176,16 +226,20 @@ impl Workers {
         T: Send + 'static,
         F: Fn(&mut Connection) -> Result<T, Failure> + Send + 'static,
     {
+        if self.is_closed() {
+            return Reply::Done(Some(Err(Failure::Closed)));
+        }
         let write = matches!(lane, Lane::Write);
         if place == Where::Here
-            && let Some(mut conn) = self.free(lane)
+            && let Some(mut slot) = self.free(lane)
+            && let Some(conn) = slot.as_mut()
         {
             // Never wait for another connection's lock here: a busy
             // database sends the call to the thread, which does.
             let _ = conn.busy_timeout(Duration::ZERO);
-            let result = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
+            let result = panic::catch_unwind(AssertUnwindSafe(|| job(conn)));
             if result.is_err() {
-                roll_back(&conn);
+                roll_back(conn);
             }
             let _ = conn.busy_timeout(self.busy_timeout);
             // Taken before another call on this thread commits.
@@ -194,7 +248,7 @@ impl Workers {
             } else {
                 0
             };
-            drop(conn);
+            drop(slot);
             match result {
                 // Busy before it changed anything (a write takes the lock
                 // first), so it can run again.
@@ -272,18 +326,19 @@ impl Workers {
     fn queue(&self, lane: Lane, job: Job) {
         // Sending never blocks (the queue is unbounded, and bounded in
         // practice by the callers awaiting replies). If the thread is gone
-        // the job is dropped with its reply sender, and the caller's
-        // receiver says so.
+        // (closed) the job is dropped with its reply sender, and the
+        // caller's receiver says so.
         if let (Lane::Read, Some(readers)) = (lane, &self.read_queue) {
-            let _ = readers.send(job);
+            let _ = readers.send(Msg::Run(job));
         } else {
             self.write_backlog.fetch_add(1, Ordering::AcqRel);
-            let _ = self.write_queue.send(job);
+            let _ = self.write_queue.send(Msg::Run(job));
         }
     }
 
-    /// A free connection of `lane` that may run a call here now.
-    fn free(&self, lane: Lane) -> Option<MutexGuard<'_, Connection>> {
+    /// A free connection of `lane` that may run a call here now (`None`
+    /// in it: closed since).
+    fn free(&self, lane: Lane) -> Option<MutexGuard<'_, Option<Connection>>> {
         match lane {
             // The writer first, when it is free and no write waits for
             // it: its page cache is current, while `SQLite` empties a
@@ -303,13 +358,35 @@ impl Workers {
 }
 
 /// `conn` if no one holds it.
-fn try_lock(conn: &Mutex<Connection>) -> Option<MutexGuard<'_, Connection>> {
+fn try_lock(conn: &Mutex<Option<Connection>>) -> Option<MutexGuard<'_, Option<Connection>>> {
     match conn.try_lock() {
         Ok(guard) => Some(guard),
         // A call that panicked leaves the connection sound (see
         // `run_guarded`).
         Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
         Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Does what a connection's thread is asked; whether it closed the
+/// connection (and the thread ends).
+fn serve(conn: &Mutex<Option<Connection>>, msg: Msg) -> bool {
+    let mut slot = conn.lock().unwrap_or_else(PoisonError::into_inner);
+    match msg {
+        Msg::Run(job) => {
+            // Not closed: a thread closes its connection and ends.
+            if let Some(conn) = slot.as_mut() {
+                run_guarded(conn, job);
+            }
+            false
+        }
+        Msg::Close(reply) => {
+            let closed = slot
+                .take()
+                .map_or(Ok(()), |c| c.close().map_err(|(_, e)| e));
+            let _ = reply.send(closed);
+            true
+        }
     }
 }
 

@@ -10,7 +10,6 @@
 #![cfg(unix)]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use kesoku_core::store::MessageLog;
@@ -44,26 +43,10 @@ fn message(i: usize) -> Message {
 /// A database with the store's schema, all of it in the file: each run
 /// starts from a copy of the file alone, so its first write to the log is
 /// the log's own header.
-fn template(dir: &Path) -> PathBuf {
+async fn template(dir: &Path) -> PathBuf {
     let path = dir.join("template.sqlite");
-    drop(SqliteStore::open(&path).unwrap());
-    // The store's connections close as its threads end; a checkpoint that
-    // truncates the log waits for none of them to be reading it.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let busy: i64 = conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
-            .unwrap();
-        if busy == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the template's log is still read"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Closing copies the log into the file and removes it.
+    SqliteStore::open(&path).unwrap().close().await.unwrap();
     path
 }
 
@@ -141,7 +124,7 @@ async fn sweep(batch: bool, failure: Failure) {
     let faults = Faults::take();
     let options = SqliteOptions::new().with_batch_log_writes(batch);
     let scratch = tempfile::tempdir().unwrap();
-    let template = template(scratch.path());
+    let template = template(scratch.path()).await;
     let fresh = |dir: &Path| {
         let path = dir.join("kesoku.sqlite");
         std::fs::copy(&template, &path).unwrap();
@@ -158,7 +141,7 @@ async fn sweep(batch: bool, failure: Failure) {
     let clean = inserts(&store, &path, &faults).await;
     assert!(clean.failed.is_empty(), "{:?}", clean.failed);
     let writes = faults.writes();
-    drop(store);
+    store.close().await.unwrap();
     if batch {
         // Without the shim, SQLite makes about 1,900: two a page.
         assert!(
@@ -182,15 +165,15 @@ async fn sweep(batch: bool, failure: Failure) {
     }
     for nth in chosen {
         let what = format!("write {nth} of {writes} failing ({failure:?}, batch {batch})");
-        // Through the shim, a run may make a few log writes fewer than
+        // Through the shim, a run could make a few log writes fewer than
         // the run without a fault. libsqlite3-sys builds SQLite with one
         // page cache for all of a process's connections
         // (SQLITE_ENABLE_MEMORY_MANAGEMENT), so which of the writer's
         // pages the large insert evicts, and then reads back from the log
         // (the shim writes what it gathered before each read), depends on
-        // the pages other connections hold at that moment: the stores of
-        // earlier runs close on threads of their own. A run that never
-        // reached the armed write is made again.
+        // the pages other connections hold at that moment. Each run's
+        // stores are closed before the next, so none are left; should a
+        // run still not reach the armed write, it is made again.
         let mut attempts = 0;
         let (_dir, path, store, run) = loop {
             attempts += 1;
@@ -202,6 +185,8 @@ async fn sweep(batch: bool, failure: Failure) {
             if faults.fired() || attempts == 5 {
                 break (dir, path, store, run);
             }
+            eprintln!("{what}: run {attempts} made {} log writes", faults.writes());
+            store.close().await.unwrap();
         };
         assert!(
             faults.fired(),
@@ -230,12 +215,15 @@ async fn sweep(batch: bool, failure: Failure) {
             &format!("{what}, crashed after the failure"),
         )
         .await;
+        crashed.close().await.unwrap();
         let crashed = SqliteStore::open(crash_copy(&path, "at-end.sqlite")).unwrap();
         holds_exactly(&crashed, &run.acked, &format!("{what}, crashed at the end")).await;
+        crashed.close().await.unwrap();
 
         // And the store goes on.
         let after = Message::new("s", Role::User, MessageType::Text, "after the fault");
         store.insert(&after).await.unwrap();
+        store.close().await.unwrap();
     }
 }
 

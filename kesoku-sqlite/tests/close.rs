@@ -1,0 +1,131 @@
+//! `SqliteStore::close`: what was acknowledged is in the file, and the
+//! file is whole without its log; what comes after fails, saying why, on
+//! every clone.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kesoku_core::store::{MessageLog, StoreError};
+use kesoku_core::{Message, MessageType, Role};
+use kesoku_sqlite::{SqliteOptions, SqliteStore};
+use tokio::sync::Barrier;
+
+fn message(session: &str, i: usize) -> Message {
+    let mut m = Message::new(session, Role::User, MessageType::Text, format!("{i}"));
+    m.id = format!("{session}-{i}");
+    m
+}
+
+fn log_of(path: &Path) -> std::path::PathBuf {
+    let mut log = path.as_os_str().to_owned();
+    log.push("-wal");
+    log.into()
+}
+
+fn is_closed(e: &StoreError) -> bool {
+    matches!(e, StoreError::Backend { message, .. } if message == "the store is closed")
+}
+
+/// Writers and readers on clones race the close: each insert either
+/// returned (and its message is in the file afterwards) or failed because
+/// the store was closed (and its message is not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_racing_a_close_are_stored_or_refused() {
+    for batch in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kesoku.sqlite");
+        let options = SqliteOptions::new()
+            .with_readers(2)
+            .with_batch_log_writes(batch);
+        let store = SqliteStore::open_with(&path, &options).unwrap();
+        let start = Arc::new(Barrier::new(9));
+        let mut writers = Vec::new();
+        for w in 0..8 {
+            let (store, start) = (store.clone(), Arc::clone(&start));
+            writers.push(tokio::spawn(async move {
+                let session = format!("s{w}");
+                start.wait().await;
+                let mut acked = Vec::new();
+                for i in 0..10_000 {
+                    match store.insert(&message(&session, i)).await {
+                        Ok(_) => acked.push(format!("{session}-{i}")),
+                        Err(e) => {
+                            assert!(is_closed(&e), "{e}");
+                            assert!(
+                                e.to_string()
+                                    .contains(&format!("save message `{session}-{i}`")),
+                                "{e}"
+                            );
+                            // Every call after the first refused one is
+                            // refused too.
+                            let e = store.history(&session).await.unwrap_err();
+                            assert!(is_closed(&e), "{e}");
+                            return (session, acked);
+                        }
+                    }
+                    if i % 7 == 0 {
+                        store.history(&session).await.unwrap();
+                    }
+                }
+                panic!("the store was never closed")
+            }));
+        }
+        start.wait().await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        store.close().await.unwrap();
+        // No log is left beside the file: it was copied in and removed.
+        assert!(!log_of(&path).exists(), "the log is still there");
+
+        let mut total = 0;
+        let reopened = SqliteStore::open(&path).unwrap();
+        for writer in writers {
+            let (session, acked) = writer.await.unwrap();
+            let stored: Vec<String> = reopened
+                .history(&session)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|m| m.id)
+                .collect();
+            assert_eq!(stored, acked, "batch {batch}");
+            total += acked.len();
+        }
+        assert!(total > 0, "nothing was written before the close");
+        assert_eq!(reopened.check_integrity().await.unwrap(), "ok");
+    }
+}
+
+#[tokio::test]
+async fn a_second_close_and_a_store_in_memory_close_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("kesoku.sqlite")).unwrap();
+    store.insert(&message("s", 0)).await.unwrap();
+    store.close().await.unwrap();
+    store.clone().close().await.unwrap();
+    let e = store.get("s-0").await.unwrap_err();
+    assert!(is_closed(&e), "{e}");
+    assert!(e.to_string().contains("read message `s-0`"), "{e}");
+
+    let memory = SqliteStore::in_memory().unwrap();
+    memory.insert(&message("s", 0)).await.unwrap();
+    memory.close().await.unwrap();
+    let e = memory.insert(&message("s", 1)).await.unwrap_err();
+    assert!(is_closed(&e), "{e}");
+}
+
+/// A second store on the same file keeps its log: the closing store's
+/// connections were not the last.
+#[tokio::test]
+async fn a_close_leaves_the_log_to_another_store_on_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kesoku.sqlite");
+    let first = SqliteStore::open(&path).unwrap();
+    let second = SqliteStore::open(&path).unwrap();
+    first.insert(&message("s", 0)).await.unwrap();
+    first.close().await.unwrap();
+    assert!(log_of(&path).exists());
+    second.insert(&message("s", 1)).await.unwrap();
+    assert_eq!(second.history("s").await.unwrap().len(), 2);
+    second.close().await.unwrap();
+    assert!(!log_of(&path).exists());
+}
