@@ -35,9 +35,10 @@ use crate::worker::{Connections, Lane, Where, Workers};
 /// per page: the file's bytes are the same, in fewer system calls.
 /// [`SqliteOptions::batch_log_writes`] turns it off.
 ///
-/// Cloning is cheap: clones share the connections. They close when the
-/// last clone is dropped, on the store's threads, or at once with
-/// [`SqliteStore::close`].
+/// Cloning is cheap: clones share the connections. They close on the
+/// store's threads a moment after the last clone is dropped, or, when the
+/// calls already made are done, with [`SqliteStore::close`], which waits
+/// for them.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -191,10 +192,17 @@ impl SqliteStore {
     /// this, the connections close on the store's threads after the last
     /// clone is dropped, a moment later.
     ///
+    /// Calling it again, or at the same time, returns once the
+    /// connections are closed. Dropping the returned future does not open
+    /// the store again: calls are refused from the moment it is called, and
+    /// the connections close when the last clone is dropped, or at the
+    /// next `close`.
+    ///
     /// # Errors
-    /// The first error `SQLite` gave closing a connection; the store is
-    /// closed all the same. Calling it again returns `Ok` once the
-    /// connections are closed.
+    /// An error `SQLite` gave closing a connection, to one of the calls
+    /// that closed it. The store refuses calls all the same; a connection
+    /// that failed to close is released when `SQLite` can, and its log may
+    /// stay beside the file until a later connection's close removes it.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -256,7 +264,8 @@ impl SqliteStore {
             let place = &self.inner.place;
             match reply.wait().await {
                 Some(result) => result.map_err(|f| place.fail(f, action)),
-                // Queued as the store closed: its thread had ended.
+                // Queued as the store closed, its thread having ended (or
+                // it panicked as the store closed).
                 None if self.inner.workers.is_closed() => Err(place.backend(action(), CLOSED)),
                 None => Err(place.backend(
                     action(),

@@ -189,8 +189,9 @@ impl Workers {
     /// so that `SQLite` copies the log into the file and removes it (when
     /// no other connection has the file open). Calls made after this fail
     /// with [`Failure::Closed`]; calls already queued run first. The first
-    /// error closing a connection, if any; a second call waits for the
-    /// connections, and reports none.
+    /// error closing a connection that this call closed, if any; another
+    /// call, before or at once, waits for the connections and reports
+    /// the errors of those it closed.
     pub(crate) async fn close(&self) -> Result<(), rusqlite::Error> {
         self.closed.store(true, Ordering::Release);
         let ask = |queue: &mpsc::Sender<Msg>| {
@@ -205,7 +206,7 @@ impl Workers {
             .collect();
         replies.extend(self.checkpoints.as_ref().map(Checkpoints::close));
         let mut result = Ok(());
-        // A reply dropped unsent: closed already, by an earlier call.
+        // A reply dropped unsent: closed already, by another call.
         for reply in replies {
             if let Ok(Err(e)) = reply.await {
                 result = result.and(Err(e));
@@ -300,6 +301,9 @@ impl Workers {
             // over; the writes queued behind wait too.
             (Log::Full, Some(c)) => {
                 let (tx, rx) = oneshot::channel();
+                // The write is done: its result is sent even if the job is
+                // dropped unrun (the store closed meanwhile).
+                let reply = Deliver(Some((tx, result)));
                 let c = c.clone();
                 self.queue(
                     Lane::Write,
@@ -309,7 +313,7 @@ impl Workers {
                             let _ = done.send(());
                         }));
                         let _ = checkpointed.recv();
-                        let _ = tx.send(result);
+                        drop(reply);
                     }),
                 );
                 Reply::Queued(rx)
@@ -353,6 +357,20 @@ impl Workers {
             // Writes keep their order; reads on the writer need none.
             Lane::Write if self.write_backlog.load(Ordering::Acquire) > 0 => None,
             Lane::Read | Lane::Write => try_lock(&self.writer),
+        }
+    }
+}
+
+/// A call's result and where it goes.
+type Outcome<T> = (oneshot::Sender<Result<T, Failure>>, Result<T, Failure>);
+
+/// The result of a call that was run, sent when dropped.
+struct Deliver<T>(Option<Outcome<T>>);
+
+impl<T> Drop for Deliver<T> {
+    fn drop(&mut self) {
+        if let Some((tx, result)) = self.0.take() {
+            let _ = tx.send(result);
         }
     }
 }
@@ -423,6 +441,7 @@ mod tests {
     use rusqlite::{Connection, TransactionBehavior};
 
     use super::{Connections, Lane, Reply, Where, Workers};
+    use crate::checkpoints::Log;
     use crate::connection;
     use crate::error::Failure;
     use crate::options::SqliteOptions;
@@ -612,6 +631,26 @@ mod tests {
         assert_eq!(wait(reply).unwrap().unwrap(), (7, true), "not on a reader");
         go.send(()).unwrap();
         wait(write).unwrap().unwrap();
+    }
+
+    /// A write made here that leaves the log full queues its wait for a
+    /// checkpoint on the writer's thread; should the store close first,
+    /// the write still replies with its result (it was made).
+    #[test]
+    fn a_write_whose_wait_is_dropped_by_a_close_still_replies() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workers, _) = workers(&dir);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(workers.close())
+            .unwrap();
+        let reply = workers.after_write(Log::Full, Ok(7));
+        assert!(matches!(reply, Reply::Queued(_)));
+        assert!(matches!(wait(reply), Some(Ok(7))));
+        // A call made after the close is refused.
+        let refused = workers.run(Lane::Write, Where::Here, |_| Ok(()));
+        assert!(matches!(wait(refused), Some(Err(Failure::Closed))));
     }
 
     #[test]

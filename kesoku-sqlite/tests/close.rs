@@ -64,7 +64,14 @@ async fn calls_racing_a_close_are_stored_or_refused() {
                         }
                     }
                     if i % 7 == 0 {
-                        store.history(&session).await.unwrap();
+                        match store.history(&session).await {
+                            Ok(history) => assert_eq!(history.len(), acked.len()),
+                            // Closed after the insert.
+                            Err(e) => {
+                                assert!(is_closed(&e), "{e}");
+                                return (session, acked);
+                            }
+                        }
                     }
                 }
                 panic!("the store was never closed")
@@ -92,6 +99,48 @@ async fn calls_racing_a_close_are_stored_or_refused() {
         }
         assert!(total > 0, "nothing was written before the close");
         assert_eq!(reopened.check_integrity().await.unwrap(), "ok");
+    }
+}
+
+/// The calls made before the close all finish: 8 threads make 50
+/// inserts each at once (some run on the thread that made them, some find
+/// the writer busy and queue), and long reads queue on the readers; then
+/// the store is closed, and only then is any awaited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_calls_made_before_a_close_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kesoku.sqlite");
+    let store = SqliteStore::open_with(&path, &SqliteOptions::new().with_readers(2)).unwrap();
+    let sessions: Vec<String> = (0..8).map(|t| format!("s{t}")).collect();
+    let messages: Vec<Vec<Message>> = sessions
+        .iter()
+        .map(|s| (0..50).map(|i| message(s, i)).collect())
+        .collect();
+    let inserts: Vec<_> = std::thread::scope(|scope| {
+        let threads: Vec<_> = messages
+            .iter()
+            .map(|batch| {
+                let store = &store;
+                scope.spawn(move || batch.iter().map(|m| store.insert(m)).collect::<Vec<_>>())
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    let reads: Vec<_> = sessions.iter().map(|s| store.history(s)).collect();
+    store.close().await.unwrap();
+    for insert in inserts {
+        insert.await.unwrap();
+    }
+    for read in reads {
+        read.await.unwrap();
+    }
+    let reopened = SqliteStore::open(&path).unwrap();
+    for (session, batch) in sessions.iter().zip(&messages) {
+        let stored = reopened.history(session).await.unwrap();
+        assert_eq!(stored.len(), batch.len());
     }
 }
 
