@@ -63,7 +63,10 @@ pub mod llm {
     #[cfg(feature = "agent")]
     pub use kesoku_agent::tools;
     #[cfg(feature = "agent")]
-    pub use kesoku_agent::{Agent, AgentBuilder, AgentError, TurnOutcome, TurnStatus};
+    pub use kesoku_agent::{
+        Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Decided,
+        PendingApproval, ResumeError, TurnOutcome, TurnStatus, Verdict,
+    };
     pub use kesoku_llm::*;
 }
 /// MCP both ways: [`McpServer`](mcp::McpServer) serves a registry over stdio

@@ -10,8 +10,11 @@ use recorder::{Recorder, Seen};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kesoku::agent::{Approval, ApprovalError};
-use kesoku::llm::{Agent, AgentBuilder, ScriptedLlm, TurnStatus};
+// Beside `Agent` in `kesoku::llm`, as users' code names them.
+use kesoku::llm::{
+    Agent, AgentBuilder, Approval, ApprovalError, Decided, ResumeError, ScriptedLlm, TurnStatus,
+    Verdict,
+};
 use kesoku::store::{MessageLog, SqliteStore, Store};
 use kesoku::{DynamicTool, Message, MessageType, Status, ToolOutput, ToolRegistry, keys};
 use serde_json::json;
@@ -129,14 +132,10 @@ async fn a_paused_turn_is_approved_and_resumed_by_another_process() {
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].id, waiting_id);
     assert!(
-        agent.approve(&waiting_id).await.unwrap(),
+        agent.approve(&waiting_id).await.unwrap().is_ready(),
         "the last decision puts it back"
     );
-    let outcome = agent
-        .resume(&prompt_id)
-        .await
-        .unwrap()
-        .expect("the turn ran here");
+    let outcome = agent.resume(&prompt_id).await.expect("the turn ran here");
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(outcome.answer.as_deref(), Some("Done: deleted groceries"));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved call ran once");
@@ -176,6 +175,7 @@ async fn a_denial_reason_reaches_the_model_and_the_tool_never_runs() {
             .deny(&pending[0].id, Some("I still need that list"))
             .await
             .unwrap()
+            .is_ready()
     );
     // A second decision, an unknown id and a message that is no waiting
     // call are refused, and change nothing.
@@ -193,7 +193,7 @@ async fn a_denial_reason_reaches_the_model_and_the_tool_never_runs() {
     let err = agent.approve(&pending[0].prompt_id).await.unwrap_err();
     assert!(matches!(err, ApprovalError::NotWaiting { .. }), "{err}");
     assert!(err.to_string().contains(&pending[0].prompt_id));
-    let outcome = agent.resume(&pending[0].prompt_id).await.unwrap().unwrap();
+    let outcome = agent.resume(&pending[0].prompt_id).await.unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(outcome.answer.as_deref(), Some("Kept it."));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
@@ -328,14 +328,14 @@ async fn a_call_past_its_deadline_is_denied_and_the_turn_goes_on() {
     assert_eq!(agent.expire_approvals().await.unwrap(), 1);
     assert_eq!(agent.expire_approvals().await.unwrap(), 0, "once");
     let prompt = &first.pending_approvals()[0].prompt_id;
-    let outcome = agent.resume(prompt).await.unwrap().unwrap();
+    let outcome = agent.resume(prompt).await.unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed);
     let sent = seen.lock().unwrap().last().unwrap().clone();
     assert!(
         sent.iter().any(|t| t.contains("approval deadline")),
         "{sent:?}"
     );
-    let outcome = agent.resume(&late.prompt_id).await.unwrap().unwrap();
+    let outcome = agent.resume(&late.prompt_id).await.unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran unapproved");
 }
@@ -354,7 +354,7 @@ async fn a_serving_worker_resumes_a_turn_another_process_decided() {
         b.lease(std::time::Duration::from_millis(500))
     });
     let serving = tokio::spawn(async move { worker.serve().await });
-    assert!(front.approve(&waiting.id).await.unwrap());
+    assert!(front.approve(&waiting.id).await.unwrap().is_ready());
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let prompt = store.get(&waiting.prompt_id).await.unwrap().unwrap();
@@ -389,7 +389,7 @@ async fn an_approved_call_begun_by_a_dead_worker_is_not_run_twice() {
     );
     let outcome = agent.send("s", "Delete my groceries note").await.unwrap();
     let waiting = outcome.pending_approvals().remove(0);
-    assert!(agent.approve(&waiting.id).await.unwrap());
+    assert!(agent.approve(&waiting.id).await.unwrap().is_ready());
     // As the dying worker's mark: the call begun, no result.
     assert!(
         store
@@ -401,7 +401,7 @@ async fn an_approved_call_begun_by_a_dead_worker_is_not_run_twice() {
     agent.recover().await.unwrap();
     let call = store.get(&waiting.id).await.unwrap().unwrap();
     assert_eq!(call.status, Status::Processing);
-    let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
+    let outcome = agent.resume(&waiting.prompt_id).await.unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "run again");
     let answer = outcome.answer.unwrap();
@@ -458,7 +458,7 @@ async fn an_approved_call_is_marked_begun_before_it_runs() {
             .unwrap()
     );
     agent.approve(&waiting.id).await.unwrap();
-    let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
+    let outcome = agent.resume(&waiting.prompt_id).await.unwrap();
     assert_eq!(outcome.answer.as_deref(), Some("deleted"));
     assert_eq!(
         *seen_status.lock().unwrap(),
@@ -480,7 +480,7 @@ async fn a_sweep_puts_back_a_turn_whose_decider_could_not() {
     let (agent, _) = agent(&store, &runs, json!([asks_to_delete(), {"text": "{{c2}}"}]));
     let outcome = agent.send("s", "Delete my groceries note").await.unwrap();
     let waiting = outcome.pending_approvals().remove(0);
-    assert!(agent.approve(&waiting.id).await.unwrap());
+    assert!(agent.approve(&waiting.id).await.unwrap().is_ready());
     // As if the put-back had not happened.
     assert!(
         store
@@ -492,11 +492,171 @@ async fn a_sweep_puts_back_a_turn_whose_decider_could_not() {
             .await
             .unwrap()
     );
-    assert!(
-        agent.resume(&waiting.prompt_id).await.unwrap().is_none(),
-        "stuck"
-    );
     assert_eq!(agent.expire_approvals().await.unwrap(), 0, "nothing denied");
-    let outcome = agent.resume(&waiting.prompt_id).await.unwrap().unwrap();
+    assert_eq!(
+        store.get(&waiting.prompt_id).await.unwrap().unwrap().status,
+        Status::PendingAgent,
+        "the sweep put it back"
+    );
+    let outcome = agent.resume(&waiting.prompt_id).await.unwrap();
     assert_eq!(outcome.answer.as_deref(), Some("deleted groceries"));
+}
+
+/// Item 1 of issue 42: a pause decided, then a newer prompt before any
+/// resume. The newer turn answers the call as decided, and the old turn
+/// never runs (no late answer after the newer one).
+#[tokio::test]
+async fn a_decided_pause_is_not_resumed_after_a_newer_prompt() {
+    for (verdict, expected) in [
+        (
+            Verdict::Approve,
+            "was approved, but did not run: the user moved on",
+        ),
+        (
+            Verdict::Deny(Some("I still need it".into())),
+            "not approved: I still need it",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let store = open(&dir);
+        let (agent, seen) = agent(
+            &store,
+            &runs,
+            json!([asks_to_delete(), {"text": "Sure, what next?"}, {"text": "A late answer."}]),
+        );
+        let first = agent.send("s", "Delete my groceries note").await.unwrap();
+        let waiting = first.pending_approvals().remove(0);
+        let decided = agent
+            .decide_in("s", &waiting.id, verdict.clone())
+            .await
+            .unwrap();
+        assert_eq!(
+            decided,
+            Decided::Ready {
+                prompt_id: waiting.prompt_id.clone()
+            }
+        );
+        let newer = agent.send("s", "Never mind, something else").await.unwrap();
+        assert_eq!(newer.answer.as_deref(), Some("Sure, what next?"));
+        let sent = seen.lock().unwrap().last().unwrap().clone();
+        assert!(sent.iter().any(|t| t.contains(expected)), "{sent:?}");
+        let old = store.get(&waiting.prompt_id).await.unwrap().unwrap();
+        assert_eq!(old.status, Status::Interrupted, "{verdict:?}");
+        let err = agent.resume(&waiting.prompt_id).await.unwrap_err();
+        assert_eq!(
+            err,
+            ResumeError::NotWaiting {
+                prompt: waiting.prompt_id.clone(),
+                status: Status::Interrupted
+            }
+        );
+        assert_eq!(seen.lock().unwrap().len(), 2, "the old turn never ran");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        let history = store.history("s").await.unwrap();
+        let results = history
+            .iter()
+            .filter(|m| m.kind == MessageType::ToolResult)
+            .filter(|m| m.parent_id.as_deref() == Some(waiting.id.as_str()))
+            .count();
+        assert_eq!(results, 1, "one result for the call");
+        assert_eq!(
+            history.last().unwrap().content,
+            "Sure, what next?",
+            "nothing after the newer answer"
+        );
+    }
+}
+
+/// Item 2 of issue 42: each answer says what it means.
+#[tokio::test]
+async fn decisions_and_resumes_say_what_they_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let two = json!({"tool_calls": [
+        {"id": "c1", "name": "delete_note", "arguments": {"title": "a"}},
+        {"id": "c2", "name": "delete_note", "arguments": {"title": "b"}}
+    ]});
+    let (agent, _) = agent_with(&store, &runs, json!([two, {"text": "Done."}]), |b| {
+        b.approval_deadline(std::time::Duration::from_secs(3600))
+    });
+    let outcome = agent.send("s", "Delete a and b").await.unwrap();
+    let pending = agent.pending_approvals("s").await.unwrap();
+    assert_eq!(pending, outcome.pending_approvals());
+    assert_eq!(pending.len(), 2);
+    let deadline = pending[0].deadline.expect("a deadline");
+    assert!(deadline > chrono::Utc::now() + chrono::Duration::minutes(59));
+    let prompt = pending[0].prompt_id.clone();
+
+    // Another session's call is refused as an unknown one is, and
+    // nothing is stored.
+    let foreign = agent.approve_in("other", &pending[0].id).await.unwrap_err();
+    assert_eq!(
+        foreign.to_string(),
+        format!("session `other` has no tool call `{}`", pending[0].id)
+    );
+    let unknown = agent.approve_in("other", "nope").await.unwrap_err();
+    assert!(matches!(unknown, ApprovalError::NotInSession { .. }));
+    assert_eq!(agent.pending_approvals("s").await.unwrap().len(), 2);
+
+    // Resuming: an unknown prompt, one still undecided.
+    assert!(matches!(
+        agent.resume("no-such-prompt").await,
+        Err(ResumeError::Unknown { .. })
+    ));
+    assert!(matches!(
+        agent.resume_in("other", &prompt).await,
+        Err(ResumeError::Unknown { .. })
+    ));
+    assert_eq!(
+        agent.resume(&prompt).await.unwrap_err(),
+        ResumeError::Undecided {
+            prompt: prompt.clone(),
+            undecided: 2
+        }
+    );
+
+    // The first decision leaves one waiting; the second makes it ready.
+    assert_eq!(
+        agent.approve_in("s", &pending[0].id).await.unwrap(),
+        Decided::Waiting {
+            prompt_id: prompt.clone(),
+            undecided: 1
+        }
+    );
+    let decided = agent
+        .deny_in("s", &pending[1].id, Some("keep b"))
+        .await
+        .unwrap();
+    assert!(decided.is_ready());
+    assert_eq!(decided.prompt_id(), prompt);
+    let done = agent.resume_in("s", &prompt).await.unwrap();
+    assert_eq!(done.answer.as_deref(), Some("Done."));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // Done: not waiting any more.
+    assert_eq!(
+        agent.resume(&prompt).await.unwrap_err(),
+        ResumeError::NotWaiting {
+            prompt,
+            status: Status::Processed
+        }
+    );
+}
+
+/// Item 2 of issue 42: a call past its deadline is no longer listed as
+/// waiting (it cannot be approved), even before a sweep.
+#[tokio::test]
+async fn a_call_past_its_deadline_is_not_listed_as_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let store = open(&dir);
+    let (agent, _) = agent_with(&store, &runs, json!([asks_to_delete()]), |b| {
+        b.approval_deadline(std::time::Duration::from_millis(1))
+    });
+    let outcome = agent.send("s", "Delete my groceries note").await.unwrap();
+    assert_eq!(outcome.pending_approvals().len(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(agent.pending_approvals("s").await.unwrap().is_empty());
+    assert_eq!(agent.expire_approvals().await.unwrap(), 1);
 }

@@ -42,10 +42,28 @@ struct Seen {
     opened_on_summary: Vec<bool>,
     /// Each request's token count, and whether it was refused.
     requests: Vec<(u64, bool)>,
+    /// Each request's arrival (ms since the server's first) and its
+    /// body's hash: a transport's retry sends the same body again.
+    arrivals: Vec<(u128, u64)>,
+    /// Each request: whether it asked for a summary, and was refused.
+    kinds: Vec<(bool, bool)>,
     /// Pairing rules a request broke.
     broken: Vec<String>,
     /// How many messages each request held.
     sizes: Vec<usize>,
+}
+
+impl Seen {
+    /// Each request's count and refusal, a body sent again left out.
+    fn distinct(&self) -> Vec<(u64, bool)> {
+        let mut bodies = std::collections::HashSet::new();
+        self.requests
+            .iter()
+            .zip(&self.arrivals)
+            .filter(|(_, (_, body))| bodies.insert(*body))
+            .map(|(r, _)| *r)
+            .collect()
+    }
 }
 
 struct Provider {
@@ -53,6 +71,7 @@ struct Provider {
     seen: Arc<Mutex<Seen>>,
     /// Refuses without naming a size (as OpenAI's newer wording does).
     sizeless: bool,
+    started: std::time::Instant,
 }
 
 impl Respond for Provider {
@@ -60,6 +79,17 @@ impl Respond for Provider {
         let tokens = count(&request.body);
         let body: Value = serde_json::from_slice(&request.body).expect("a JSON request");
         let mut seen = self.seen.lock().unwrap();
+        {
+            use std::hash::{Hash, Hasher};
+            let t = self.started.elapsed().as_millis();
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            request.body.hash(&mut h);
+            seen.arrivals.push((t, h.finish()));
+        }
+        let summary = body
+            .to_string()
+            .contains("Summarize the conversation below");
+        seen.kinds.push((summary, tokens > LIMIT));
         let messages = body
             .get("messages")
             .or_else(|| body.get("contents"))
@@ -178,6 +208,7 @@ async fn provider_server(name: &'static str, sizeless: bool) -> (MockServer, Arc
             name,
             seen: Arc::clone(&seen),
             sizeless,
+            started: std::time::Instant::now(),
         })
         .mount(&server)
         .await;
@@ -280,15 +311,30 @@ async fn long_session_keeps_running(provider: &'static str) {
     let seen = seen.lock().unwrap();
     assert!(seen.broken.is_empty(), "{provider}: {:?}", seen.broken);
     // One refusal (the whole session, before the window was known), then
-    // every request fits: two a turn.
-    let refused: Vec<u64> = seen.requests.iter().filter(|r| r.1).map(|r| r.0).collect();
-    assert_eq!(refused.len(), 1, "{provider}: {:?}", seen.requests);
+    // every request fits: two a turn. A request sent again with the same
+    // body is the transport's retry of one that failed on the way (a
+    // loaded machine), not another request of the agent's: counted once.
+    let requests = seen.distinct();
+    let refused: Vec<u64> = requests.iter().filter(|r| r.1).map(|r| r.0).collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "{provider}: {:?} {:?}",
+        seen.requests,
+        seen.arrivals
+    );
     assert!(
         refused[0] > 1_000_000,
         "{provider}: the first request was the whole session"
     );
-    let accepted: Vec<u64> = seen.requests.iter().filter(|r| !r.1).map(|r| r.0).collect();
-    assert_eq!(accepted.len(), 2 * TURNS, "{provider}: {:?}", seen.requests);
+    let accepted: Vec<u64> = requests.iter().filter(|r| !r.1).map(|r| r.0).collect();
+    assert_eq!(
+        accepted.len(),
+        2 * TURNS,
+        "{provider}: {:?} {:?}",
+        seen.requests,
+        seen.arrivals
+    );
     assert!(
         accepted.iter().all(|&t| t <= LIMIT),
         "{provider}: {accepted:?}"
@@ -422,10 +468,10 @@ async fn a_turn_larger_than_the_budget_is_not_summarized_step_after_step() {
     assert_eq!(seen.lock().unwrap().summaries, 1);
 }
 
-/// A refusal that names no size guesses a window for the one request
-/// asked again, and keeps nothing: here a picture counted far below what
-/// the provider counts made the guess tiny, and another session's view,
-/// which fits, is still sent whole.
+/// A refusal that names no size bounds its own session's requests only:
+/// here a picture counted far below what the provider counts made the
+/// bound tiny, and another session's view, which fits, is still sent
+/// whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_naming_no_size_does_not_shrink_other_sessions() {
     let (server, seen) = provider_server("openai", true).await;
@@ -473,4 +519,109 @@ async fn a_refusal_naming_no_size_does_not_shrink_other_sessions() {
     assert_eq!(seen.sizes.len(), seen.requests.len());
     let b_first = seen.sizes[seen.sizes.len() - 2];
     assert!(b_first > 300, "session b was sent {b_first} messages");
+}
+
+/// An agent on a loopback provider `name` (sizes named or not), on a
+/// store holding `stored` messages of session `s`.
+async fn agent_on(
+    name: &'static str,
+    sizeless: bool,
+    stored: usize,
+    tweak: impl FnOnce(kesoku::llm::AgentBuilder) -> kesoku::llm::AgentBuilder,
+) -> (Agent, Arc<Mutex<Seen>>, MockServer) {
+    let (server, seen) = provider_server(name, sizeless).await;
+    let llm: Box<dyn Llm> = match name {
+        "anthropic" => Box::new(ClaudeLlm::new("k").with_base_url(server.uri())),
+        _ => Box::new(OpenAiLlm::new("k").with_base_url(server.uri())),
+    };
+    let store = Arc::new(MemoryStore::new());
+    for m in history("s", stored) {
+        store.insert(&m).await.unwrap();
+    }
+    let builder = Agent::builder(llm)
+        .model("m")
+        .registry(registry())
+        .store(store as Arc<dyn Store>)
+        .streaming(false);
+    (tweak(builder).build().unwrap(), seen, server)
+}
+
+/// Refusals that name no size (an unknown model): the turn shrinks its
+/// request until one is accepted, and later turns keep the lesson.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_naming_no_size_shrink_the_request_until_it_fits() {
+    let (agent, seen, _server) = agent_on("openai", true, 6_000, |b| b).await;
+    for turn in 0..3 {
+        let outcome = agent.send("s", &format!("Turn {turn}?")).await.unwrap();
+        assert_eq!(
+            outcome.status,
+            TurnStatus::Completed,
+            "turn {turn}: {:?}",
+            outcome.messages.last()
+        );
+        assert_eq!(outcome.error, None);
+    }
+    let seen = seen.lock().unwrap();
+    let refused = seen.distinct().iter().filter(|r| r.1).count();
+    // The first turn shrinks the whole session (about 300,000 of the
+    // server's tokens) by halves to under 40,000; the later turns start
+    // from what it learnt.
+    assert!((2..=8).contains(&refused), "{:?}", seen.requests);
+    assert!(seen.broken.is_empty(), "{:?}", seen.broken);
+}
+
+/// A running turn that alone passes the window fails with the typed
+/// refusal in its outcome, after the rest of the session was cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_alone_passes_the_window_fails_with_the_typed_refusal() {
+    let (agent, seen, _server) = agent_on("anthropic", false, 200, |b| b).await;
+    let prompt = "Please look again. ".repeat(8_000);
+    let outcome = agent.send("s", &prompt).await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Failed);
+    let Some(kesoku::llm::LlmError::ContextOverflow { limit, .. }) = &outcome.error else {
+        panic!("{:?}", outcome.error);
+    };
+    assert_eq!(*limit, Some(LIMIT));
+    let note = &outcome.messages.last().unwrap().content;
+    assert!(
+        note.contains("no more of the session could be left out"),
+        "{note}"
+    );
+    // The whole session, then the running turn alone: refused twice.
+    let refused = seen
+        .lock()
+        .unwrap()
+        .distinct()
+        .iter()
+        .filter(|r| r.1)
+        .count();
+    assert_eq!(refused, 2);
+}
+
+/// A summary request refused as too long, naming the window, teaches the
+/// window: the summary is asked again within it, not the view sent at the
+/// size that was too large.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_summary_request_teaches_the_window() {
+    let (agent, seen, _server) = agent_on("anthropic", false, 32_000, |b| {
+        b.context_window(200_000).compaction(Compaction::Summarize)
+    })
+    .await;
+    let outcome = agent.send("s", "And now?").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:?}");
+    let seen = seen.lock().unwrap();
+    let first = seen.kinds.first().copied();
+    assert_eq!(
+        first,
+        Some((true, true)),
+        "the first summary request is refused: {:?} {:?}",
+        seen.kinds,
+        seen.requests
+    );
+    assert_eq!(
+        seen.kinds.get(1).map(|k| k.0),
+        Some(true),
+        "then a summary is asked again, within the window learnt: {:?}",
+        seen.kinds
+    );
 }

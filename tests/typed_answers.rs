@@ -478,3 +478,36 @@ async fn an_openai_refusal_ends_the_turn_with_its_text() {
     // Not asked again: a refusal is not a mistake to repair.
     assert_eq!(bodies(&s.server).await.len(), 1);
 }
+
+/// Item 16 of issue 42: an answer cut at the output limit is told so,
+/// in the repair's feedback and in the typed error, not as a JSON error.
+#[tokio::test]
+async fn an_answer_cut_at_the_output_limit_is_told_so() {
+    let cut = json!({
+        "id": "msg_0", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "text", "text": r#"{"customer": "ACME", "lines": [{"cents": 1"#}],
+        "stop_reason": "max_tokens", "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 4096}
+    });
+    let s = setup(Provider::Claude, vec![cut.clone(), cut], 1).await;
+    let error = s.agent.send_as::<Invoice>("s", "Read.").await.unwrap_err();
+    let TypedError::Cut { error: problem, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert!(problem.to_string().contains("not JSON"), "{problem}");
+    assert!(
+        error.to_string().starts_with(
+            "the answer was cut at the output limit (max_tokens) before it was complete"
+        ),
+        "{error}"
+    );
+    // The repair's feedback said why.
+    let bodies = bodies(&s.server).await;
+    assert_eq!(bodies.len(), 2);
+    let feedback = Provider::Claude.last_turn(&bodies[1]);
+    assert!(
+        feedback.contains("cut at the output limit (max_tokens)"),
+        "{feedback}"
+    );
+    assert!(feedback.contains("shorter"), "{feedback}");
+}

@@ -6,7 +6,7 @@ use std::io::IsTerminal as _;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
-use kesoku::agent::{PendingApproval, Verdict};
+use kesoku::agent::{PendingApproval, ResumeError, Verdict};
 use kesoku::llm::{Agent, TurnOutcome, TurnStatus};
 
 use crate::output::{BOLD, DIM, EDITING, say};
@@ -81,8 +81,11 @@ pub(crate) async fn decide_and_resume(
                 .map_err(|e| e.to_string())?;
             say!("{DIM}({said}){DIM:#}");
         }
-        let Some(outcome) = agent.resume(&prompt).await.map_err(|e| e.to_string())? else {
-            break;
+        let outcome = match agent.resume(&prompt).await {
+            Ok(outcome) => outcome,
+            // A serving worker (another process) took it: it ends there.
+            Err(ResumeError::Taken { .. }) => break,
+            Err(e) => return Err(e.to_string()),
         };
         waiting = if outcome.status == TurnStatus::AwaitingApproval {
             outcome.pending_approvals()

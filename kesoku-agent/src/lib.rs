@@ -43,8 +43,8 @@
 //! | `agent::toolset` | the tools, fixed or read live from a registry |
 //! | `agent::retry` | trying again while the store fails for a moment |
 //! | `agent::typed` | typed answers: the shape a prompt asks for, feedback on one that does not fit, [`Typed`], [`TypedError`] |
-//! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`] |
-//! | `agent::approval` | a person in the loop: [`Approval`], how waiting calls and decisions are stored |
+//! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`], [`ResumeError`] |
+//! | `agent::approval` | a person in the loop: [`Approval`], [`Verdict`], [`Decided`], how waiting calls and decisions are stored |
 //! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
 
 mod agent;
@@ -52,6 +52,6 @@ pub mod tools;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Compacted, Compaction,
-    CompactionFuture, CompactionRequest, CompactionStrategy, PendingApproval, TurnOutcome,
-    TurnStatus, Typed, TypedError, Verdict,
+    CompactionFuture, CompactionRequest, CompactionStrategy, Decided, PendingApproval, ResumeError,
+    TurnOutcome, TurnStatus, Typed, TypedError, Verdict,
 };

@@ -299,7 +299,9 @@ type Sizes = (Option<u64>, Option<u64>);
 /// - Anthropic: `prompt is too long: 209353 tokens > 200000 maximum`;
 /// - OpenAI (code `context_length_exceeded`): `This model's maximum
 ///   context length is 8192 tokens. However, your messages resulted in
-///   8227 tokens.` (or `you requested 4120 tokens`);
+///   8227 tokens.` (or `you requested 4120 tokens`), or `Input tokens
+///   exceed the configured limit of 24000 tokens. Your messages resulted
+///   in 45033 tokens.`;
 /// - Gemini (`INVALID_ARGUMENT`): `The input token count (1200293) exceeds
 ///   the maximum number of tokens allowed (1048576).`
 fn overflow(code: Option<&str>, message: &str) -> Option<Sizes> {
@@ -345,7 +347,12 @@ fn overflow(code: Option<&str>, message: &str) -> Option<Sizes> {
     }
     if code == Some("context_length_exceeded") {
         let tokens = number_after("resulted in").or_else(|| number_after("you requested"));
-        return Some((tokens, number_after("maximum context length is")));
+        // Older models name the window, newer ones a configured limit
+        // (`Input tokens exceed the configured limit of 24000 tokens.`).
+        let limit = number_after("maximum context length is")
+            .or_else(|| number_after("configured limit of"))
+            .or_else(|| number_after("limit of"));
+        return Some((tokens, limit));
     }
     None
 }
@@ -397,7 +404,12 @@ mod tests {
     /// one variant holding the sizes it named; other 400s are not.
     #[test]
     fn each_providers_context_refusal_is_an_overflow_with_its_sizes() {
-        let cases: [(&'static str, &[u8], Sizes); 7] = [
+        let cases: [(&'static str, &[u8], Sizes); 8] = [
+            (
+                "OpenAI",
+                br#"{"error":{"message":"Input tokens exceed the configured limit of 24000 tokens. Your messages resulted in 45033 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+                (Some(45_033), Some(24_000)),
+            ),
             (
                 "Claude",
                 br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 209353 tokens > 199999 maximum"}}"#,

@@ -89,6 +89,12 @@ impl ScriptedLlm {
     /// of several agents sharing a store, or one that resumes a turn after
     /// another died) plays the same turn from the same history.
     ///
+    /// Without it, a script counts the calls made in its own process: a
+    /// turn that paused for approval in one process and resumes in another
+    /// (`Agent::resume`, or a worker's `serve`) would start that process's
+    /// copy of the script from its first reply. One script shared by the
+    /// processes of a test needs `per_prompt`.
+    ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// use kesoku_core::{Message, MessageType, Role};

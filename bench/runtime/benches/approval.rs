@@ -99,12 +99,17 @@ fn bench(c: &mut Criterion) {
                     let mid = Instant::now();
                     assert_eq!(paused.status, TurnStatus::AwaitingApproval);
                     let waiting = paused.pending_approvals().remove(0);
-                    assert!(agent.approve(&waiting.id).await.expect("a decision"));
+                    assert!(
+                        agent
+                            .approve(&waiting.id)
+                            .await
+                            .expect("a decision")
+                            .is_ready()
+                    );
                     let done = agent
                         .resume(&waiting.prompt_id)
                         .await
-                        .expect("resumed")
-                        .expect("run here");
+                        .expect("resumed here");
                     assert_eq!(done.answer.as_deref(), Some("Done: deleted 1"));
                     total += if timed_part == 0 {
                         mid - start

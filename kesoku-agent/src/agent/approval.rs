@@ -107,6 +107,10 @@ pub struct PendingApproval {
     pub session_id: String,
     /// The user message whose turn waits for it.
     pub prompt_id: String,
+    /// When the call is denied unless someone decided it first (the
+    /// agent's [`approval_deadline`](super::AgentBuilder::approval_deadline)),
+    /// if it has one.
+    pub deadline: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl PendingApproval {
@@ -126,11 +130,52 @@ impl PendingApproval {
                 .unwrap_or_default(),
             session_id: call.session_id.clone(),
             prompt_id: call.parent_id.clone().unwrap_or_default(),
+            deadline: deadline(call),
         }
     }
 }
 
-/// Why a decision was refused.
+/// What a decision did to its call's turn.
+///
+/// A turn paused on several calls waits until every one is decided; the
+/// decision that completes the set puts the turn back for a worker to run
+/// ([`Agent::serve`](super::Agent::serve), in any process sharing the
+/// store, or [`Agent::resume`](super::Agent::resume)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Decided {
+    /// Other calls of the same turn still wait for a decision.
+    Waiting {
+        /// The user message whose turn waits.
+        prompt_id: String,
+        /// How many of its calls are still undecided.
+        undecided: usize,
+    },
+    /// Every call of the turn is decided: the turn is ready to resume.
+    Ready {
+        /// The user message whose turn resumes.
+        prompt_id: String,
+    },
+}
+
+impl Decided {
+    /// Whether every call of the turn is decided, so the turn can resume.
+    pub fn is_ready(&self) -> bool {
+        matches!(self, Decided::Ready { .. })
+    }
+
+    /// The user message whose turn the call belongs to (what
+    /// [`Agent::resume`](super::Agent::resume) takes).
+    pub fn prompt_id(&self) -> &str {
+        match self {
+            Decided::Waiting { prompt_id, .. } | Decided::Ready { prompt_id } => prompt_id,
+        }
+    }
+}
+
+/// Why a decision was refused. A refusal stores nothing, with one
+/// exception: [`Expired`](ApprovalError::Expired), where the deadline's
+/// denial is stored in place of the decision given (as a sweep would).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ApprovalError {
@@ -154,11 +199,24 @@ pub enum ApprovalError {
         /// Its result's text.
         result: String,
     },
-    /// Its approval deadline passed: it is denied (the model is told so).
+    /// Its approval deadline passed before this decision: the decision
+    /// given is not taken, and the call is denied for the deadline
+    /// instead (that denial is stored, and the model is told; the turn is
+    /// put back once every call is decided, as after any decision).
     #[error("the call `{id}` is denied: its approval deadline passed")]
     Expired {
         /// The id given.
         id: String,
+    },
+    /// The session named holds no tool call with this id (it may be
+    /// another session's: a front end acting for one session's user is
+    /// refused it, and is not told whether it exists elsewhere).
+    #[error("session `{session}` has no tool call `{id}`")]
+    NotInSession {
+        /// The id given.
+        id: String,
+        /// The session given.
+        session: String,
     },
     /// Someone decided it first.
     #[error("the call `{id}` was already {}", if *.approved { "approved" } else { "denied" })]
@@ -179,11 +237,16 @@ pub(crate) fn is_asked(m: &Message) -> bool {
     m.kind == MessageType::ToolCall && m.metadata.get(ASKED).is_some_and(|v| v == "asked")
 }
 
-/// Whether the deadline of the waiting `call` has passed at `now`.
-pub(crate) fn expired(call: &Message, now: chrono::DateTime<chrono::Utc>) -> bool {
+/// The deadline of the waiting `call`, if it has one.
+pub(crate) fn deadline(call: &Message) -> Option<chrono::DateTime<chrono::Utc>> {
     call.meta_str(DEADLINE)
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .is_some_and(|deadline| deadline <= now)
+        .map(|t| t.to_utc())
+}
+
+/// Whether the deadline of the waiting `call` has passed at `now`.
+pub(crate) fn expired(call: &Message, now: chrono::DateTime<chrono::Utc>) -> bool {
+    deadline(call).is_some_and(|deadline| deadline <= now)
 }
 
 /// Where the messages about the waiting `call` begin: after its prompt
@@ -271,11 +334,24 @@ pub(crate) fn denied_result(call: &Message, reason: Option<&str>) -> Message {
     refused_result(call, &why, "denied")
 }
 
-/// The result of a waiting call whose user moved on (a newer prompt).
-pub(crate) fn moved_on_result(call: &Message) -> Message {
+/// The result of a call of an older prompt, whose user moved on (a newer
+/// prompt) before its turn resumed: as decided, if it was (`verdict`),
+/// and it never runs.
+pub(crate) fn moved_on_result(call: &Message, verdict: Option<&Verdict>) -> Message {
     let name = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
-    let why = format!("the call to `{name}` was not approved: the user moved on");
-    refused_result(call, &why, "denied")
+    match verdict {
+        None => {
+            let why = format!("the call to `{name}` was not approved: the user moved on");
+            refused_result(call, &why, "denied")
+        }
+        Some(Verdict::Deny(reason)) => denied_result(call, reason.as_deref()),
+        Some(Verdict::Approve) => {
+            let why = format!(
+                "the call to `{name}` was approved, but did not run: the user moved on to a newer prompt first"
+            );
+            refused_result(call, &why, "interrupted")
+        }
+    }
 }
 
 /// The calls of `prompt` in `history` that wait for a person and have
@@ -298,30 +374,46 @@ pub(crate) fn waiting<'h>(history: &'h [Message], prompt: &str) -> Vec<&'h Messa
 
 /// Puts the paused turn of `prompt` back for any worker to take
 /// (`awaiting_approval` → `pending_agent`) once every call it waits on
-/// is decided (its calls are stored after `after`); whether this call did. Both a decider and the pausing turn
-/// call it after their own write, so whichever comes second finds every
-/// decision and the pause (the store orders the two), and the
-/// conditional update puts it back once.
+/// is decided (its calls are stored after `after`). Both a decider and
+/// the pausing turn call it after their own write, so whichever comes
+/// second finds every decision and the pause (the store orders the two),
+/// and the conditional update puts it back once.
 pub(crate) async fn put_back_if_decided(
     store: &dyn Store,
     session: &str,
     prompt: &str,
     after: Seq,
-) -> Result<bool, StoreError> {
+) -> Result<PutBack, StoreError> {
     let history: Vec<Message> = store
         .history_after(session, after)
         .await?
         .into_iter()
         .map(|(_, m)| m)
         .collect();
+    let mut undecided = 0;
     for call in waiting(&history, prompt) {
         if store.get(&decision_id(&call.id)).await?.is_none() {
-            return Ok(false);
+            undecided += 1;
         }
     }
-    store
-        .transition(prompt, &[Status::AwaitingApproval], Status::PendingAgent)
-        .await
+    let put_back = undecided == 0
+        && store
+            .transition(prompt, &[Status::AwaitingApproval], Status::PendingAgent)
+            .await?;
+    Ok(PutBack {
+        undecided,
+        put_back,
+    })
+}
+
+/// What [`put_back_if_decided`] found and did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PutBack {
+    /// The turn's calls still waiting for a decision.
+    pub(crate) undecided: usize,
+    /// Whether this call put the turn back (else it was not paused, or
+    /// someone else did).
+    pub(crate) put_back: bool,
 }
 
 #[cfg(test)]
@@ -367,9 +459,18 @@ mod tests {
         assert_eq!(r.kind, MessageType::ToolResult);
         assert!(r.content.contains("not approved: keep it"), "{}", r.content);
         assert!(
-            moved_on_result(&call())
+            moved_on_result(&call(), None)
                 .content
-                .contains("the user moved on")
+                .contains("not approved: the user moved on")
+        );
+        let denied = Verdict::Deny(Some("keep it".into()));
+        let r = moved_on_result(&call(), Some(&denied));
+        assert!(r.content.contains("not approved: keep it"), "{}", r.content);
+        let r = moved_on_result(&call(), Some(&Verdict::Approve));
+        assert!(
+            r.content.contains("approved, but did not run"),
+            "{}",
+            r.content
         );
     }
 }

@@ -4,6 +4,8 @@
 //! the calls a user left waiting by moving on to a newer prompt.
 //! What a decision means is `approval.rs`; when to ask is `machine.rs`.
 
+use std::collections::HashMap;
+
 use kesoku_core::store::{Seq, Store};
 use kesoku_core::{GatewayError, Message, MessageType, Status};
 
@@ -75,11 +77,41 @@ pub(crate) async fn decisions(
     Ok(out)
 }
 
+/// The decisions on the waiting calls of `history` that are not
+/// `prompt`'s: calls of an older prompt, left by a user who moved on,
+/// which [`heal`] answers as decided.
+pub(crate) async fn decided_elsewhere(
+    store: &dyn Store,
+    history: &[Message],
+    prompt: &str,
+) -> Result<HashMap<String, Verdict>, AgentError> {
+    let mut out = HashMap::new();
+    for call in orphans(history)
+        .into_iter()
+        .filter(|m| approval::is_asked(m) && m.parent_id.as_deref() != Some(prompt))
+    {
+        let found = store
+            .get(&approval::decision_id(&call.id))
+            .await
+            .map_err(GatewayError::from)?;
+        if let Some(d) = found {
+            out.insert(call.id.clone(), approval::verdict_of(&d));
+        }
+    }
+    Ok(out)
+}
+
 /// The results that heal `history`'s orphaned calls, and the older
 /// prompts whose waiting calls they answer. A call of `prompt` that waits
 /// for a person is its machine's to answer and is left alone; another
-/// prompt's was left by a user who moved on.
-pub(crate) fn heal(history: &[Message], prompt: &str) -> (Vec<Message>, Vec<String>) {
+/// prompt's was left by a user who moved on, and is answered as
+/// `decided` says (undecided, denied with its reason, or approved but
+/// never run).
+pub(crate) fn heal(
+    history: &[Message],
+    prompt: &str,
+    decided: &HashMap<String, Verdict>,
+) -> (Vec<Message>, Vec<String>) {
     let mut moved_on = Vec::new();
     let healed = orphans(history)
         .into_iter()
@@ -87,7 +119,7 @@ pub(crate) fn heal(history: &[Message], prompt: &str) -> (Vec<Message>, Vec<Stri
         .map(|m| {
             if approval::is_asked(m) {
                 moved_on.extend(m.parent_id.clone());
-                approval::moved_on_result(m)
+                approval::moved_on_result(m, decided.get(&m.id))
             } else {
                 healing_result(m)
             }
@@ -97,15 +129,20 @@ pub(crate) fn heal(history: &[Message], prompt: &str) -> (Vec<Message>, Vec<Stri
     (healed, moved_on)
 }
 
-/// Ends the pauses of `prompts`, whose waiting calls were all answered
-/// by [`heal`]: their turns will not resume.
+/// Ends the turns of `prompts`, whose waiting calls were all answered by
+/// [`heal`]: paused, or put back by their decisions but not yet resumed,
+/// they will not run.
 pub(crate) async fn interrupt_moved_on(
     store: &dyn Store,
     prompts: Vec<String>,
 ) -> Result<(), AgentError> {
     for older in prompts {
         store
-            .transition(&older, &[Status::AwaitingApproval], Status::Interrupted)
+            .transition(
+                &older,
+                &[Status::AwaitingApproval, Status::PendingAgent],
+                Status::Interrupted,
+            )
             .await
             .map_err(GatewayError::from)?;
     }

@@ -6,30 +6,83 @@ use kesoku_core::store::StoreError;
 use kesoku_core::{GatewayError, Message, MessageType, Role, Status};
 
 use super::Agent;
-use super::approval::{self, ApprovalError, PendingApproval, Verdict};
+use super::approval::{self, ApprovalError, Decided, PendingApproval, Verdict};
 use super::claim;
-use super::outcome::{AgentError, TurnOutcome};
+use super::outcome::{AgentError, ResumeError, TurnOutcome};
 
 impl Agent {
     /// Decides the call `id` that waits for a person (a
     /// [`PendingApproval`]'s id): approved, it runs when the turn resumes;
     /// denied, its result is an error carrying the reason, which the model
     /// reads. The decision is stored through the gateway, so any process
-    /// sharing the store may give it. Once every waiting call of the step
+    /// sharing the store may give it. Once every waiting call of the turn
     /// is decided, the turn is put back for a worker to take
     /// ([`serve`](Self::serve), here or elsewhere, or
-    /// [`resume`](Self::resume)); returns whether this decision did that.
+    /// [`resume`](Self::resume)), and this says [`Decided::Ready`].
     ///
     /// Refused, with nothing stored, for an unknown id, a message that is
     /// not a waiting call, a call answered already (it ran, or the user
-    /// moved on), and a call decided already (whoever decided first).
-    pub async fn decide(&self, id: &str, verdict: Verdict) -> Result<bool, ApprovalError> {
+    /// moved on), and a call decided already (whoever decided first). Past
+    /// the call's deadline it is refused as
+    /// [`Expired`](ApprovalError::Expired), and the deadline's denial is
+    /// stored instead.
+    ///
+    /// A front end acting for one session's user should use
+    /// [`decide_in`](Self::decide_in), which refuses another session's
+    /// calls.
+    pub async fn decide(&self, id: &str, verdict: Verdict) -> Result<Decided, ApprovalError> {
+        self.decide_call(None, id, verdict).await
+    }
+
+    /// [`decide`](Self::decide), for a call of `session` only: another
+    /// session's call is refused as
+    /// [`NotInSession`](ApprovalError::NotInSession), exactly as an unknown
+    /// id is, so a user cannot decide (or probe for) calls outside their
+    /// session.
+    ///
+    /// ```
+    /// use kesoku::agent::{ApprovalError, Verdict};
+    /// use kesoku::llm::{Agent, ScriptedLlm};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let agent = Agent::builder(ScriptedLlm::from_json(serde_json::json!([])).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// let err = agent.decide_in("s", "no-such-call", Verdict::Approve).await.unwrap_err();
+    /// assert!(matches!(err, ApprovalError::NotInSession { .. }));
+    /// assert_eq!(err.to_string(), "session `s` has no tool call `no-such-call`");
+    /// # });
+    /// ```
+    pub async fn decide_in(
+        &self,
+        session: &str,
+        id: &str,
+        verdict: Verdict,
+    ) -> Result<Decided, ApprovalError> {
+        self.decide_call(Some(session), id, verdict).await
+    }
+
+    async fn decide_call(
+        &self,
+        session: Option<&str>,
+        id: &str,
+        verdict: Verdict,
+    ) -> Result<Decided, ApprovalError> {
         let store = self.shared.gateway.store();
-        let call = store
-            .get(id)
-            .await
-            .map_err(GatewayError::from)?
-            .ok_or_else(|| ApprovalError::Unknown { id: id.to_owned() })?;
+        let call = store.get(id).await.map_err(GatewayError::from)?;
+        let call = match (call, session) {
+            (Some(call), Some(s)) if call.session_id != s => None,
+            (call, _) => call,
+        };
+        let Some(call) = call else {
+            return Err(match session {
+                Some(session) => ApprovalError::NotInSession {
+                    id: id.to_owned(),
+                    session: session.to_owned(),
+                },
+                None => ApprovalError::Unknown { id: id.to_owned() },
+            });
+        };
         if !approval::is_asked(&call) {
             return Err(ApprovalError::NotWaiting { id: id.to_owned() });
         }
@@ -47,12 +100,6 @@ impl Agent {
             .history_after(&call.session_id, after)
             .await
             .map_err(GatewayError::from)?;
-        let expired = approval::expired(&call, chrono::Utc::now());
-        let verdict = if expired {
-            Verdict::Deny(Some(approval::DEADLINE_PASSED.into()))
-        } else {
-            verdict
-        };
         if let Some((_, result)) = history
             .iter()
             .find(|(_, m)| m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(id))
@@ -62,6 +109,12 @@ impl Agent {
                 result: result.content.clone(),
             });
         }
+        let expired = approval::expired(&call, chrono::Utc::now());
+        let verdict = if expired {
+            Verdict::Deny(Some(approval::DEADLINE_PASSED.into()))
+        } else {
+            verdict
+        };
         match self
             .shared
             .gateway
@@ -78,18 +131,25 @@ impl Agent {
             }
             Err(e) => return Err(e.into()),
         }
-        let prompt = call.parent_id.as_deref().unwrap_or_default();
-        let back = approval::put_back_if_decided(&**store, &call.session_id, prompt, after)
+        let prompt = call.parent_id.clone().unwrap_or_default();
+        let found = approval::put_back_if_decided(&**store, &call.session_id, &prompt, after)
             .await
             .map_err(GatewayError::from)?;
-        if back {
+        if found.put_back {
             // This process's `serve` takes it at once.
             self.shared.released.notify_one();
         }
         if expired {
             return Err(ApprovalError::Expired { id: id.to_owned() });
         }
-        Ok(back)
+        Ok(if found.undecided == 0 {
+            Decided::Ready { prompt_id: prompt }
+        } else {
+            Decided::Waiting {
+                prompt_id: prompt,
+                undecided: found.undecided,
+            }
+        })
     }
 
     /// Denies every waiting call whose approval deadline
@@ -136,6 +196,7 @@ impl Agent {
             if approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id, seq)
                 .await
                 .map_err(GatewayError::from)?
+                .put_back
             {
                 self.shared.released.notify_one();
             }
@@ -144,31 +205,56 @@ impl Agent {
     }
 
     /// Approves the waiting call `id`; see [`decide`](Self::decide).
-    pub async fn approve(&self, id: &str) -> Result<bool, ApprovalError> {
+    pub async fn approve(&self, id: &str) -> Result<Decided, ApprovalError> {
         self.decide(id, Verdict::Approve).await
     }
 
     /// Denies the waiting call `id`, with a reason the model reads; see
     /// [`decide`](Self::decide).
-    pub async fn deny(&self, id: &str, reason: Option<&str>) -> Result<bool, ApprovalError> {
+    pub async fn deny(&self, id: &str, reason: Option<&str>) -> Result<Decided, ApprovalError> {
         self.decide(id, Verdict::Deny(reason.map(str::to_owned)))
             .await
     }
 
+    /// Approves the waiting call `id` of `session`; see
+    /// [`decide_in`](Self::decide_in).
+    pub async fn approve_in(&self, session: &str, id: &str) -> Result<Decided, ApprovalError> {
+        self.decide_in(session, id, Verdict::Approve).await
+    }
+
+    /// Denies the waiting call `id` of `session`, with a reason the model
+    /// reads; see [`decide_in`](Self::decide_in).
+    pub async fn deny_in(
+        &self,
+        session: &str,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<Decided, ApprovalError> {
+        self.decide_in(session, id, Verdict::Deny(reason.map(str::to_owned)))
+            .await
+    }
+
     /// The calls of `session_id` that wait for a person's decision, as
-    /// stored (what a front end in any process shows), oldest first.
+    /// stored (what a front end in any process shows), oldest first. A
+    /// call past its deadline is left out: it can no longer be approved,
+    /// and the next sweep ([`expire_approvals`](Self::expire_approvals),
+    /// which [`serve`](Self::serve) runs) denies it.
     pub async fn pending_approvals(
         &self,
         session_id: &str,
     ) -> Result<Vec<PendingApproval>, AgentError> {
         let history = self.shared.gateway.history(session_id).await?;
         let store = self.shared.gateway.store();
+        let now = chrono::Utc::now();
         let mut out = Vec::new();
         let paused = history
             .iter()
             .filter(|m| m.role == Role::User && m.status == Status::AwaitingApproval);
         for prompt in paused {
             for call in approval::waiting(&history, &prompt.id) {
+                if approval::expired(call, now) {
+                    continue;
+                }
                 let decided = store
                     .get(&approval::decision_id(&call.id))
                     .await
@@ -181,28 +267,88 @@ impl Agent {
         Ok(out)
     }
 
-    /// Runs here the turn of `prompt_id` that a decision put back, when no
-    /// worker took it first (for an agent that does not
-    /// [`serve`](Self::serve)); `None` when it is not waiting to be taken.
-    pub async fn resume(&self, prompt_id: &str) -> Result<Option<TurnOutcome>, AgentError> {
+    /// Runs here the turn of `prompt_id` that the decisions put back
+    /// (for an agent that does not [`serve`](Self::serve), or before its
+    /// workers take it). Each case where no turn runs is its own
+    /// [`ResumeError`]: an unknown prompt, decisions still missing, a
+    /// turn that is not waiting (it ended, a newer prompt interrupted it,
+    /// or it is running), and one another worker took first.
+    ///
+    /// In another process than the one that paused, a
+    /// [`ScriptedLlm`](kesoku_llm::ScriptedLlm) must be built
+    /// [`per_prompt`](kesoku_llm::ScriptedLlm::per_prompt), so its script
+    /// follows the prompt whatever process runs it.
+    pub async fn resume(&self, prompt_id: &str) -> Result<TurnOutcome, ResumeError> {
+        self.resume_prompt(None, prompt_id).await
+    }
+
+    /// [`resume`](Self::resume), for a prompt of `session` only: another
+    /// session's is refused as [`ResumeError::Unknown`], as an unknown id
+    /// is.
+    pub async fn resume_in(
+        &self,
+        session: &str,
+        prompt_id: &str,
+    ) -> Result<TurnOutcome, ResumeError> {
+        self.resume_prompt(Some(session), prompt_id).await
+    }
+
+    async fn resume_prompt(
+        &self,
+        session: Option<&str>,
+        prompt_id: &str,
+    ) -> Result<TurnOutcome, ResumeError> {
         let store = self.shared.gateway.store();
-        let Some(prompt) = store.get(prompt_id).await.map_err(GatewayError::from)? else {
-            return Ok(None);
+        let unknown = || ResumeError::Unknown {
+            prompt: prompt_id.to_owned(),
+            session: session.map(str::to_owned),
         };
-        if prompt.status != Status::PendingAgent || prompt.role != Role::User {
-            return Ok(None);
-        }
-        let seq = store
-            .history_after(&prompt.session_id, 0)
+        let prompt = store
+            .get(prompt_id)
             .await
             .map_err(GatewayError::from)?
-            .into_iter()
+            .filter(|p| p.role == Role::User && session.is_none_or(|s| p.session_id == s))
+            .ok_or_else(unknown)?;
+        let history = store
+            .history_after(&prompt.session_id, 0)
+            .await
+            .map_err(GatewayError::from)?;
+        let Some(seq) = history
+            .iter()
             .find(|(_, m)| m.id == prompt.id)
-            .map(|(seq, _)| seq);
-        let Some(seq) = seq else { return Ok(None) };
+            .map(|(seq, _)| *seq)
+        else {
+            return Err(unknown());
+        };
+        match prompt.status {
+            Status::PendingAgent => {}
+            // Decided, but not put back (its decider failed between its
+            // two writes): put back here, as a sweep would.
+            Status::AwaitingApproval => {
+                let found =
+                    approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id, seq)
+                        .await
+                        .map_err(GatewayError::from)?;
+                if found.undecided > 0 {
+                    return Err(ResumeError::Undecided {
+                        prompt: prompt.id,
+                        undecided: found.undecided,
+                    });
+                }
+            }
+            status => {
+                return Err(ResumeError::NotWaiting {
+                    prompt: prompt.id,
+                    status,
+                });
+            }
+        }
         self.shared
             .sessions
             .saw_user_message(&prompt.session_id, seq);
-        claim::take(&self.shared, prompt, seq).await
+        let id = prompt.id.clone();
+        claim::take(&self.shared, prompt, seq)
+            .await?
+            .ok_or(ResumeError::Taken { prompt: id })
     }
 }

@@ -2,13 +2,14 @@
 //! each model call the view is compacted when its estimate passes
 //! [`COMPACT_AT`] of the window (after the room the reply needs), by the
 //! agent's [`Compaction`]; after the provider refused one as too long, it
-//! learns the window and the count, and compacts once more. `run.rs`
+//! learns what the refusal says of the window, and compacts again, until
+//! a request is accepted or nothing but the running turn is left. `run.rs`
 //! posts the summary a compaction made, and asks.
 
 use std::sync::atomic::Ordering;
 
 use kesoku_core::{Message, MessageType, Role, Status, keys};
-use kesoku_llm::{AssistantTurn, ToolDeclaration};
+use kesoku_llm::{AssistantTurn, LlmError, ToolDeclaration};
 
 use super::compaction::{
     self, COMPACT_AT, COMPACT_TO, Compacted, Compaction, CompactionRequest, CompactionStrategy,
@@ -41,40 +42,58 @@ fn window(shared: &Shared) -> Option<u64> {
     }
 }
 
+/// What [`fit`] did to the view.
+#[derive(Debug)]
+pub(crate) enum Fitted {
+    /// Nothing was cut: it fits, or nothing more can be cut (the running
+    /// turn alone, and the session's leading system messages, are left).
+    Unchanged,
+    /// Older turns were cut, with the summary to post if the strategy
+    /// made one.
+    Compacted(Option<Message>),
+}
+
+/// The most tokens a request of `view` may hold: the window less the
+/// reply's room, bounded by what size-less refusals taught this session.
+fn usable(shared: &Shared, view: &View) -> Option<u64> {
+    let window = window(shared).map(|w| w.saturating_sub(u64::from(shared.options.max_tokens)));
+    match (window, view.ceiling()) {
+        (Some(w), Some(c)) => Some(w.min(c)),
+        (w, c) => w.or(c),
+    }
+}
+
 /// Compacts `view` if a request of it and `overhead` would pass
 /// [`COMPACT_AT`] of the window, or at once when `force`d (after a
-/// refusal; with `guess`, a window for this request alone when the
-/// refusal named no size); the summary to post, if the strategy made
-/// one. The turn of `prompt` is kept whole.
+/// refusal). The turn of `prompt` is kept whole.
 pub(crate) async fn fit(
     shared: &Shared,
     view: &mut View,
     prompt: &Message,
     overhead: u64,
     force: bool,
-    guess: Option<u64>,
-) -> Option<Message> {
+) -> Fitted {
     let strategy: &dyn CompactionStrategy = match &shared.compaction {
-        Compaction::Off => return None,
+        Compaction::Off => return Fitted::Unchanged,
         Compaction::DropOldestTurns => &DropOldest,
         Compaction::Summarize => &Summarize,
         Compaction::Custom(strategy) => &**strategy,
     };
-    let window = match (window(shared), guess) {
-        (Some(known), Some(guess)) => Some(known.min(guess)),
-        (known, guess) => known.or(guess),
+    let Some(usable) = usable(shared, view) else {
+        return Fitted::Unchanged;
     };
-    let usable = window?.saturating_sub(u64::from(shared.options.max_tokens));
     let (estimate, _) = view.estimate(overhead);
     if !force && share(estimate) <= share(usable) * COMPACT_AT {
-        return None;
+        return Fitted::Unchanged;
     }
-    let current = view.messages.iter().rposition(|m| m.id == prompt.id)?;
+    let Some(current) = view.messages.iter().rposition(|m| m.id == prompt.id) else {
+        return Fitted::Unchanged;
+    };
     let turns = compaction::turn_starts(&view.messages, current);
     let tokens = view.estimates();
     let (overhead, _) = View::default().estimate(overhead);
-    let target = truncate(share(usable) * COMPACT_TO).saturating_sub(overhead);
-    let request = CompactionRequest {
+    let target = |usable: u64| truncate(share(usable) * COMPACT_TO).saturating_sub(overhead);
+    let request = |target| CompactionRequest {
         session: &prompt.session_id,
         messages: &view.messages,
         tokens: &tokens,
@@ -83,11 +102,25 @@ pub(crate) async fn fit(
         llm: &*shared.llm,
         options: &shared.options,
     };
-    let chosen = match strategy.compact(request).await {
+    let mut chosen = strategy.compact(request(target(usable))).await;
+    // A summary request refused as too long, naming the window: learnt,
+    // and the strategy asked once more within it (else the view would be
+    // cut by the window that was too large, and refused in turn).
+    if let Err(LlmError::ContextOverflow {
+        limit: Some(limit), ..
+    }) = &chosen
+    {
+        learn_limit(shared, *limit);
+        if let Some(smaller) = usable_within(shared, view, usable) {
+            chosen = strategy.compact(request(target(smaller))).await;
+        }
+    }
+    let usable = usable_within(shared, view, usable).unwrap_or(usable);
+    let chosen = match chosen {
         Ok(chosen) => chosen,
         Err(e) => {
             tracing::warn!(error = %e, "compacting the view failed; its oldest turns are dropped instead");
-            Compacted::keep_from(request.keep_fitting(target))
+            Compacted::keep_from(request(target(usable)).keep_fitting(target(usable)))
         }
     };
     // At a turn's start, so no call is parted from its result.
@@ -102,7 +135,7 @@ pub(crate) async fn fit(
     // after step, when the running turn alone passes the budget.
     let first = lead + usize::from(view.messages.get(lead).is_some_and(compaction::is_summary));
     if keep_from <= first {
-        return None;
+        return Fitted::Unchanged;
     }
     tracing::info!(
         session = %prompt.session_id,
@@ -132,40 +165,54 @@ pub(crate) async fn fit(
         m
     });
     view.compact(keep_from, summary.clone());
-    summary
+    Fitted::Compacted(summary)
 }
 
-/// What a refusal of the request as too long teaches. A size it named
-/// (the limit, else a little under the request's) is the model's window,
-/// for every session of the agent; how the estimate compares with the
-/// provider's count calibrates this one's. With no size named, a guess a
-/// little under the estimate, for the one request asked again: returned,
-/// not kept, so one odd refusal cannot shrink every session's view.
+/// The usable tokens now known, if less than `was`.
+fn usable_within(shared: &Shared, view: &View, was: u64) -> Option<u64> {
+    usable(shared, view).filter(|&now| now < was)
+}
+
+/// A window a refusal named: kept for every session of the agent (it is
+/// the model's), never raised.
+fn learn_limit(shared: &Shared, limit: u64) {
+    let learned = limit.saturating_add(u64::from(shared.options.max_tokens));
+    let _ = shared
+        .learned_window
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
+            Some(if was == 0 { learned } else { was.min(learned) })
+        });
+}
+
+/// What a refusal of a request (estimated at `raw`, uncalibrated) as too
+/// long teaches:
+/// - a window it named is the model's, for every session of the agent;
+/// - a count it named is the provider's for that request: the window is
+///   below it (for every session too), and the estimate is calibrated by
+///   it;
+/// - with neither, the window is below that request as estimated: kept
+///   for this session's view only (another session's estimate may err
+///   differently, an image's say, so one odd refusal does not shrink
+///   every session's view).
 pub(crate) fn learn(
     shared: &Shared,
     view: &mut View,
     raw: u64,
     tokens: Option<u64>,
     limit: Option<u64>,
-) -> Option<u64> {
-    let room = u64::from(shared.options.max_tokens);
-    let Some(named) = limit.or_else(|| tokens.map(|t| t / 10 * 9)) else {
-        let (estimate, _) = view.estimate(0);
-        return Some((estimate / 10 * 8).saturating_add(room));
-    };
-    let learned = named.saturating_add(room);
-    let _ = shared
-        .learned_window
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
-            Some(if was == 0 { learned } else { was.min(learned) })
-        });
+) {
+    if let Some(limit) = limit {
+        learn_limit(shared, limit);
+    } else if let Some(tokens) = tokens {
+        learn_limit(shared, tokens.saturating_sub(1));
+    }
     if let Some(tokens) = tokens
         && raw > 0
     {
         #[allow(clippy::cast_precision_loss)] // Token counts, far below 2^52.
         view.calibrate(tokens as f64 / raw as f64);
     }
-    None
+    view.refused(raw);
 }
 
 /// Stores the request's uncalibrated estimate with a reply that has the

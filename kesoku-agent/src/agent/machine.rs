@@ -105,6 +105,8 @@ pub(crate) struct Finish {
     pub(crate) status: TurnStatus,
     pub(crate) answer: Option<String>,
     pub(crate) settle: Status,
+    /// The model call's error that failed the turn.
+    pub(crate) error: Option<LlmError>,
 }
 
 impl Finish {
@@ -113,6 +115,7 @@ impl Finish {
             status,
             answer,
             settle,
+            error: None,
         }
     }
 
@@ -184,9 +187,9 @@ impl Machine {
         // A rejected answer whose feedback was never stored (its worker
         // stopped between the two posts) is not the answer: the feedback
         // now, and the try it gives.
-        if let Some(error) = machine.rejected(history) {
+        if let Some((error, cut)) = machine.rejected(history) {
             machine.repairs -= 1;
-            let note = machine.feedback(&error);
+            let note = machine.feedback(&error, cut);
             return machine.next_step(vec![note]);
         }
         if let Some(finish) = machine.answered(history) {
@@ -244,19 +247,24 @@ impl Machine {
     }
 
     /// What is wrong with the typed answer `history` ends on, when the
-    /// model has tries left to fix it.
-    fn rejected(&self, history: &[Message]) -> Option<OutputError> {
+    /// model has tries left to fix it; and whether the output limit cut
+    /// it short.
+    fn rejected(&self, history: &[Message]) -> Option<(OutputError, bool)> {
         let output = self.output.as_ref().filter(|_| self.repairs > 0)?;
         let last = self.last_answer(history)?;
         let rejected = last.role == Role::Assistant
             && last.kind == MessageType::Text
             && last.metadata.contains_key(typed::REJECTED);
-        rejected.then(|| output.read(&last.content).err()).flatten()
+        let cut = last.metadata.get(typed::CUT).is_some_and(|v| v == true);
+        let error = rejected
+            .then(|| output.read(&last.content).err())
+            .flatten()?;
+        Some((error, cut))
     }
 
     /// The feedback on an answer that does not fit, read as the user's turn.
-    fn feedback(&self, error: &OutputError) -> Message {
-        let mut note = self.note(Role::System, typed::feedback(error), Status::Responded);
+    fn feedback(&self, error: &OutputError, cut: bool) -> Message {
+        let mut note = self.note(Role::System, typed::feedback(error, cut), Status::Responded);
         note.metadata.insert(keys::FEEDBACK.into(), true.into());
         note
     }
@@ -353,12 +361,20 @@ impl Ask {
             // A refusal stands: asking again would not change it, and the
             // caller reads it in the error's text.
             let refused = turn.stop_reason == StopReason::Refusal;
+            let cut = turn.stop_reason == StopReason::MaxTokens;
             // The answer is posted as it came (provider fields kept), for
-            // the user to take: `pending`.
+            // the user to take: `pending`; marked when the output limit
+            // cut it short.
             let answer = turn
                 .text_message
                 .filter(|m| !m.content.trim().is_empty())
-                .map(|m| machine.answering(*m, Status::Pending));
+                .map(|m| {
+                    let mut m = machine.answering(*m, Status::Pending);
+                    if cut {
+                        m.metadata.insert(typed::CUT.into(), true.into());
+                    }
+                    m
+                });
             // A typed answer that does not fit is kept, and the model is
             // told what is wrong, while it has tries and steps left (at
             // the last step the answer stands, for the caller to see why).
@@ -372,7 +388,7 @@ impl Ask {
                 let mut given = answer.unwrap_or_else(|| unreachable!("matched above"));
                 given.status = Status::Responded;
                 given.metadata.insert(typed::REJECTED.into(), true.into());
-                let note = machine.feedback(&error);
+                let note = machine.feedback(&error, cut);
                 return machine.next_step(vec![given, note]);
             }
             let text = answer.as_ref().map(|m| m.content.clone());
@@ -440,20 +456,19 @@ impl Ask {
         let text = if matches!(error, LlmError::ContextOverflow { .. }) {
             // The same request would be refused again: say what to change.
             format!(
-                "The session no longer fits the model's context window, even compacted, so this \
-                 turn stopped: {error}. Set the agent's context window \
-                 (AgentBuilder::context_window) below the model's, or its compaction \
-                 (AgentBuilder::compaction), or continue in a new session."
+                "The model refused the request as longer than its context window ({error}), and \
+                 no more of the session could be left out of it (the running turn is always \
+                 sent whole), so this turn stopped. Send a shorter prompt, set the agent's \
+                 compaction (AgentBuilder::compaction) if it is off, or continue in a new session."
             )
         } else {
             format!("The model call failed, so this turn stopped: {error}")
         };
         let mut m = self.0.note(Role::Assistant, text, Status::Pending);
         m.metadata.insert("error".into(), error.to_string().into());
-        Decision::finish(
-            vec![m],
-            Finish::new(TurnStatus::Failed, None, Status::Error),
-        )
+        let mut finish = Finish::new(TurnStatus::Failed, None, Status::Error);
+        finish.error = Some(error.clone());
+        Decision::finish(vec![m], finish)
     }
 
     /// A newer user message of the session came first: the turn stops,

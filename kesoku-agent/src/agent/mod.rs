@@ -42,12 +42,12 @@ use kesoku_core::store::Seq;
 use kesoku_core::{Message, MessageType, Role, Status};
 use tokio::task::JoinSet;
 
-pub use approval::{Approval, ApprovalCheck, ApprovalError, PendingApproval, Verdict};
+pub use approval::{Approval, ApprovalCheck, ApprovalError, Decided, PendingApproval, Verdict};
 pub use builder::AgentBuilder;
 pub use compaction::{
     Compacted, Compaction, CompactionFuture, CompactionRequest, CompactionStrategy,
 };
-pub use outcome::{AgentError, TurnOutcome, TurnStatus};
+pub use outcome::{AgentError, ResumeError, TurnOutcome, TurnStatus};
 use shared::Shared;
 pub use typed::{Typed, TypedError};
 

@@ -2,7 +2,7 @@
 //! store), and why an agent call failed
 //! ([`AgentError`]).
 
-use kesoku_core::{GatewayError, Message, MessageType, Role};
+use kesoku_core::{GatewayError, Message, MessageType, Role, Status};
 
 use super::approval::{self, PendingApproval};
 
@@ -43,6 +43,13 @@ pub struct TurnOutcome {
     /// model's texts, its tool calls, their results, and the final answer
     /// or the note that ended the turn.
     pub messages: Vec<Message>,
+    /// Why the turn [`Failed`](TurnStatus::Failed), when a model call
+    /// failed it here: the backend's typed error
+    /// ([`LlmError::ContextOverflow`](kesoku_llm::LlmError::ContextOverflow)
+    /// for a request the model refused as too long, say). `None` for a
+    /// turn that did not fail, or one read back from the store (its note's
+    /// metadata holds the error's text).
+    pub error: Option<kesoku_llm::LlmError>,
 }
 
 impl TurnOutcome {
@@ -104,6 +111,60 @@ pub enum AgentError {
     },
 }
 
+/// Why [`Agent::resume`](super::Agent::resume) ran no turn: each case a
+/// front end shows differently.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// No user message has this id (in the session given, with
+    /// [`Agent::resume_in`](super::Agent::resume_in)).
+    #[error("no prompt `{prompt}` is stored{}", in_session(.session.as_deref()))]
+    Unknown {
+        /// The id given.
+        prompt: String,
+        /// The session given, if one was.
+        session: Option<String>,
+    },
+    /// Its turn still waits for a person's decision on some calls.
+    #[error("the turn of prompt `{prompt}` still waits for {undecided} decision(s)")]
+    Undecided {
+        /// The id given.
+        prompt: String,
+        /// How many of its calls are undecided.
+        undecided: usize,
+    },
+    /// Its turn is not waiting to be taken: it ended (`processed`,
+    /// `error`), a newer prompt interrupted it (`interrupted`), or a worker
+    /// is running it (`processing`).
+    #[error("the turn of prompt `{prompt}` is not waiting to resume: the prompt is {status:?}")]
+    NotWaiting {
+        /// The id given.
+        prompt: String,
+        /// The prompt's status.
+        status: Status,
+    },
+    /// Another worker took the turn first (a [`serve`](super::Agent::serve)
+    /// here or in another process): it runs there.
+    #[error("the turn of prompt `{prompt}` was taken by another worker")]
+    Taken {
+        /// The id given.
+        prompt: String,
+    },
+    /// The turn could not run (the store failed, say).
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+}
+
+fn in_session(session: Option<&str>) -> String {
+    session.map_or_else(String::new, |s| format!(" in session `{s}`"))
+}
+
+impl From<GatewayError> for ResumeError {
+    fn from(e: GatewayError) -> Self {
+        ResumeError::Agent(e.into())
+    }
+}
+
 /// The outcome of a turn as the store holds it: the messages that answer
 /// the user message (and the results of their calls), for a `send` whose
 /// message another agent took.
@@ -133,5 +194,6 @@ pub(crate) fn outcome_from_history(
         status,
         answer,
         messages,
+        error: None,
     }
 }

@@ -127,5 +127,6 @@ pub(crate) async fn end_panicked(
         status: TurnStatus::Failed,
         answer: None,
         messages: posted,
+        error: None,
     })
 }

@@ -23,7 +23,7 @@ use kesoku_core::{Delta, DeltaKind};
 use super::approval::{self, ApprovalCheck, Verdict};
 use super::approved::{self, Begun};
 use super::compaction::Compaction;
-use super::fit;
+use super::fit::{self, Fitted};
 use super::machine::{Call, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{SETTLED_FROM, post, post_again, settle, whole};
@@ -35,6 +35,10 @@ use super::view::View;
 use super::workspace::workspace;
 use kesoku_llm::StreamEvent;
 use kesoku_llm::ToolDeclaration;
+
+/// The most refusals as too long one model call takes before it fails
+/// (each round at least halves the request).
+const MAX_REFUSALS: usize = 24;
 
 /// How a turn ends, as its lease keeper (`claim.rs`) needs to know: once
 /// the turn's last write is on its way, that write releases the lease,
@@ -325,7 +329,8 @@ impl Turn<'_> {
         if !view.has_orphans() {
             return Ok(view);
         }
-        let (healed, moved_on) = approved::heal(&view.messages, &self.user.id);
+        let decided = approved::decided_elsewhere(&**store, &view.messages, &self.user.id).await?;
+        let (healed, moved_on) = approved::heal(&view.messages, &self.user.id, &decided);
         if healed.is_empty() {
             return Ok(view);
         }
@@ -380,28 +385,37 @@ impl Turn<'_> {
     }
 
     /// One model call on the view, compacted first when it passes its
-    /// budget; once more, compacted at once, after the provider refused
-    /// it as too long. `None` when a newer user message arrived first.
+    /// budget; after the provider refused it as too long, compacted again
+    /// by what the refusal taught, and asked again, until a request is
+    /// accepted or nothing more can be cut (the refusal is then the
+    /// call's error). `None` when a newer user message arrived first.
     async fn ask_fitted(
         &mut self,
         view: &mut View,
         step: usize,
     ) -> Result<Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>>, AgentError> {
         let overhead = self.overhead;
-        let mut forced = false;
-        let mut guess = None;
-        loop {
+        let mut refused = None;
+        for _ in 0..MAX_REFUSALS {
             // A summary is a model call: a newer prompt interrupts it too
             // (the view is changed only once it is made).
             let fitted = tokio::select! {
                 biased;
                 () = self.slot.newer_than(self.seq) => return Ok(None),
-                fitted = fit::fit(self.shared, view, &self.user, overhead, forced, guess) => fitted,
+                fitted = fit::fit(self.shared, view, &self.user, overhead, refused.is_some()) => fitted,
             };
-            if let Some(summary) = fitted {
+            match fitted {
                 // Stored, not part of the turn's answer (as a turn read
                 // back from the store shows it).
-                post(self.shared, self.holder, &summary).await?;
+                Fitted::Compacted(Some(summary)) => {
+                    post(self.shared, self.holder, &summary).await?;
+                }
+                Fitted::Compacted(None) => {}
+                Fitted::Unchanged => {
+                    if let Some(e) = refused {
+                        return Ok(Some(Err(e)));
+                    }
+                }
             }
             let (_, raw) = view.estimate(overhead);
             match self.ask(&view.messages, step).await {
@@ -409,20 +423,21 @@ impl Turn<'_> {
                     fit::stamp(&mut reply, raw);
                     return Ok(Some(Ok(reply)));
                 }
-                Some(Err(kesoku_llm::LlmError::ContextOverflow { tokens, limit, .. }))
-                    if !forced && !matches!(self.shared.compaction, Compaction::Off) =>
+                Some(Err(e @ kesoku_llm::LlmError::ContextOverflow { tokens, limit, .. }))
+                    if !matches!(self.shared.compaction, Compaction::Off) =>
                 {
                     tracing::warn!(
                         ?tokens,
                         ?limit,
                         "the model refused the request as too long; compacting and asking again"
                     );
-                    guess = fit::learn(self.shared, view, raw, tokens, limit);
-                    forced = true;
+                    fit::learn(self.shared, view, raw, tokens, limit);
+                    refused = Some(e);
                 }
                 other => return Ok(other),
             }
         }
+        Ok(refused.map(Err))
     }
 
     /// One model call; `None` when a newer user message arrived first (the
@@ -559,6 +574,7 @@ impl Turn<'_> {
             status,
             answer,
             messages: std::mem::take(&mut self.posted),
+            error: None,
         }
     }
 
@@ -632,14 +648,16 @@ impl Turn<'_> {
             )
             .await
             {
-                Ok(true) => shared.released.notify_one(),
-                Ok(false) => {}
+                Ok(found) if found.put_back => shared.released.notify_one(),
+                Ok(_) => {}
                 Err(e) => tracing::warn!(
                     error = %e,
                     "could not check the decisions of a paused turn; the next decision will"
                 ),
             }
         }
-        Ok(self.outcome(finish.status, finish.answer))
+        let mut outcome = self.outcome(finish.status, finish.answer);
+        outcome.error = finish.error;
+        Ok(outcome)
     }
 }

@@ -3,7 +3,7 @@
 //! worker runs the turn asks for the same), the feedback the model gets
 //! when its answer does not fit, and what `send_as` gives back.
 
-use kesoku_core::{Message, OutputError, OutputSchema, keys};
+use kesoku_core::{Message, MessageType, OutputError, OutputSchema, Role, keys};
 use serde_json::{Value, json};
 
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
@@ -11,6 +11,9 @@ use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 /// Marks an answer that did not fit and was sent back: not the turn's
 /// answer, whatever follows it.
 pub(crate) const REJECTED: &str = "rejected";
+/// The metadata key marking an answer the model's output limit cut short
+/// (stop reason `max_tokens`).
+pub(crate) const CUT: &str = "cut_at_output_limit";
 
 /// Where the prompt keeps how many more answers the model may give after
 /// one that does not fit.
@@ -54,8 +57,17 @@ pub(crate) fn is_feedback(m: &Message) -> bool {
     m.metadata.contains_key(keys::FEEDBACK)
 }
 
-/// What the model is told after an answer that did not fit.
-pub(crate) fn feedback(error: &OutputError) -> String {
+/// What the model is told after an answer that did not fit; `cut` when
+/// its output limit cut it short (the parse error then says only that it
+/// ended early, which is not the model's mistake to fix).
+pub(crate) fn feedback(error: &OutputError, cut: bool) -> String {
+    if cut {
+        return format!(
+            "Your answer was cut at the output limit (max_tokens) before it was complete, so it \
+             is not the whole JSON value ({error}).\n\nAnswer again with only the JSON value, \
+             shorter, so that it fits."
+        );
+    }
     format!(
         "{error}\n\nAnswer again with only the JSON value, fixing {}.",
         if error.errors.len() == 1 {
@@ -104,6 +116,16 @@ pub enum TypedError {
         /// The turn.
         outcome: Box<TurnOutcome>,
     },
+    /// The last answer was cut at the model's output limit (its stop
+    /// reason was `max_tokens`) before it was whole, after every repair:
+    /// raise the agent's `max_tokens`, or ask for less.
+    #[error("the answer was cut at the output limit (max_tokens) before it was complete: {error}")]
+    Cut {
+        /// The answer as far as it came, and why it does not read.
+        error: OutputError,
+        /// The turn.
+        outcome: Box<TurnOutcome>,
+    },
 }
 
 impl TurnOutcome {
@@ -134,11 +156,19 @@ impl TurnOutcome {
         else {
             return Err(TypedError::NoAnswer(Box::new(self.clone())));
         };
-        OutputSchema::of::<T>()
-            .read_as(answer)
-            .map_err(|error| TypedError::Invalid {
-                error,
-                outcome: Box::new(self.clone()),
-            })
+        let cut = self
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && m.kind == MessageType::Text)
+            .is_some_and(|m| m.metadata.get(CUT).is_some_and(|v| v == true));
+        OutputSchema::of::<T>().read_as(answer).map_err(|error| {
+            let outcome = Box::new(self.clone());
+            if cut {
+                TypedError::Cut { error, outcome }
+            } else {
+                TypedError::Invalid { error, outcome }
+            }
+        })
     }
 }

@@ -114,6 +114,10 @@ pub(crate) struct View {
     tokens: u64,
     /// The latest reply's count over its estimate.
     calibration: Option<f64>,
+    /// The smallest request of this view the provider refused as too long
+    /// without naming the window, as estimated (uncalibrated): the window
+    /// is below it, for this session's later requests too.
+    ceiling: Option<u64>,
     /// Where the running turn's own posts start: they are dropped when it
     /// ends, and the next turn reads them back from the store, unless the
     /// turn knows nothing else was stored between them (`run.rs`).
@@ -186,6 +190,19 @@ impl View {
     /// Sets the ratio of the provider's count to the estimate.
     pub(crate) fn calibrate(&mut self, ratio: f64) {
         self.calibration = Some(ratio.clamp(0.25, 4.0));
+    }
+
+    /// Notes that a request estimated at `raw` (uncalibrated) was refused
+    /// as too long.
+    pub(crate) fn refused(&mut self, raw: u64) {
+        self.ceiling = Some(self.ceiling.map_or(raw, |c| c.min(raw)));
+    }
+
+    /// The most a request of this view may hold, calibrated, as refusals
+    /// naming no window taught: a little under the smallest refused.
+    pub(crate) fn ceiling(&self) -> Option<u64> {
+        self.ceiling
+            .map(|raw| scaled(raw, self.ratio()).saturating_sub(1))
     }
 
     /// The latest count over its estimate (1 before any).
