@@ -280,7 +280,9 @@ fn a_failed_model_call_fails_the_turn_with_a_note_naming_the_error() {
     let ask = start(5);
     let prompt_id = prompt_id_of(&ask);
     let (post, finish) = finished(ask.failed(&error));
-    assert_eq!(finish, Finish::new(TurnStatus::Failed, None, Status::Error));
+    let mut failed = Finish::new(TurnStatus::Failed, None, Status::Error);
+    failed.error = Some(error.clone());
+    assert_eq!(finish, failed, "the typed cause is kept for the outcome");
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].role, Role::Assistant);
     assert_eq!(post[0].parent_id.as_deref(), Some(prompt_id.as_str()));
@@ -297,17 +299,22 @@ fn a_context_overflow_fails_the_turn_saying_what_to_change() {
         message: "prompt is too long: 209353 tokens > 200000 maximum".into(),
     };
     let (post, finish) = finished(start(5).failed(&error));
-    assert_eq!(finish, Finish::new(TurnStatus::Failed, None, Status::Error));
+    assert_eq!(finish.status, TurnStatus::Failed);
+    assert_eq!(finish.error.as_ref(), Some(&error));
     let text = &post[0].content;
     assert!(
-        text.contains("no longer fits the model's context window"),
+        text.contains("refused the request as longer than its context window"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no more of the session could be left out"),
         "{text}"
     );
     assert!(
         text.contains("209353 tokens, over its limit of 200000"),
         "{text}"
     );
-    assert!(text.contains("AgentBuilder::context_window"), "{text}");
+    assert!(text.contains("AgentBuilder::compaction"), "{text}");
     assert_eq!(post[0].metadata["error"], error.to_string());
 }
 
