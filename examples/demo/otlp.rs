@@ -70,8 +70,8 @@ where
     if url.is_none() && !endpoint_in_env() {
         return Ok((None, Exporting::default()));
     }
-    // An https collector needs the same TLS provider as the backends.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // The exporters' reqwest is built without a TLS provider, as kesoku's.
+    kesoku::llm::install_crypto_provider();
     let mut spans = SpanExporter::builder().with_http();
     let mut metrics = MetricExporter::builder().with_http();
     if let Some(url) = url {
