@@ -261,10 +261,11 @@ fn a_tool_on_an_mcp_server_in_another_process_is_in_the_agent_s_trace() {
     let remote = runtime.block_on(async {
         let collector = collector().await;
         let mut server = tokio::process::Command::new(example("mcp_server"));
+        // The batch exporter's default delay (five seconds): the server's
+        // spans are still queued when the turn ends.
         server
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.uri())
-            // Export each batch at once, not every five seconds.
-            .env("OTEL_BSP_SCHEDULE_DELAY", "20");
+            .env_remove("OTEL_BSP_SCHEDULE_DELAY");
         let client = McpClient::stdio(server).await.unwrap();
         let mut tools = kesoku::ToolRegistry::new();
         client
@@ -280,19 +281,17 @@ fn a_tool_on_an_mcp_server_in_another_process_is_in_the_agent_s_trace() {
         let agent = Agent::builder(model).registry(tools).build().unwrap();
         let outcome = agent.send("s1", "Add 2 and 40.").await.unwrap();
         assert_eq!(outcome.answer.as_deref(), Some("42"));
-        // The server exports on its own schedule: wait for its spans (the
-        // client's drop kills the process).
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let spans = spans(&collector).await;
-            let done = ["tools/call calculate_sum", "execute_tool calculate_sum"]
-                .iter()
-                .all(|name| spans.iter().any(|r| r.span.name == *name));
-            if done || Instant::now() > deadline {
-                break spans;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // Shut down, the server flushes its spans as it exits (its stdin
+        // closed): they are at the collector once this returns, well
+        // before its exporter's delay would have sent them.
+        let asked = Instant::now();
+        client.shutdown(McpClient::CLOSE_GRACE).await.unwrap();
+        assert!(
+            asked.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            asked.elapsed()
+        );
+        spans(&collector).await
     });
     provider.force_flush().unwrap();
     let local = local.get_finished_spans().unwrap();
@@ -329,5 +328,96 @@ fn a_tool_on_an_mcp_server_in_another_process_is_in_the_agent_s_trace() {
     assert_eq!(
         call.attribute("mcp.method.name").as_deref(),
         Some("tools/call")
+    );
+}
+
+/// The demo against a provider (Claude, streaming, on loopback) with
+/// `--otlp` given the traces URL itself and `OTEL_SERVICE_NAME` set: its
+/// spans reach `/v1/traces` under that service name, and carry no span
+/// event of a dependency's (hyper logs 8 debug events a model call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_exports_kesoku_s_spans_to_a_full_url_as_its_named_service() {
+    let collector = collector().await;
+    let provider = MockServer::start().await;
+    let sse = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/kesoku-llm/tests/fixtures/anthropic/stream/cached.sse"
+    ))
+    .unwrap();
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(sse),
+        )
+        .mount(&provider)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(example("demo"))
+        .current_dir(dir.path())
+        .args(["--otlp", &format!("{}/v1/traces", collector.uri()), "Hi"])
+        .env("KESOKU_PROVIDER", "anthropic")
+        .env("ANTHROPIC_API_KEY", "sk-ant-demo-test")
+        .env("ANTHROPIC_BASE_URL", provider.uri())
+        .env("OTEL_SERVICE_NAME", "my-agent")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let spans = spans(&collector).await;
+    let chats: Vec<&Received> = spans
+        .iter()
+        .filter(|r| r.span.name.starts_with("chat "))
+        .collect();
+    assert_eq!(chats.len(), 1, "{:?}", names(&spans));
+    for received in &spans {
+        assert_eq!(received.service, "my-agent", "{}", received.span.name);
+        for event in &received.span.events {
+            let target = text(&event.attributes, "target").unwrap_or_default();
+            assert!(
+                target.starts_with("kesoku"),
+                "{}: an event of {target}: {}",
+                received.span.name,
+                event.name
+            );
+        }
+    }
+}
+
+/// With no collector listening, the lost spans are said so on stderr,
+/// once, naming where they were to go.
+#[tokio::test]
+async fn the_demo_reports_spans_it_could_not_export_once() {
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(example("demo"))
+        .current_dir(dir.path())
+        .args(["--otlp", &url])
+        .env_remove("KESOKU_PROVIDER")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let reports = stderr
+        .lines()
+        .filter(|l| l.contains("spans could not be exported to"))
+        .collect::<Vec<_>>();
+    assert_eq!(reports.len(), 1, "{stderr}");
+    assert!(reports[0].contains(&url), "{stderr}");
+    assert!(
+        !stderr.contains("the last spans were not exported"),
+        "{stderr}"
     );
 }

@@ -82,8 +82,8 @@ async fn every_call_has_a_span_with_name_id_duration_and_outcome() {
     assert_eq!(get("gen_ai.tool.name"), ["add", "add"]);
     assert_eq!(get("gen_ai.tool.call.id"), ["call_ok", "call_bad"]);
     assert_eq!(get("error.type"), ["invalid_arguments"]);
-    assert_eq!(get("outcome"), ["ok", "invalid_arguments"]);
-    let durations = get("duration_ms");
+    assert_eq!(get("kesoku.outcome"), ["ok", "invalid_arguments"]);
+    let durations = get("kesoku.duration_ms");
     assert_eq!(durations.len(), 2);
     assert!(
         durations
@@ -153,14 +153,14 @@ async fn every_turn_and_model_call_has_a_span() {
     let outcome = agent.send("traced", "1+2?").await.unwrap();
     assert_eq!(outcome.answer.as_deref(), Some("3"));
 
-    assert_eq!(spans.get("invoke_agent", "session"), ["traced"]);
+    assert_eq!(spans.get("invoke_agent", "kesoku.session"), ["traced"]);
     assert_eq!(
         spans.get("invoke_agent", "gen_ai.conversation.id"),
         ["traced"]
     );
-    assert_eq!(spans.get("invoke_agent", "steps"), ["1", "2"]);
-    assert_eq!(spans.get("invoke_agent", "status"), ["Completed"]);
-    assert_eq!(spans.get("chat", "step"), ["1", "2"]);
+    assert_eq!(spans.get("invoke_agent", "kesoku.steps"), ["2"]);
+    assert_eq!(spans.get("invoke_agent", "kesoku.status"), ["Completed"]);
+    assert_eq!(spans.get("chat", "kesoku.step"), ["1", "2"]);
     assert_eq!(
         spans.get("chat", "gen_ai.request.model"),
         ["scripted-model", "scripted-model"]

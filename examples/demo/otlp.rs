@@ -22,13 +22,21 @@ pub(crate) struct Exporting {
         opentelemetry_sdk::trace::SdkTracerProvider,
         opentelemetry_sdk::metrics::SdkMeterProvider,
     )>,
+    /// Whether a span export failure was reported already.
+    #[cfg(feature = "otel")]
+    spans_reported: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for Exporting {
     fn drop(&mut self) {
         #[cfg(feature = "otel")]
         if let Some((traces, metrics)) = self.providers.take() {
-            if let Err(e) = traces.shutdown() {
+            // A failed export was reported once already.
+            if let Err(e) = traces.shutdown()
+                && !self
+                    .spans_reported
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
                 eprintln!("otlp: the last spans were not exported: {e}");
             }
             if let Err(e) = metrics.shutdown() {
@@ -49,10 +57,15 @@ fn endpoint_in_env() -> bool {
     .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()))
 }
 
-/// The export `url` (a collector's base, such as `http://localhost:4318`)
-/// or the environment's asks for, as a layer exporting `service`'s spans,
-/// with the GenAI metrics sent through the global meter provider (set
-/// here, before any agent is built). `None`: no export asked for.
+/// The export `url` (a collector's base, such as `http://localhost:4318`,
+/// or its traces URL, `.../v1/traces`) or the environment's asks for, as a
+/// layer exporting `service`'s spans (`OTEL_SERVICE_NAME` names it when
+/// set), with the GenAI metrics sent through the global meter provider
+/// (set here, before any agent is built). `None`: no export asked for.
+///
+/// The layer keeps kesoku's spans and events, and the dependencies' from
+/// `WARN`: a dependency's debug events would be span events (hyper's, 8 a
+/// model call). `RUST_LOG` (`target=level,...`), when set, decides instead.
 #[cfg(feature = "otel")]
 pub(crate) fn layer<S>(
     service: &'static str,
@@ -70,21 +83,27 @@ where
     if url.is_none() && !endpoint_in_env() {
         return Ok((None, Exporting::default()));
     }
-    // An https collector needs the same TLS provider as the backends.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // The exporters' reqwest is built without a TLS provider, as kesoku's.
+    kesoku::llm::install_crypto_provider();
     let mut spans = SpanExporter::builder().with_http();
     let mut metrics = MetricExporter::builder().with_http();
+    let mut shown = "the collector in OTEL_EXPORTER_OTLP_ENDPOINT".to_owned();
     if let Some(url) = url {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!(
                 "--otlp {url:?}: not an http(s) URL (a collector's OTLP/HTTP address, such as http://localhost:4318)"
             ));
         }
-        // A base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is: the signal's path
-        // is added.
+        // A base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is, or one signal's
+        // URL: each signal's path is added to the base.
         let base = url.trim_end_matches('/');
+        let base = ["/v1/traces", "/v1/metrics"]
+            .iter()
+            .find_map(|signal| base.strip_suffix(signal))
+            .unwrap_or(base);
         spans = spans.with_endpoint(format!("{base}/v1/traces"));
         metrics = metrics.with_endpoint(format!("{base}/v1/metrics"));
+        shown = base.to_owned();
     }
     let spans = spans
         .build()
@@ -92,7 +111,16 @@ where
     let metrics = metrics
         .build()
         .map_err(|e| format!("otlp: no metric exporter: {e}"))?;
-    let resource = Resource::builder().with_service_name(service).build();
+    // The SDK's resource reads OTEL_SERVICE_NAME (and
+    // OTEL_RESOURCE_ATTRIBUTES); the process's own name only without it.
+    let named = std::env::var_os("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty());
+    let resource = if named {
+        Resource::builder().build()
+    } else {
+        Resource::builder().with_service_name(service).build()
+    };
+    let spans = Reported::new(spans, shown);
+    let spans_reported = std::sync::Arc::clone(&spans.reported);
     let traces = SdkTracerProvider::builder()
         .with_batch_exporter(spans)
         .with_resource(resource.clone())
@@ -102,13 +130,97 @@ where
         .with_resource(resource)
         .build();
     opentelemetry::global::set_meter_provider(meters.clone());
-    let layer = tracing_opentelemetry::layer().with_tracer(traces.tracer(service));
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(traces.tracer(service))
+        .with_filter(filter()?);
     Ok((
         Some(Box::new(layer)),
         Exporting {
             providers: Some((traces, meters)),
+            spans_reported,
         },
     ))
+}
+
+/// What the exporting layer keeps: `RUST_LOG`'s targets and levels when
+/// set, else kesoku's (and the examples') at every level, and the
+/// dependencies' warnings.
+#[cfg(feature = "otel")]
+fn filter() -> Result<tracing_subscriber::filter::Targets, String> {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    if let Ok(spec) = std::env::var("RUST_LOG")
+        && !spec.trim().is_empty()
+    {
+        return spec
+            .parse::<Targets>()
+            .map_err(|e| format!("RUST_LOG {spec:?}: {e} (use target=level,... or a level)"));
+    }
+    Ok(Targets::new()
+        .with_target("kesoku", LevelFilter::TRACE)
+        .with_target("demo", LevelFilter::TRACE)
+        .with_target("mcp_server", LevelFilter::TRACE)
+        .with_default(LevelFilter::WARN))
+}
+
+/// A span exporter that says, once, on stderr, that spans were lost: the
+/// SDK drops a failed batch silently.
+#[cfg(feature = "otel")]
+#[derive(Debug)]
+struct Reported<E> {
+    inner: E,
+    /// Where the spans go, for the message.
+    collector: String,
+    reported: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[cfg(feature = "otel")]
+impl<E> Reported<E> {
+    fn new(inner: E, collector: String) -> Self {
+        Reported {
+            inner,
+            collector,
+            reported: std::sync::Arc::default(),
+        }
+    }
+}
+
+#[cfg(feature = "otel")]
+impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+    for Reported<E>
+{
+    async fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        let count = batch.len();
+        let result = self.inner.export(batch).await;
+        if let Err(e) = &result
+            && !self
+                .reported
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            eprintln!(
+                "otlp: {count} spans could not be exported to {}: {e} (later failures are not reported)",
+                self.collector
+            );
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
 }
 
 /// Without the `otel` feature: `--otlp` is refused, saying how to build

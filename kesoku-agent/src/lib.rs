@@ -39,15 +39,16 @@
 //! | `agent::sessions` | per-session state kept between turns (views, the newest prompt) |
 //! | `agent::view` | the history as the model is shown it; orphaned calls and their healing; its compaction |
 //! | `agent::compaction` | a request's size, estimated and calibrated; [`Compaction`] and its strategies; where a view may be cut |
-//! | `agent::telemetry` | the turn's and model calls' spans, as OpenTelemetry's GenAI conventions name them |
 //! | `agent::toolset` | the tools, fixed or read live from a registry |
 //! | `agent::retry` | trying again while the store fails for a moment |
 //! | `agent::typed` | typed answers: the shape a prompt asks for, feedback on one that does not fit, [`Typed`], [`TypedError`] |
 //! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`], [`ResumeError`] |
 //! | `agent::approval` | a person in the loop: [`Approval`], [`Verdict`], [`Decided`], how waiting calls and decisions are stored |
 //! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
+//! | `telemetry` | the turn's and model calls' spans and the GenAI metrics, as OpenTelemetry's GenAI conventions name them (below `tools`: a tool's model call through [`TurnModel`](tools::TurnModel) has its span too) |
 
 mod agent;
+mod telemetry;
 pub mod tools;
 
 pub use agent::{

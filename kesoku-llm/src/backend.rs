@@ -627,6 +627,10 @@ macro_rules! public_backend {
                 Some(crate::wire::WireFormat::output_dialect(&self.0.format))
             }
 
+            fn base_url(&self) -> Option<&str> {
+                Some(self.0.endpoint.base_url())
+            }
+
             fn complete<'a>(
                 &'a self,
                 session_id: &'a str,

@@ -198,6 +198,7 @@ impl WireFormat for Messages {
         turn.set_usage(usage(&body["usage"]));
         let mut turn = turn.finish(session_id, PROVIDER, stop_reason);
         turn.response_id = body.get("id").and_then(Value::as_str).map(str::to_owned);
+        turn.response_model = body.get("model").and_then(Value::as_str).map(str::to_owned);
         Ok(turn)
     }
 }

@@ -91,6 +91,11 @@ impl Endpoint {
         Ok(e)
     }
 
+    /// The base URL requests go to (no key is ever part of it).
+    pub(crate) fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
     pub(crate) fn set_base_url(&mut self, url: &str) {
         url.trim()
             .trim_end_matches('/')

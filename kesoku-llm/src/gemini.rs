@@ -315,6 +315,10 @@ impl WireFormat for GenerateContent {
             .get("responseId")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        turn.response_model = body
+            .get("modelVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         // Keep the parts exactly as they came, for replay, on the turn's
         // first message; mark every message of the turn.
         let turn_id = turn

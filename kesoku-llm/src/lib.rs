@@ -81,7 +81,7 @@ pub use key::ApiKey;
 pub use llm::{Llm, LlmFuture};
 pub use openai::OpenAiLlm;
 pub use options::{LlmOptions, ToolChoice};
-pub use reqwest_transport::ReqwestTransport;
+pub use reqwest_transport::{ReqwestTransport, install_crypto_provider};
 pub use retry::{Retry, RetryPolicy};
 pub use scripted::{ScriptError, ScriptedLlm};
 pub use stream::{EventStream, StreamEvent};

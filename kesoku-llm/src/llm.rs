@@ -80,6 +80,14 @@ pub trait Llm: Send + Sync {
         None
     }
 
+    /// The address the model's requests go to (`https://api.anthropic.com`),
+    /// for telemetry: a model call's span and metrics name its
+    /// `server.address` and `server.port` from it. `None` (the default)
+    /// for a model that is not reached over the network.
+    fn base_url(&self) -> Option<&str> {
+        None
+    }
+
     /// Sends the history and tools, and returns the model's turn.
     fn complete<'a>(
         &'a self,
@@ -139,6 +147,10 @@ macro_rules! forward_llm {
 
             fn output_dialect(&self) -> Option<kesoku_core::lowering::Dialect> {
                 (**self).output_dialect()
+            }
+
+            fn base_url(&self) -> Option<&str> {
+                (**self).base_url()
             }
 
             fn complete<'a>(

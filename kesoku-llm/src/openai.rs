@@ -319,6 +319,7 @@ impl WireFormat for ChatCompletions {
         );
         let mut turn = turn.finish(session_id, PROVIDER, stop_reason);
         turn.response_id = body.get("id").and_then(Value::as_str).map(str::to_owned);
+        turn.response_model = body.get("model").and_then(Value::as_str).map(str::to_owned);
         Ok(turn)
     }
 }

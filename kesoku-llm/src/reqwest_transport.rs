@@ -51,9 +51,8 @@ impl ReqwestTransport {
             &self.client
         };
         cell.get_or_init(|| {
-            // reqwest is built without a bundled crypto provider; install
-            // ring once (an error only means one is installed already).
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            // reqwest is built without a bundled crypto provider.
+            install_crypto_provider();
             let builder = reqwest::Client::builder()
                 .connect_timeout(self.options.connect_timeout)
                 .redirect(reqwest::redirect::Policy::custom(same_origin_only));
@@ -144,4 +143,29 @@ fn cross_origin(e: &reqwest::Error) -> Option<String> {
         source = s.source();
     }
     None
+}
+
+/// Installs rustls's ring crypto provider as the process's default, unless
+/// one is installed already; whether this call installed it.
+///
+/// kesoku builds reqwest without a provider of its own
+/// (`rustls-no-provider`), so that a program links one crypto library,
+/// ring, not two. Cargo unifies features: every reqwest 0.13 client in the
+/// program, another crate's too (an OTLP exporter's), is then built
+/// without one, and panics with "No rustls crypto provider is configured"
+/// unless one is installed first. kesoku's own clients call this as they
+/// are built; a program that builds another client before them (an
+/// OpenTelemetry exporter, first thing in `main`) calls it first.
+///
+/// ```
+/// kesoku_llm::install_crypto_provider();
+/// assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+/// // A second call finds it there.
+/// assert!(!kesoku_llm::install_crypto_provider());
+/// ```
+pub fn install_crypto_provider() -> bool {
+    rustls::crypto::CryptoProvider::get_default().is_none()
+        && rustls::crypto::ring::default_provider()
+            .install_default()
+            .is_ok()
 }

@@ -227,6 +227,9 @@ pub struct AssistantTurn {
     pub fallbacks: Vec<ContentFallback>,
     /// The provider's id of the response, when it gave one.
     pub response_id: Option<String>,
+    /// The model that wrote the response, as the provider names it (a
+    /// dated version of the one asked for, often), when it gave one.
+    pub response_model: Option<String>,
 }
 
 impl AssistantTurn {
@@ -278,6 +281,7 @@ impl AssistantTurn {
             usage: Usage::default(),
             fallbacks: Vec::new(),
             response_id: None,
+            response_model: None,
         }
     }
 

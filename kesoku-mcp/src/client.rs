@@ -18,11 +18,12 @@ use rmcp::model::{
     ServerNotification, SubscriptionFilter, Tool as McpTool,
 };
 use rmcp::service::{NotificationContext, Peer, RunningService};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _, RoleClient, ServiceError};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::child::{Ended, ServerProcess};
 use crate::convert;
 use crate::error::McpError;
 
@@ -156,6 +157,18 @@ struct Inner {
     server: String,
     service: RunningService<RoleClient, Handler>,
     changed: Arc<watch::Sender<u64>>,
+    /// The server's process, over stdio.
+    process: Option<ServerProcess>,
+}
+
+impl Drop for Inner {
+    /// The last clone gone: the connection ends (the service's own drop
+    /// closes the server's stdin), and the server gets its time to exit.
+    fn drop(&mut self) {
+        if let Some(process) = &self.process {
+            process.end_in_background(McpClient::CLOSE_GRACE, &self.server);
+        }
+    }
 }
 
 impl std::fmt::Debug for McpClient {
@@ -186,15 +199,25 @@ impl McpClient {
             .to_string_lossy()
             .into_owned();
         let server = format!("`{shown}`");
-        command.kill_on_drop(true);
-        let (transport, _) = TokioChildProcess::builder(command)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|source| McpError::Spawn {
-                command: shown,
-                source,
-            })?;
-        Self::connect(server, transport, protocol).await
+        // Killed if never ended otherwise (its runtime gone first); ended
+        // gracefully by `close`, `shutdown` and the last clone's drop.
+        command
+            .kill_on_drop(true)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let spawn_error = |source| McpError::Spawn {
+            command: shown.clone(),
+            source,
+        };
+        let mut child = command.spawn().map_err(spawn_error)?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(spawn_error(std::io::Error::other(
+                "its stdin or stdout is not a pipe",
+            )));
+        };
+        let process = ServerProcess::new(child);
+        Self::connect(server, (stdout, stdin), protocol, Some(process)).await
     }
 
     /// Connects to a streamable HTTP server at `url`
@@ -209,7 +232,7 @@ impl McpClient {
         // ring); rmcp builds its client at once, even for `http://`.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
-        Self::connect(url.to_owned(), transport, protocol).await
+        Self::connect(url.to_owned(), transport, protocol, None).await
     }
 
     /// Speaks MCP over any byte streams (a socket, a pipe, an in-memory
@@ -224,13 +247,14 @@ impl McpClient {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        Self::connect(server.into(), (input, output), protocol).await
+        Self::connect(server.into(), (input, output), protocol, None).await
     }
 
     async fn connect<T, E, A>(
         server: String,
         transport: T,
         protocol: Protocol,
+        process: Option<ServerProcess>,
     ) -> Result<Self, McpError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
@@ -272,6 +296,7 @@ impl McpClient {
                 server,
                 service,
                 changed,
+                process,
             }),
         };
         client.listen_for_changes().await;
@@ -548,9 +573,47 @@ impl McpClient {
         Ok(tool)
     }
 
-    /// Ends the connection (and, over stdio, the server process).
+    /// How long [`close`](Self::close), and the last clone's drop, give a
+    /// stdio server to exit once its stdin is closed, before it is killed.
+    pub const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+    /// Ends the connection; over stdio, the server's stdin is closed, and
+    /// the process, given [`CLOSE_GRACE`](Self::CLOSE_GRACE) to exit (to
+    /// flush its telemetry, say), is killed after it: on a task of the
+    /// runtime, without waiting ([`shutdown`](Self::shutdown) waits).
     pub fn close(&self) {
         self.inner.service.cancellation_token().cancel();
+        if let Some(process) = &self.inner.process {
+            process.end_in_background(Self::CLOSE_GRACE, &self.inner.server);
+        }
+    }
+
+    /// Ends the connection and waits for it: over stdio, the server's
+    /// stdin is closed and it is given `grace` to exit, then killed.
+    /// Imported tools fail from then on.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), kesoku::mcp::McpError> {
+    /// use kesoku::mcp::McpClient;
+    ///
+    /// let client = McpClient::stdio(tokio::process::Command::new("my-mcp-server")).await?;
+    /// // ... import its tools, run an agent ...
+    /// client.shutdown(McpClient::CLOSE_GRACE).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self, grace: Duration) -> Result<(), McpError> {
+        self.inner.service.cancellation_token().cancel();
+        let Some(process) = &self.inner.process else {
+            return Ok(());
+        };
+        let ended = process.end(grace).await.map_err(|source| McpError::Close {
+            server: self.inner.server.clone(),
+            source,
+        })?;
+        if ended == Ended::Killed {
+            tracing::warn!(server = %self.inner.server, ?grace, "the MCP server did not exit once its stdin was closed; it was killed");
+        }
+        Ok(())
     }
 }
 

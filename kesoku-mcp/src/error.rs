@@ -41,6 +41,15 @@ pub enum McpError {
         /// Why.
         reason: String,
     },
+    /// The server process could not be waited for or killed as its
+    /// connection was shut down.
+    #[error("cannot end the MCP server {server}'s process: {source}")]
+    Close {
+        /// The server: its command.
+        server: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// An imported tool's name is taken by a local tool.
     #[error(
         "the MCP server {server} has a tool `{name}`, which the registry already has; import with a prefix (`ImportOptions::prefix`) to keep both"

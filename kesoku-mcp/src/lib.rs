@@ -17,12 +17,14 @@
 //
 // 1. leaves:     error, convert, json_scan (a JSON text scanned without recursion),
 //                approval (asking the client's user before a tool runs),
-//                trace (the trace context a request's `_meta` carries)
+//                trace (the trace context a request's `_meta` carries),
+//                child (a stdio server's process and its graceful end)
 // 2. frame:      frame (reading one JSON-RPC message; json_scan)
 // 3. server:     server (convert, approval)
 // 4. transports: stdio (server, frame, error), http (server, frame, error)
-// 5. client:     client (convert, error)
+// 5. client:     client (convert, error, child)
 mod approval;
+mod child;
 mod client;
 mod convert;
 mod error;

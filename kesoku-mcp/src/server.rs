@@ -354,8 +354,12 @@ impl ServerHandler for McpServer {
         let span = crate::trace::server_span(&request.name, &id, &context.meta);
         let message = self
             .call(&request.name, arguments, id, context.ct.clone())
-            .instrument(span)
+            .instrument(span.clone())
             .await;
-        Ok(convert::call_result(&message).into())
+        let result = convert::call_result(&message);
+        if result.is_error == Some(true) {
+            crate::trace::record_tool_error(&span);
+        }
+        Ok(result.into())
     }
 }

@@ -50,6 +50,9 @@ pub(crate) fn server_span(tool: &str, id: &str, meta: &RequestMetaObject) -> tra
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = tool,
         jsonrpc.request.id = id,
+        error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
     );
     #[cfg(feature = "otel")]
     if let Some(remote) = remote(meta) {
@@ -60,6 +63,15 @@ pub(crate) fn server_span(tool: &str, id: &str, meta: &RequestMetaObject) -> tra
     #[cfg(not(feature = "otel"))]
     let _ = meta;
     span
+}
+
+/// Records that the call's result is an error (`isError`): `error.type`
+/// is `tool_error`, as the MCP conventions name it, and the span's status
+/// (which tracing-opentelemetry reads) an error.
+pub(crate) fn record_tool_error(span: &tracing::Span) {
+    span.record("error.type", "tool_error");
+    span.record("otel.status_code", "ERROR");
+    span.record("otel.status_description", "tool_error");
 }
 
 /// The caller's span context in `meta`: a `traceparent` of version `00`

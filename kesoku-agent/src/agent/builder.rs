@@ -421,7 +421,21 @@ impl AgentBuilder {
                 ))
             })?),
         };
-        let turn_model = Arc::new(TurnModel::new(Arc::clone(&self.llm), options.clone()));
+        #[cfg(feature = "otel")]
+        let metrics = match &self.meter {
+            Some(meter) => crate::telemetry::Metrics::new(meter),
+            None => crate::telemetry::Metrics::global(),
+        };
+        #[cfg(not(feature = "otel"))]
+        let metrics = crate::telemetry::Metrics::new();
+        // The tools' model calls are recorded as the agent's are, and
+        // their tokens counted into the session's usage (`run.rs`).
+        let turn_model = Arc::new(TurnModel::for_agent(
+            Arc::clone(&self.llm),
+            options.clone(),
+            metrics.clone(),
+            self.capture_content,
+        ));
         Ok(Agent {
             shared: Arc::new(Shared {
                 llm: self.llm,
@@ -437,14 +451,7 @@ impl AgentBuilder {
                 learned_window: std::sync::atomic::AtomicU64::new(0),
                 name: self.name,
                 capture_content: self.capture_content,
-                #[cfg(feature = "otel")]
-                metrics: super::telemetry::Metrics::new(
-                    &self
-                        .meter
-                        .unwrap_or_else(|| opentelemetry::global::meter("kesoku")),
-                ),
-                #[cfg(not(feature = "otel"))]
-                metrics: super::telemetry::Metrics::new(),
+                metrics,
                 streaming: self.streaming,
                 permits: Arc::new(Semaphore::new(self.max_concurrent_turns)),
                 sessions: Sessions::new(self.view_budget),

@@ -26,7 +26,6 @@ mod retry;
 mod run;
 mod sessions;
 mod shared;
-mod telemetry;
 mod toolset;
 mod typed;
 mod view;

@@ -30,9 +30,9 @@ use super::posts::{SETTLED_FROM, post, post_again, settle, whole};
 use super::retry::{is_transient, retried, retried_store};
 use super::sessions::Slot;
 use super::shared::Shared;
-use super::telemetry;
 use super::view::View;
 use super::workspace::workspace;
+use crate::telemetry;
 use kesoku_llm::StreamEvent;
 use kesoku_llm::ToolDeclaration;
 
@@ -97,19 +97,24 @@ pub(crate) async fn turn(
         cancel: CancellationToken::new(),
         declarations: Arc::default(),
         overhead: 0,
+        steps: 0,
         ending,
     };
     let outcome = turn.run().instrument(span.clone()).await;
     slot.set_running(0);
+    // Once, at the end: a bridge would keep each value recorded.
+    span.record("kesoku.steps", telemetry::int(turn.steps));
     match &outcome {
         Ok(o) => {
-            span.record("status", tracing::field::debug(o.status));
+            span.record("kesoku.status", tracing::field::debug(o.status));
             if o.status == TurnStatus::Failed {
                 span.record("error.type", "turn_failed");
+                telemetry::record_status_error(&span, "the turn failed");
             }
         }
-        Err(_) => {
+        Err(e) => {
             span.record("error.type", "agent_error");
+            telemetry::record_status_error(&span, &e.to_string());
         }
     }
     outcome
@@ -143,6 +148,8 @@ struct Turn<'a> {
     declarations: Arc<Vec<ToolDeclaration>>,
     /// The estimated tokens of the instructions and the tools.
     overhead: u64,
+    /// How many model calls the turn asked for so far.
+    steps: usize,
     ending: &'a Ending,
 }
 
@@ -221,7 +228,7 @@ impl Turn<'_> {
             decision = match decision.next {
                 Next::Finish(_) => unreachable!("returned above"),
                 Next::Ask(ask) => {
-                    tracing::Span::current().record("steps", ask.step());
+                    self.steps = ask.step();
                     if self.interrupted() {
                         ask.interrupted()
                     } else {
@@ -272,8 +279,9 @@ impl Turn<'_> {
                         .begun
                         .claim(self.shared, self.holder, run.calls())
                         .await?;
-                    let results = self.execute(runner, &calls).await;
+                    let mut results = self.execute(runner, &calls).await;
                     self.shared.metrics.tool_calls(&results);
+                    self.count_tools_usage(&mut results);
                     run.results(results)
                 }
             };
@@ -452,9 +460,10 @@ impl Turn<'_> {
         let streams = shared.streaming && shared.llm.streams();
         let span = telemetry::model_span(
             shared.llm.provider(),
+            shared.llm.base_url(),
             options,
             &self.user.session_id,
-            step,
+            Some(step),
             streams,
         );
         if shared.capture_content {
@@ -469,6 +478,7 @@ impl Turn<'_> {
         };
         shared.metrics.model_call(
             shared.llm.provider(),
+            shared.llm.base_url(),
             &options.model,
             &reply,
             asked.elapsed(),
@@ -504,7 +514,9 @@ impl Turn<'_> {
         let asked = std::time::Instant::now();
         let mut first = true;
         while let Some(event) = events.next().await {
-            if std::mem::take(&mut first) {
+            // A chunk came only when the event is one: a refusal (a 401)
+            // is an error before any.
+            if event.is_ok() && std::mem::take(&mut first) {
                 telemetry::record_first_chunk(span, asked.elapsed());
             }
             let kind = match event? {
@@ -526,6 +538,27 @@ impl Turn<'_> {
             provider: shared.llm.provider(),
             message: "the stream ended without a turn".into(),
         })
+    }
+
+    /// Stores the tokens of the model calls the step's tools made (through
+    /// the turn's [`TurnModel`](crate::tools::TurnModel)) with its first
+    /// result, as a model call's are with its first message, so that
+    /// [`Agent::usage`](super::Agent::usage) and the outcome's count them.
+    /// One turn of a session runs here at a time, so what the session's
+    /// tools spent since the step began is this step's.
+    fn count_tools_usage(&self, results: &mut [Message]) {
+        let Some(spent) = self.shared.turn_model.take_usage(&self.user.session_id) else {
+            return;
+        };
+        let Some(first) = results.first_mut() else {
+            return;
+        };
+        let total = kesoku_llm::Usage::of(first).unwrap_or_default() + spent;
+        if let Ok(value) = serde_json::to_value(total) {
+            first
+                .metadata
+                .insert(kesoku_core::keys::USAGE.into(), value);
+        }
     }
 
     /// Runs the calls; on interruption, cancels the waiting ones and still

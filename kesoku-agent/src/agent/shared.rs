@@ -69,7 +69,7 @@ pub(crate) struct Shared {
     /// Whether spans carry the messages, arguments and results.
     pub(crate) capture_content: bool,
     /// The GenAI metrics (with the `otel` feature).
-    pub(crate) metrics: super::telemetry::Metrics,
+    pub(crate) metrics: crate::telemetry::Metrics,
 }
 
 impl Shared {

@@ -16,6 +16,8 @@ pub(crate) fn call(request: &ToolRequest, capture: bool) -> Span {
         "execute_tool",
         otel.name = format!("execute_tool {}", request.name),
         otel.kind = "internal",
+        otel.status_code = Empty,
+        otel.status_description = Empty,
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = %request.name,
         gen_ai.tool.call.id = %request.id,
@@ -23,8 +25,9 @@ pub(crate) fn call(request: &ToolRequest, capture: bool) -> Span {
         error.type = Empty,
         gen_ai.tool.call.arguments = Empty,
         gen_ai.tool.call.result = Empty,
-        duration_ms = Empty,
-        outcome = Empty,
+        // kesoku's own, in its namespace.
+        kesoku.duration_ms = Empty,
+        kesoku.outcome = Empty,
     );
     if capture && !span.is_disabled() {
         span.record(
@@ -41,8 +44,8 @@ pub(crate) fn ended(span: &Span, outcome: &str, took: Duration, result: &Message
     if span.is_disabled() {
         return;
     }
-    span.record("duration_ms", took.as_secs_f64() * 1000.0);
-    span.record("outcome", outcome);
+    span.record("kesoku.duration_ms", took.as_secs_f64() * 1000.0);
+    span.record("kesoku.outcome", outcome);
     if outcome != "ok" {
         // The tool's own `Err` is `tool_error`, as MCP's conventions name
         // it; the runner's refusals keep their kind.
@@ -52,6 +55,15 @@ pub(crate) fn ended(span: &Span, outcome: &str, took: Duration, result: &Message
             outcome
         };
         span.record("error.type", error_type);
+        // The span's status, which tracing-opentelemetry reads: an error.
+        // Described by its class, not the tool's message, which may hold
+        // what content capture keeps out of spans, unless captured.
+        span.record("otel.status_code", "ERROR");
+        if capture {
+            span.record("otel.status_description", result.content.as_str());
+        } else {
+            span.record("otel.status_description", error_type);
+        }
     }
     if capture {
         span.record("gen_ai.tool.call.result", result.content.as_str());
