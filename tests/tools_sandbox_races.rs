@@ -1,6 +1,7 @@
 //! The built-in tools' sandbox under races: a directory swapped with a
 //! link to outside while `list_files`, `read_file` and `analyze_media` run
-//! on it; and its fuzz harness (proptest): random
+//! on it, and a file swapped with a link to a pipe outside; and its fuzz
+//! harness (proptest): random
 //! paths (relative or absolute, through `..`, links in and out, relative
 //! links up, a loop, missing targets) given to `read_file`, `list_files`
 //! and `analyze_media`, while a thread swaps a directory with a link to
@@ -113,6 +114,79 @@ async fn a_swapped_directory_does_not_lead_a_read_outside() {
     }
     assert!(swapper.stop() > 100);
     assert!(read > 0, "never read");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_swapped_for_a_link_to_an_outside_pipe_tells_nothing_of_it() {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // `f` is a file inside; swapped, it is a link to a named pipe outside.
+    // A type check that followed the link (a `stat` of the path before
+    // the open) answered "not a regular file" about 8% of the time.
+    let d = dirs();
+    let file = d.work.join("f");
+    fs::write(&file, "inside\n").unwrap();
+    let fifo = d.outside.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let lnk = d.work.join("lnk");
+    symlink(&fifo, &lnk).unwrap();
+    // A writer waits for a reader: its open returns only once someone
+    // opens the pipe for reading, which only the test itself may do.
+    let ending = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (fifo, ending) = (fifo.clone(), Arc::clone(&ending));
+        std::thread::spawn(move || {
+            let opened = fs::OpenOptions::new().write(true).open(&fifo);
+            (opened.is_ok(), ending.load(Ordering::SeqCst))
+        })
+    };
+    let h = Harness::new(&d);
+    let swapper = Swapper::start(&file, &lnk);
+    let started = std::time::Instant::now();
+    let (mut calls, mut read, mut leaks) = (0, 0, Vec::new());
+    while calls < 10_000 && started.elapsed() < Duration::from_secs(60) {
+        calls += 1;
+        match h.call("read_file", json!({"path": "f"})).await {
+            Ok(out) => {
+                assert_eq!(numbered(&out), [(1, "inside".to_owned())]);
+                read += 1;
+            }
+            // The pipe's type, in any wording: only an outside object
+            // could be one here.
+            Err(e)
+                if ["regular", "pipe", "fifo", "special", "device"]
+                    .iter()
+                    .any(|w| e.to_lowercase().contains(w)) =>
+            {
+                leaks.push(e);
+            }
+            Err(_) => {}
+        }
+    }
+    let swaps = swapper.stop();
+    ending.store(true, Ordering::SeqCst);
+    // Lets the writer's open return (a reader that never blocks).
+    let reader = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
+        .open(&fifo)
+        .unwrap();
+    let (opened, after_the_end) = writer.join().unwrap();
+    drop(reader);
+    assert!(opened && after_the_end, "the pipe was opened for reading");
+    assert!(swaps > 100, "only {swaps} swaps");
+    assert!(read > 0, "never read in {calls} calls");
+    assert!(
+        leaks.is_empty(),
+        "{} of {calls} reads told the type of the outside pipe, e.g. {:?}",
+        leaks.len(),
+        leaks[0]
+    );
 }
 
 /// The names random paths are made of: what the fuzz trees hold, and a

@@ -362,12 +362,62 @@ fn overflow(code: Option<&str>, message: &str) -> Option<Sizes> {
     None
 }
 
-/// `text` with every occurrence of `key` replaced by `[redacted]`.
+/// A key this long is redacted wherever it occurs, even inside a longer
+/// run of characters: real provider keys are 32 to 100+ characters, and
+/// such a string does not turn up in an error by chance, while a copy
+/// glued to other characters (`%22KEY%22` in an encoded URL, a key with
+/// a suffix) is still the secret.
+const SECRET_KEY_LEN: usize = 16;
+
+/// `text` with each occurrence of `key` replaced by `[redacted]`.
+///
+/// A key shorter than [`SECRET_KEY_LEN`] (`"k"`, `"ollama"`, a local
+/// server's placeholder) is redacted only where it stands as a whole
+/// token: replacing it inside words would mangle unrelated text (`"k"`
+/// made `tokens` read `to[redacted]ens`) and would tell the key's
+/// characters to whoever reads the mangled words.
 fn redact(text: String, key: Option<&str>) -> String {
-    match key {
-        Some(key) if !key.is_empty() && text.contains(key) => text.replace(key, "[redacted]"),
-        _ => text,
+    let Some(key) = key.filter(|k| !k.is_empty() && text.contains(*k)) else {
+        return text;
+    };
+    let whole_tokens_only = key.chars().count() < SECRET_KEY_LEN;
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(found) = text[from..].find(key) {
+        let start = from + found;
+        let end = start + key.len();
+        if whole_tokens_only && !stands_alone(&text, start, end) {
+            // Overlapping copies are looked for too: the next one may
+            // begin inside this one.
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+            continue;
+        }
+        out.push_str(&text[copied..start]);
+        out.push_str("[redacted]");
+        copied = end;
+        from = end;
     }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Whether `text[start..end]` is a whole token: not inside a longer run
+/// of key characters (letters, digits, `_`, `-`, and a `.` between two
+/// of them). A `.` counts only between two, so that a key ending a
+/// sentence (`invalid key abc.`) is still whole while `abc.def` is not.
+fn stands_alone(text: &str, start: usize, end: usize) -> bool {
+    fn key_char(c: char) -> bool {
+        c.is_alphanumeric() || c == '_' || c == '-'
+    }
+    let joined = |next: Option<char>, after: Option<char>| match next {
+        Some('.') => after.is_some_and(key_char),
+        Some(c) => key_char(c),
+        None => false,
+    };
+    let mut before = text[..start].chars().rev();
+    let mut after = text[end..].chars();
+    !joined(before.next(), before.next()) && !joined(after.next(), after.next())
 }
 
 /// The first 200 characters of a body, quoted, `key` redacted (before
@@ -487,5 +537,30 @@ mod tests {
         // No key (a local server), or an empty one, changes nothing.
         assert_eq!(redact("a b".to_owned(), None), "a b");
         assert_eq!(redact("a b".to_owned(), Some("")), "a b");
+    }
+
+    #[test]
+    fn a_short_key_is_redacted_only_as_a_whole_token() {
+        let r = |text: &str, key: &str| redact(text.to_owned(), Some(key));
+        assert_eq!(r("too many tokens", "k"), "too many tokens");
+        assert_eq!(r("key k rejected", "k"), "key [redacted] rejected");
+        assert_eq!(r("invalid key k.", "k"), "invalid key [redacted].");
+        assert_eq!(r("see k.v1 and v1.k", "k"), "see k.v1 and v1.k");
+        assert_eq!(r("?key=k&x=1", "k"), "?key=[redacted]&x=1");
+        assert_eq!(r(r#"{"key":"k"}"#, "k"), r#"{"key":"[redacted]"}"#);
+        assert_eq!(r("Bearer k", "k"), "Bearer [redacted]");
+        assert_eq!(r("kk k-k k", "k"), "kk k-k [redacted]");
+        // Overlapping copies: the second, whole, is found.
+        assert_eq!(r("xa a a", "a a"), "xa [redacted]");
+        assert_eq!(r("ék é k", "k"), "ék é [redacted]");
+    }
+
+    #[test]
+    fn a_long_key_is_redacted_even_inside_other_characters() {
+        let key = "sk-proj-0123456789abcdef";
+        let r = |text: &str| redact(text.to_owned(), Some(key));
+        assert_eq!(r(&format!("x%22{key}%22y")), "x%22[redacted]%22y");
+        assert_eq!(r(&format!("{key}{key}")), "[redacted][redacted]");
+        assert_eq!(r(&format!("x-api-key: {key}.")), "x-api-key: [redacted].");
     }
 }

@@ -333,7 +333,12 @@ impl Sandbox {
                 path,
             } => (parent, name, stat, path),
         };
-        // A pipe or a device could block the open itself.
+        // A pipe or a device could block the open itself, or a device's
+        // open do something: refused unopened. `stat` is the walk's
+        // `fstatat` of this name itself, never of a link's target (a link
+        // was walked, and one leading outside refused as outside), so this
+        // tells only the type of what is inside; the opened handle's
+        // `fstat` below is what decides.
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             return Err(SandboxError::NotAFile {
                 path: path.to_owned(),
