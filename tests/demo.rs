@@ -98,8 +98,9 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
         "{stdout}"
     );
     // The tokens the script's model calls report, summed over the turn,
-    // its part before the pause for approval included.
-    assert!(stdout.contains("tokens: 5499 in, 373 out)"), "{stdout}");
+    // its part before the pause for approval included, and the call
+    // `analyze_media` made (1630 in, 24 out).
+    assert!(stdout.contains("tokens: 7129 in, 397 out)"), "{stdout}");
 
     // The session is in the store file: the prompt processed, every call
     // answered by a result whose parent is the call.
@@ -131,13 +132,14 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
         stdout.contains("[Processed]") && stdout.contains("Saved as note 1"),
         "{stdout}"
     );
-    // Each model call's tokens, on the first message it wrote; the total.
+    // Each model call's tokens, on the first message it wrote (a tool's
+    // own call's, on the tool's result); the total.
     assert!(
         stdout.contains("calculate_sum({\"a\":2,\"b\":40}) (tokens: 412 in, 38 out)"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("tokens used by the session's model calls: 7349 in, 437 out"),
+        stdout.contains("tokens used by the session's model calls: 8979 in, 461 out"),
         "{stdout}"
     );
 }

@@ -387,22 +387,7 @@ fn names_follow_the_conventions() {
             .as_deref(),
         Some("claude-test-20260101")
     );
-    let turn = &exported.named("invoke_agent kesoku")[0];
-    for own in ["session", "message_id", "steps", "status"] {
-        assert_eq!(attribute(turn, own), None, "{own}");
-        assert!(
-            attribute(turn, &format!("kesoku.{own}")).is_some(),
-            "kesoku.{own}"
-        );
-    }
-    let tool = exported.one("execute_tool broken");
-    for own in ["outcome", "duration_ms"] {
-        assert_eq!(attribute(tool, own), None, "{own}");
-        assert!(
-            attribute(tool, &format!("kesoku.{own}")).is_some(),
-            "kesoku.{own}"
-        );
-    }
+    assert_namespaced(&exported);
     let tool_calls = "gen_ai.operation.name=execute_tool";
     assert_eq!(
         exported.count("gen_ai.execute_tool.duration", tool_calls),
@@ -426,6 +411,26 @@ fn names_follow_the_conventions() {
         ),
         3
     );
+}
+
+/// kesoku's own attributes are under `kesoku.`, not bare.
+fn assert_namespaced(exported: &Exported) {
+    let turn = &exported.named("invoke_agent kesoku")[0];
+    for own in ["session", "message_id", "steps", "status"] {
+        assert_eq!(attribute(turn, own), None, "{own}");
+        assert!(
+            attribute(turn, &format!("kesoku.{own}")).is_some(),
+            "kesoku.{own}"
+        );
+    }
+    let tool = exported.one("execute_tool broken");
+    for own in ["outcome", "duration_ms"] {
+        assert_eq!(attribute(tool, own), None, "{own}");
+        assert!(
+            attribute(tool, &format!("kesoku.{own}")).is_some(),
+            "kesoku.{own}"
+        );
+    }
 }
 
 /// Item 10: Gemini's operation is `generate_content`.

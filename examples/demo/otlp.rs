@@ -103,7 +103,7 @@ where
             .unwrap_or(base);
         spans = spans.with_endpoint(format!("{base}/v1/traces"));
         metrics = metrics.with_endpoint(format!("{base}/v1/metrics"));
-        shown = base.to_owned();
+        base.clone_into(&mut shown);
     }
     let spans = spans
         .build()
@@ -119,7 +119,7 @@ where
     } else {
         Resource::builder().with_service_name(service).build()
     };
-    let spans = Reported::new(spans, shown);
+    let spans = ReportFailure::new(spans, shown);
     let spans_reported = std::sync::Arc::clone(&spans.reported);
     let traces = SdkTracerProvider::builder()
         .with_batch_exporter(spans)
@@ -166,7 +166,7 @@ fn filter() -> Result<tracing_subscriber::filter::Targets, String> {
 /// SDK drops a failed batch silently.
 #[cfg(feature = "otel")]
 #[derive(Debug)]
-struct Reported<E> {
+struct ReportFailure<E> {
     inner: E,
     /// Where the spans go, for the message.
     collector: String,
@@ -174,9 +174,9 @@ struct Reported<E> {
 }
 
 #[cfg(feature = "otel")]
-impl<E> Reported<E> {
+impl<E> ReportFailure<E> {
     fn new(inner: E, collector: String) -> Self {
-        Reported {
+        ReportFailure {
             inner,
             collector,
             reported: std::sync::Arc::default(),
@@ -186,7 +186,7 @@ impl<E> Reported<E> {
 
 #[cfg(feature = "otel")]
 impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
-    for Reported<E>
+    for ReportFailure<E>
 {
     async fn export(
         &self,

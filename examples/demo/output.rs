@@ -207,7 +207,8 @@ pub(crate) async fn print_history(agent: &Agent, session: &str) -> Result<(), St
     }
     let mut total = kesoku::llm::Usage::default();
     for m in history {
-        // The tokens of the model call that wrote it, on its first message.
+        // The tokens of the model call that wrote it, on its first message;
+        // on a tool's result, those of the calls the tool made.
         let usage = kesoku::llm::Usage::of(&m).map_or_else(String::new, |u| {
             total += u;
             format!(" {DIM}(tokens: {u}){DIM:#}")
