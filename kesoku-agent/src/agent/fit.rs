@@ -50,7 +50,7 @@ pub(crate) enum Fitted {
     Unchanged,
     /// Older turns were cut, with the summary to post if the strategy
     /// made one.
-    Compacted(Option<Message>),
+    Compacted(Option<Box<Message>>),
 }
 
 /// The most tokens a request of `view` may hold: the window less the
@@ -165,7 +165,7 @@ pub(crate) async fn fit(
         m
     });
     view.compact(keep_from, summary.clone());
-    Fitted::Compacted(summary)
+    Fitted::Compacted(summary.map(Box::new))
 }
 
 /// The usable tokens now known, if less than `was`.
