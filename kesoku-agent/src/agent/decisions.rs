@@ -41,8 +41,8 @@ impl Agent {
     /// session.
     ///
     /// ```
-    /// use kesoku::agent::{ApprovalError, Verdict};
-    /// use kesoku::llm::{Agent, ScriptedLlm};
+    /// use kesoku_agent::{Agent, ApprovalError, Verdict};
+    /// use kesoku_llm::ScriptedLlm;
     ///
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let agent = Agent::builder(ScriptedLlm::from_json(serde_json::json!([])).unwrap())
