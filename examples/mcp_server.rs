@@ -64,8 +64,12 @@ struct Args {
     /// Accept requests from this browser origin besides the server's own.
     #[arg(long, value_name = "ORIGIN")]
     allow_origin: Vec<String>,
-    /// How long a client may take to send a request's headers, then its
-    /// body, in milliseconds (default 30,000).
+    /// How long a client may take to send a request's headers, in
+    /// milliseconds (default 5,000; at most the read timeout).
+    #[arg(long, value_name = "MS")]
+    header_timeout_ms: Option<u64>,
+    /// How long a client may take to send a request's body, in
+    /// milliseconds (default 30,000).
     #[arg(long, value_name = "MS")]
     read_timeout_ms: Option<u64>,
     /// How many connections are served at once (default 256).
@@ -120,6 +124,9 @@ async fn main() -> ExitCode {
             }
             for origin in args.allow_origin {
                 options = options.allow_origin(origin);
+            }
+            if let Some(ms) = args.header_timeout_ms {
+                options = options.header_timeout(std::time::Duration::from_millis(ms));
             }
             if let Some(ms) = args.read_timeout_ms {
                 options = options.read_timeout(std::time::Duration::from_millis(ms));

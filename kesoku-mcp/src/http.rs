@@ -7,20 +7,18 @@
 //! that check off unless asked; here it is always on), and a body over the
 //! limit is refused before it is read whole.
 //!
-//! And the checks that keep it answering: a request's headers, then its
-//! body, must arrive within a time limit, and connections over a limit are
-//! turned away at once, so stalled clients cannot hold every connection
-//! (or every file descriptor). Bodies rmcp cannot parse are read by
-//! [`frame::read`] and answered with JSON-RPC errors, with the request's
+//! And the checks that keep it answering: a request's headers must arrive
+//! within a few seconds and its body within a time limit, and at the
+//! connection limit an idle connection, else the one longest in its
+//! headers, is closed to make room (see `conns`); when every connection
+//! is being served, a new one is turned away at once. So stalled clients
+//! cannot hold every connection (or every file descriptor). Bodies rmcp
+//! cannot parse are read by [`frame::read`] and answered with JSON-RPC errors, with the request's
 //! id where it can be read, rather than rmcp's `415`.
 
 use std::convert::Infallible;
-use std::future::Future as _;
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,10 +30,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+mod conns;
+use conns::{Io, Phase, Slots, Tracked};
 
 use crate::error::McpError;
 use crate::frame::{self, Frame, Skip};
@@ -51,6 +50,7 @@ use crate::server::McpServer;
 ///     .allow_host("tools.example.com")
 ///     .allow_origin("https://app.example.com")
 ///     .max_body_bytes(1 << 20)
+///     .header_timeout(std::time::Duration::from_secs(2))
 ///     .read_timeout(std::time::Duration::from_secs(10))
 ///     .max_connections(1024);
 /// assert_eq!(options.path(), "/mcp");
@@ -62,6 +62,7 @@ pub struct HttpOptions {
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body: usize,
+    header_timeout: Duration,
     read_timeout: Duration,
     max_connections: usize,
 }
@@ -73,6 +74,7 @@ impl Default for HttpOptions {
             hosts: Vec::new(),
             origins: Vec::new(),
             max_body: Self::DEFAULT_MAX_BODY,
+            header_timeout: Self::DEFAULT_HEADER_TIMEOUT,
             read_timeout: Self::DEFAULT_READ_TIMEOUT,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
         }
@@ -83,8 +85,11 @@ impl HttpOptions {
     /// The default request body limit: 4 MiB.
     pub const DEFAULT_MAX_BODY: usize = 4 << 20;
 
-    /// The default time a client has to send a request's headers, and then
-    /// its body: 30 seconds.
+    /// The default time a client has to send a request's headers: 5
+    /// seconds.
+    pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// The default time a client has to send a request's body: 30 seconds.
     pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
     /// The default limit on connections open at once: 256, well below the
@@ -130,22 +135,47 @@ impl HttpOptions {
         self
     }
 
-    /// How long a client may take to send a request's headers, and then
-    /// its body (each; default 30 s). A connection that stalls longer is
-    /// answered 408 (or, waiting for headers, just closed), so a stalled
-    /// client holds its connection no longer than this; so is a kept-alive
-    /// connection left idle as long, and one whose answer the client takes
-    /// none of for as long (it stopped reading).
+    /// How long a client may take to send a request's headers (default
+    /// 5 s; never longer than the [read timeout](Self::read_timeout)),
+    /// counted from when the server begins to wait for them: when the
+    /// connection opens, or when the last answer on a kept-alive one was
+    /// written. A connection that takes longer is closed without an
+    /// answer; so a kept-alive connection left idle is closed after this
+    /// long too. Headers take a client one
+    /// write: a short deadline frees the slots of clients that trickle
+    /// them, or send nothing, long before a body's deadline would.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kesoku::mcp::HttpOptions;
+    ///
+    /// // Clients on a slow link get longer.
+    /// let _options = HttpOptions::default().header_timeout(Duration::from_secs(15));
+    /// ```
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// How long a client may take to send a request's body (default 30 s;
+    /// its headers have the [header timeout](Self::header_timeout), and at
+    /// most this long). A connection that stalls longer is answered 408,
+    /// so a stalled client holds its connection no longer than this; so
+    /// is one whose answer the client takes none of for as long (it
+    /// stopped reading).
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;
         self
     }
 
     /// How many connections are served at once (default 256; at least
-    /// one). A connection over the limit is answered 503 with
-    /// `Retry-After` and closed at once, so the server never runs out of
-    /// file descriptors, and is reachable again as soon as a connection
-    /// closes.
+    /// one). A connection over the limit makes room by closing one that no
+    /// request of its is being served on: an idle kept-alive connection
+    /// (idle longest first), else the one that has been sending its
+    /// headers longest (or sending nothing). When every connection is
+    /// being served, it is answered 503 with `Retry-After` and closed at
+    /// once, so the server never runs out of file descriptors, and is
+    /// reachable again as soon as a connection closes.
     pub fn max_connections(mut self, connections: usize) -> Self {
         self.max_connections = connections.max(1);
         self
@@ -193,6 +223,7 @@ struct Route {
     path: String,
     max_body: usize,
     read_timeout: Duration,
+    header_timeout: Duration,
 }
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
@@ -232,6 +263,7 @@ impl McpServer {
                 path: options.path,
                 max_body: options.max_body,
                 read_timeout: options.read_timeout,
+                header_timeout: options.header_timeout.min(options.read_timeout),
             },
             max_connections: options.max_connections,
             shutdown,
@@ -278,8 +310,9 @@ impl HttpServer {
     /// Serves connections until shut down.
     pub async fn run(self) -> Result<(), McpError> {
         let read_timeout = self.route.read_timeout;
+        let header_timeout = self.route.header_timeout;
         let route = Arc::new(self.route);
-        let slots = Arc::new(Semaphore::new(self.max_connections));
+        let slots = Slots::new(self.max_connections);
         loop {
             let stream = tokio::select! {
                 accepted = self.listener.accept() => match accepted {
@@ -297,121 +330,78 @@ impl HttpServer {
                 },
                 () = self.shutdown.cancelled() => return Ok(()),
             };
-            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // A connection closed for room goes at once (its task wakes
+            // and drops it): the wait is bounded all the same, as the
+            // loop accepts no one meanwhile.
+            let held = tokio::select! {
+                held = slots.admit(ADMIT_WAIT) => held,
+                () = self.shutdown.cancelled() => return Ok(()),
+            };
+            let Some(held) = held else {
                 turn_away(&stream);
                 continue;
             };
             let route = Arc::clone(&route);
+            let conn = Arc::clone(held.conn());
             let handler = hyper::service::service_fn(move |req: Request<Incoming>| {
+                // Set as hyper hands the request over, in the connection's
+                // task: a connection is never closed for room while a
+                // request of its is served.
+                conn.set(Phase::Busy);
                 let route = Arc::clone(&route);
-                async move { Ok::<_, Infallible>(route.handle(req).await) }
-            });
-            tokio::spawn(async move {
-                // Held until the connection ends.
-                let _slot = slot;
-                // A client that never finishes its headers, or leaves a
-                // kept-alive connection idle, is dropped.
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(read_timeout)
-                    .serve_connection(
-                        TokioIo::new(WriteStall {
-                            stream,
-                            limit: read_timeout,
-                            stalled: None,
-                        }),
-                        handler,
-                    );
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "an MCP HTTP connection ended with an error");
+                let conn = Arc::clone(&conn);
+                async move {
+                    let response = route.handle(req).await;
+                    Ok::<_, Infallible>(response.map(|body| Tracked { body, conn }))
                 }
             });
+            tokio::spawn(async move {
+                let conn = Arc::clone(held.conn());
+                // A client that never finishes its headers, or leaves a
+                // kept-alive connection idle, is dropped.
+                {
+                    let served = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(header_timeout)
+                        .serve_connection(
+                            TokioIo::new(Io::new(stream, Arc::clone(&conn), read_timeout)),
+                            handler,
+                        );
+                    let mut served = std::pin::pin!(served);
+                    tokio::select! {
+                        ended = served.as_mut() => {
+                            if let Err(e) = ended {
+                                tracing::debug!(error = %e, "an MCP HTTP connection ended with an error");
+                            }
+                        }
+                        () = conn.closing() => {
+                            if conn.phase() == Phase::Busy {
+                                // A request reached the service after all
+                                // (just before this task woke): answered,
+                                // then the connection closes.
+                                served.as_mut().graceful_shutdown();
+                                if let Err(e) = served.await {
+                                    tracing::debug!(error = %e, "an MCP HTTP connection ended with an error");
+                                }
+                            } else {
+                                // No request is being served: dropping cuts
+                                // nothing off. (hyper's graceful shutdown would
+                                // close an idle connection at once too, but
+                                // wait out one in its headers.)
+                                tracing::debug!("an MCP HTTP connection was closed to make room");
+                            }
+                        }
+                    }
+                }
+                // The slot is given back once the connection is closed.
+                drop(held);
+            });
         }
     }
 }
 
-/// A connection whose writes fail once one has made no progress for
-/// `limit`: a client that stops reading (its receive window closed) would
-/// otherwise hold its connection, and so a slot, for as long as it likes,
-/// since hyper times out only the reading of headers.
-struct WriteStall {
-    stream: TcpStream,
-    limit: Duration,
-    /// Armed when a write waits, disarmed when one makes progress.
-    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl WriteStall {
-    /// A write's outcome `poll`, or a timeout once writes have waited
-    /// `limit` with no progress.
-    fn progress<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        poll: Poll<io::Result<T>>,
-    ) -> Poll<io::Result<T>> {
-        if poll.is_ready() {
-            self.stalled = None;
-            return poll;
-        }
-        let limit = self.limit;
-        let stalled = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match stalled.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the client took none of its answer for {limit:?}"),
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl AsyncRead for WriteStall {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for WriteStall {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.stream).poll_write(cx, buf);
-        this.progress(cx, poll)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        this.progress(cx, poll)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    // A flush moves no bytes (a TCP stream's never waits), so it does not
-    // count as progress: only a write that took bytes disarms the timer.
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-}
+/// How long a new connection waits for one closed to make room for it.
+const ADMIT_WAIT: Duration = Duration::from_secs(1);
 
 /// Answers a connection over the limit with 503 and closes it, without
 /// waiting on it: the answer fits the empty socket buffer.
