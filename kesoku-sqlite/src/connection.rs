@@ -10,18 +10,11 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::options::SqliteOptions;
 use crate::schema;
-use crate::vfs;
 
 /// The connection that writes: creates the file if missing, turns on WAL,
 /// and brings the schema to the latest version.
 pub(crate) fn writer(path: &Path, options: &SqliteOptions) -> Result<Connection, String> {
-    // Through the shim that writes a commit's log frames in one call,
-    // unless asked not to or it is not there.
-    let mut conn = match vfs::batch().filter(|_| options.batch_log_writes) {
-        Some(shim) => Connection::open_with_flags_and_vfs(path, OpenFlags::default(), shim),
-        None => Connection::open(path),
-    }
-    .map_err(|e| e.to_string())?;
+    let mut conn = Connection::open(path).map_err(|e| e.to_string())?;
     configure(&conn, options).map_err(|e| e.to_string())?;
     // WAL lets readers run beside the writer, and makes a commit one
     // append to the log: with `synchronous=NORMAL` a crash of the process

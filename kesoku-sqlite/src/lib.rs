@@ -6,9 +6,9 @@
 //! - `error`: how failures name the database and the call;
 //! - `schema`: the versioned migrations;
 //! - `codec`: a message as a row, and back;
-//! - `vfs`: the VFS shim that writes a commit's log frames in one call;
 //! - `connection`: opening a connection (pragmas, migrations);
 //! - `checkpoints`: copying the log into the file, beside the writer;
+//! - `group`: the writes waiting for the writer, committed together;
 //! - `sql`: the statements of each store call;
 //! - `worker`: the connections, their threads, and where a call runs;
 //! - `store`: [`SqliteStore`] itself.
@@ -17,11 +17,11 @@ mod checkpoints;
 mod codec;
 mod connection;
 mod error;
+mod group;
 mod options;
 mod schema;
 mod sql;
 mod store;
-mod vfs;
 mod worker;
 
 pub use options::SqliteOptions;

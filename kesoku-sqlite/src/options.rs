@@ -27,16 +27,20 @@ pub struct SqliteOptions {
     /// parallel with each other and with the writer (WAL allows it). 0
     /// sends reads to the writer's connection. 2 unless set.
     pub readers: usize,
-    /// Whether the writer writes each commit's log frames in one write
-    /// call, through a VFS shim over `SQLite`'s default one, where
-    /// `SQLite` makes two per page. The file's bytes are the same either
-    /// way; a commit costs fewer system calls (about a fifth less time
-    /// per agent turn, measured in `bench/runtime`'s `store_turn`). On
-    /// unless set off; off where the shim could not be built.
+    /// No longer has any effect: the VFS shim it turned on, which wrote
+    /// each commit's log frames in one write call, is gone (it relied on
+    /// write-ahead-log internals `SQLite` does not promise). Writes that
+    /// wait for the writer are committed together instead, with no
+    /// option.
+    #[deprecated(
+        since = "0.1.0",
+        note = "has no effect: the log-batching VFS shim is gone; writes waiting for the writer are committed together instead"
+    )]
     pub batch_log_writes: bool,
 }
 
 impl Default for SqliteOptions {
+    #[allow(deprecated)] // The field is kept for code that names it.
     fn default() -> Self {
         SqliteOptions {
             busy_timeout: Duration::from_secs(5),
@@ -47,8 +51,7 @@ impl Default for SqliteOptions {
 }
 
 impl SqliteOptions {
-    /// The defaults: a busy timeout of 5 s, 2 reader connections, and a
-    /// commit's log frames written in one call.
+    /// The defaults: a busy timeout of 5 s and 2 reader connections.
     pub fn new() -> Self {
         Self::default()
     }
@@ -67,14 +70,13 @@ impl SqliteOptions {
         self
     }
 
-    /// Builder: sets [`batch_log_writes`](Self::batch_log_writes).
-    ///
-    /// ```
-    /// use kesoku_sqlite::SqliteOptions;
-    ///
-    /// assert!(SqliteOptions::new().batch_log_writes);
-    /// assert!(!SqliteOptions::new().with_batch_log_writes(false).batch_log_writes);
-    /// ```
+    /// Builder: sets [`batch_log_writes`](Self::batch_log_writes), which
+    /// no longer has any effect.
+    #[deprecated(
+        since = "0.1.0",
+        note = "has no effect: the log-batching VFS shim is gone; writes waiting for the writer are committed together instead"
+    )]
+    #[allow(deprecated)] // Sets the deprecated field.
     #[must_use]
     pub fn with_batch_log_writes(mut self, batch: bool) -> Self {
         self.batch_log_writes = batch;

@@ -11,26 +11,46 @@ use crate::codec::{self, COLUMNS, Row};
 use crate::error::{Failure, Undecodable};
 use crate::schema;
 
-/// A write transaction, begun `IMMEDIATE`: it takes the write lock up
-/// front, waiting out another writer through the busy timeout (a deferred
-/// one that reads first could only fail with `SQLITE_BUSY` when it tries
-/// to write). Rolled back unless committed.
+/// A call's write: a transaction of its own, begun `IMMEDIATE`, or, when
+/// the writer's thread has begun one for a group of calls (see
+/// `worker.rs`), a savepoint in it, so that a call that fails undoes only
+/// its own writes. `IMMEDIATE` takes the write lock up front, waiting out
+/// another writer through the busy timeout (a deferred one that reads
+/// first could only fail with `SQLITE_BUSY` when it tries to write).
+/// Rolled back unless committed.
 ///
-/// Unlike rusqlite's `Transaction`, its `BEGIN` and `COMMIT` are cached
-/// statements: parsing them anew took a few microseconds of each write.
+/// Unlike rusqlite's `Transaction`, its statements are cached: parsing
+/// them anew took a few microseconds of each write.
 struct Immediate<'c> {
     conn: &'c Connection,
     open: bool,
+    /// A savepoint in a group's transaction.
+    nested: bool,
 }
 
 impl<'c> Immediate<'c> {
     fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        Ok(Immediate { conn, open: true })
+        let nested = !conn.is_autocommit();
+        let begin = if nested {
+            "SAVEPOINT call"
+        } else {
+            "BEGIN IMMEDIATE"
+        };
+        conn.prepare_cached(begin)?.execute([])?;
+        Ok(Immediate {
+            conn,
+            open: true,
+            nested,
+        })
     }
 
     fn commit(mut self) -> rusqlite::Result<()> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        let end = if self.nested {
+            "RELEASE call"
+        } else {
+            "COMMIT"
+        };
+        self.conn.prepare_cached(end)?.execute([])?;
         self.open = false;
         Ok(())
     }
@@ -47,11 +67,18 @@ impl Deref for Immediate<'_> {
 impl Drop for Immediate<'_> {
     fn drop(&mut self) {
         // A failed COMMIT may leave the transaction open, or SQLite may
-        // have rolled it back already; either way the connection must
+        // have rolled it back already (a group's too, after some errors:
+        // the writer's thread sees that); either way the connection must
         // leave it.
-        if self.open && !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        if !self.open || self.conn.is_autocommit() {
+            return;
         }
+        let undo = if self.nested {
+            "ROLLBACK TO call; RELEASE call"
+        } else {
+            "ROLLBACK"
+        };
+        let _ = self.conn.execute_batch(undo);
     }
 }
 
@@ -419,8 +446,9 @@ fn count_tail(conn: &Connection, session_id: &str) -> Result<(), Failure> {
 /// made by leased writes, and folded before the row goes: see
 /// [`count_tail`]), so only those are read past their row.
 pub(crate) fn sessions(conn: &mut Connection) -> Result<Vec<SessionInfo>, Failure> {
-    // Both reads from one snapshot.
-    let tx = conn.transaction()?;
+    // Both reads from one snapshot (a savepoint: in a group's
+    // transaction too).
+    let tx = conn.savepoint()?;
     let mut tails = HashMap::new();
     {
         let mut stmt = tx.prepare_cached(

@@ -23,17 +23,18 @@ use crate::worker::{Connections, Lane, Where, Workers};
 /// conditional update, so two agents never take the same message).
 ///
 /// The database runs in WAL mode with `synchronous=NORMAL`, foreign keys
-/// on and a busy timeout; every call is one transaction. A short call
+/// on and a busy timeout; every call is one transaction, or one savepoint
+/// of a transaction shared with the calls queued beside it. A short call
 /// (a write, a read of a row or of what is new) runs on the caller's
 /// thread when its connection is free, and never waits there: a busy
 /// database, or a call that may read a lot, goes to a thread the store
 /// owns, which waits out the busy timeout. A message whose `insert`
 /// returned survives the process being killed.
 ///
-/// The writer writes each commit's log frames in one write call, through
-/// a VFS shim over `SQLite`'s default VFS, where `SQLite` makes two calls
-/// per page: the file's bytes are the same, in fewer system calls.
-/// [`SqliteOptions::batch_log_writes`] turns it off.
+/// Writes that queue for the writer while it is busy (many sessions at
+/// once) are committed together: one transaction, a savepoint per call.
+/// A call that fails undoes only its own writes and reports its own
+/// error; each call's result is given once the shared commit is done.
 ///
 /// Cloning is cheap: clones share the connections. They close on the
 /// store's threads a moment after the last clone is dropped, or, when the

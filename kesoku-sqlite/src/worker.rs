@@ -18,6 +18,10 @@
 //! own thread, which waits out the busy timeout as before, off the async
 //! runtime's workers. So do calls that may read a lot (a whole history).
 //! Nor does a write wait for a whole checkpoint (see `checkpoints`).
+//!
+//! The writes that queue for the writer's thread while it is busy (many
+//! sessions writing at once) are committed together, as a group (see
+//! `group`).
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,13 +36,16 @@ use tokio::sync::oneshot;
 use crate::checkpoints::{Checkpoints, Log, log_after_write};
 use crate::connection;
 use crate::error::Failure;
-
-/// A call, run on a connection's thread.
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+use crate::group::{self, Job, MAX_GROUP, roll_back};
 
 /// What a connection's thread is asked.
 enum Msg {
+    /// A call.
     Run(Job),
+    /// Work between calls, outside any transaction (a wait for a
+    /// checkpoint, which a write begun before it ends would not let start
+    /// the log over).
+    Between(Box<dyn FnOnce() + Send>),
     /// Close the connection, saying how that went, and end the thread.
     Close(oneshot::Sender<rusqlite::Result<()>>),
 }
@@ -128,17 +135,10 @@ impl Workers {
         {
             let conn = Arc::clone(&writer);
             let backlog = Arc::clone(&write_backlog);
+            let checkpoints = checkpoints.clone();
             thread::Builder::new()
                 .name("kesoku-sqlite-writer".into())
-                .spawn(move || {
-                    while let Ok(msg) = write_rx.recv() {
-                        let closed = serve(&conn, msg);
-                        if closed {
-                            break;
-                        }
-                        backlog.fetch_sub(1, Ordering::AcqRel);
-                    }
-                })?;
+                .spawn(move || write(&conn, &write_rx, &backlog, checkpoints.as_ref()))?;
         }
         let readers: Vec<Shared> = readers
             .into_iter()
@@ -266,29 +266,7 @@ impl Workers {
             }
         }
         let (tx, rx) = oneshot::channel();
-        let checkpoints = self.checkpoints.clone();
-        self.queue(
-            lane,
-            Box::new(move |conn: &mut Connection| {
-                let result = job(conn);
-                if write {
-                    match (log_after_write(checkpoints.as_ref()), &checkpoints) {
-                        // On the writer's thread, which may wait: so do
-                        // the writes queued behind this one.
-                        (Log::Full, Some(c)) => {
-                            let (done, checkpointed) = mpsc::channel::<()>();
-                            c.then(Box::new(move || {
-                                let _ = done.send(());
-                            }));
-                            let _ = checkpointed.recv();
-                        }
-                        (Log::Due, Some(c)) => c.nudge(),
-                        _ => {}
-                    }
-                }
-                let _ = tx.send(result);
-            }),
-        );
+        self.queue(lane, Msg::Run(group::job(job, tx)));
         Reply::Queued(rx)
     }
 
@@ -307,14 +285,10 @@ impl Workers {
                 let c = c.clone();
                 self.queue(
                     Lane::Write,
-                    Box::new(move |_: &mut Connection| {
-                        let (done, checkpointed) = mpsc::channel::<()>();
-                        c.then(Box::new(move || {
-                            let _ = done.send(());
-                        }));
-                        let _ = checkpointed.recv();
+                    Msg::Between(Box::new(move || {
+                        wait_for_checkpoint(&c);
                         drop(reply);
-                    }),
+                    })),
                 );
                 Reply::Queued(rx)
             }
@@ -326,17 +300,17 @@ impl Workers {
         }
     }
 
-    /// Queues `job` on a thread of `lane`.
-    fn queue(&self, lane: Lane, job: Job) {
+    /// Queues `msg` on a thread of `lane`.
+    fn queue(&self, lane: Lane, msg: Msg) {
         // Sending never blocks (the queue is unbounded, and bounded in
         // practice by the callers awaiting replies). If the thread is gone
         // (closed) the job is dropped with its reply sender, and the
         // caller's receiver says so.
         if let (Lane::Read, Some(readers)) = (lane, &self.read_queue) {
-            let _ = readers.send(Msg::Run(job));
+            let _ = readers.send(msg);
         } else {
             self.write_backlog.fetch_add(1, Ordering::AcqRel);
-            let _ = self.write_queue.send(Msg::Run(job));
+            let _ = self.write_queue.send(msg);
         }
     }
 
@@ -380,49 +354,113 @@ fn try_lock(conn: &Mutex<Option<Connection>>) -> Option<MutexGuard<'_, Option<Co
     match conn.try_lock() {
         Ok(guard) => Some(guard),
         // A call that panicked leaves the connection sound (see
-        // `run_guarded`).
+        // `group::run`).
         Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
         Err(TryLockError::WouldBlock) => None,
     }
 }
 
-/// Does what a connection's thread is asked; whether it closed the
+/// The writer's thread: runs the calls queued for it, those waiting
+/// together as a group (see `group`), until asked to close.
+fn write(
+    conn: &Mutex<Option<Connection>>,
+    queue: &mpsc::Receiver<Msg>,
+    backlog: &AtomicUsize,
+    checkpoints: Option<&Checkpoints>,
+) {
+    let mut next = queue.recv().ok();
+    while let Some(msg) = next.take() {
+        let jobs = match msg {
+            Msg::Run(job) => {
+                let mut jobs = vec![job];
+                // Those queued now join it; anything else comes after.
+                while jobs.len() < MAX_GROUP {
+                    match queue.try_recv() {
+                        Ok(Msg::Run(job)) => jobs.push(job),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                jobs
+            }
+            Msg::Between(work) => {
+                work();
+                backlog.fetch_sub(1, Ordering::AcqRel);
+                next = queue.recv().ok();
+                continue;
+            }
+            Msg::Close(reply) => {
+                close(conn, reply);
+                return;
+            }
+        };
+        let count = jobs.len();
+        let settled = {
+            let mut slot = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            // Not closed: this thread closes it, and ends.
+            slot.as_mut().map(|conn| group::run(conn, jobs))
+        };
+        // On the writer's thread, which may wait for a checkpoint: so do
+        // the writes queued behind these, and these calls' replies.
+        match (log_after_write(checkpoints), checkpoints) {
+            (Log::Full, Some(c)) => wait_for_checkpoint(c),
+            (Log::Due, Some(c)) => c.nudge(),
+            _ => {}
+        }
+        for (deliver, lost) in settled.into_iter().flatten() {
+            deliver(lost.as_ref());
+        }
+        backlog.fetch_sub(count, Ordering::AcqRel);
+        if next.is_none() {
+            next = queue.recv().ok();
+        }
+    }
+}
+
+/// Waits, on the writer's thread, for a checkpoint of the checkpointer's.
+fn wait_for_checkpoint(checkpoints: &Checkpoints) {
+    let (done, checkpointed) = mpsc::channel::<()>();
+    checkpoints.then(Box::new(move || {
+        let _ = done.send(());
+    }));
+    let _ = checkpointed.recv();
+}
+
+/// Does what a reader's thread is asked; whether it closed the
 /// connection (and the thread ends).
 fn serve(conn: &Mutex<Option<Connection>>, msg: Msg) -> bool {
-    let mut slot = conn.lock().unwrap_or_else(PoisonError::into_inner);
     match msg {
         Msg::Run(job) => {
+            let mut slot = conn.lock().unwrap_or_else(PoisonError::into_inner);
             // Not closed: a thread closes its connection and ends.
             if let Some(conn) = slot.as_mut() {
-                run_guarded(conn, job);
+                for (deliver, lost) in group::run(conn, vec![job]) {
+                    deliver(lost.as_ref());
+                }
             }
             false
         }
+        Msg::Between(work) => {
+            work();
+            false
+        }
         Msg::Close(reply) => {
-            let closed = slot
-                .take()
-                .map_or(Ok(()), |c| c.close().map_err(|(_, e)| e));
-            let _ = reply.send(closed);
+            close(conn, reply);
             true
         }
     }
 }
 
-/// Runs `job` on `conn`, on a connection's thread.
-fn run_guarded(conn: &mut Connection, job: Job) {
-    // A job that panics loses its reply (its caller gets an error) but
-    // not the connection.
-    if panic::catch_unwind(AssertUnwindSafe(|| job(conn))).is_err() {
-        roll_back(conn);
-    }
-}
-
-/// Rolls back what a call that panicked left open: a transaction guard
-/// does as it unwinds, a `BEGIN` of its own does not.
-fn roll_back(conn: &Connection) {
-    if !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
-    }
+/// Closes the connection, saying how that went.
+fn close(conn: &Mutex<Option<Connection>>, reply: oneshot::Sender<rusqlite::Result<()>>) {
+    let mut slot = conn.lock().unwrap_or_else(PoisonError::into_inner);
+    let closed = slot
+        .take()
+        .map_or(Ok(()), |c| c.close().map_err(|(_, e)| e));
+    let _ = reply.send(closed);
 }
 
 /// Whether `e` is another connection holding the database.
@@ -434,238 +472,4 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::mpsc;
-    use std::thread::{self, ThreadId};
-
-    use rusqlite::{Connection, TransactionBehavior};
-
-    use super::{Connections, Lane, Reply, Where, Workers};
-    use crate::checkpoints::Log;
-    use crate::connection;
-    use crate::error::Failure;
-    use crate::options::SqliteOptions;
-
-    /// A store's workers on a new file (no readers), and the file.
-    fn workers(dir: &tempfile::TempDir) -> (Workers, std::path::PathBuf) {
-        let path = dir.path().join("w.sqlite");
-        let options = SqliteOptions::default();
-        let writer = connection::writer(&path, &options).unwrap();
-        let connections = Connections {
-            writer,
-            readers: Vec::new(),
-            checkpointer: Some(connection::checkpointer(&path, &options).unwrap()),
-            busy_timeout: options.busy_timeout,
-        };
-        (Workers::start(connections).unwrap(), path)
-    }
-
-    fn wait<T>(reply: Reply<T>) -> Option<Result<T, Failure>> {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(reply.wait())
-    }
-
-    fn thread_of(workers: &Workers, place: Where) -> (bool, ThreadId) {
-        let reply = workers.run(Lane::Write, place, |_| Ok(thread::current().id()));
-        let here = matches!(reply, Reply::Done(_));
-        (here, wait(reply).unwrap().unwrap())
-    }
-
-    #[test]
-    fn a_short_call_runs_on_the_callers_thread_and_a_long_one_on_the_writers() {
-        let dir = tempfile::tempdir().unwrap();
-        let (workers, _) = workers(&dir);
-        let me = thread::current().id();
-        assert_eq!(thread_of(&workers, Where::Here), (true, me));
-        let (here, away) = thread_of(&workers, Where::Away);
-        assert!(!here);
-        assert_ne!(away, me);
-    }
-
-    #[test]
-    fn a_write_behind_a_queued_one_waits_its_turn() {
-        let dir = tempfile::tempdir().unwrap();
-        let (workers, _) = workers(&dir);
-        let (go, gate) = mpsc::channel::<()>();
-        let gate = std::sync::Mutex::new(gate);
-        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let first = {
-            let order = std::sync::Arc::clone(&order);
-            workers.run(Lane::Write, Where::Away, move |_| {
-                gate.lock().unwrap().recv().unwrap();
-                order.lock().unwrap().push(1);
-                Ok(())
-            })
-        };
-        let second = {
-            let order = std::sync::Arc::clone(&order);
-            workers.run(Lane::Write, Where::Here, move |_| {
-                order.lock().unwrap().push(2);
-                Ok(())
-            })
-        };
-        // Not run here, ahead of the first.
-        assert!(matches!(second, Reply::Queued(_)));
-        go.send(()).unwrap();
-        wait(first).unwrap().unwrap();
-        wait(second).unwrap().unwrap();
-        assert_eq!(*order.lock().unwrap(), [1, 2]);
-    }
-
-    #[test]
-    fn a_write_that_finds_the_database_busy_waits_on_the_writers_thread() {
-        let dir = tempfile::tempdir().unwrap();
-        let (workers, path) = workers(&dir);
-        // Another connection (another process) holds the write lock.
-        let mut other = Connection::open(&path).unwrap();
-        let tx = other
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .unwrap();
-        let reply = workers.run(Lane::Write, Where::Here, |conn| {
-            conn.execute_batch("BEGIN IMMEDIATE; CREATE TABLE t (n INTEGER); COMMIT")?;
-            Ok(thread::current().id())
-        });
-        // Busy here, so queued; it waits out the lock on the thread.
-        assert!(matches!(reply, Reply::Queued(_)));
-        tx.commit().unwrap();
-        let ran_on = wait(reply).unwrap().unwrap();
-        assert_ne!(ran_on, thread::current().id());
-        // It ran once, after the other connection's commit.
-        let n: i64 = other
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(n, 0);
-    }
-
-    /// Writes that fill the log past a checkpoint's due return at once on
-    /// the caller's thread while the checkpointer's thread copies the log
-    /// into the file; the first write after that checkpoint waits for a
-    /// second one, of what was written meanwhile, and the log starts
-    /// over. Each time the log grows long, two checkpoints run, not one
-    /// after every commit while the writer keeps writing.
-    #[test]
-    fn a_long_log_is_copied_beside_the_writer_then_started_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let (workers, _) = workers(&dir);
-        let setup = workers.run(Lane::Write, Where::Here, |conn| {
-            Ok(conn.execute_batch("CREATE TABLE t (n INTEGER NOT NULL)")?)
-        });
-        wait(setup).unwrap().unwrap();
-        // A frame or two each: the log is due (4,000 frames) a few times.
-        let mut waited = Vec::new();
-        for i in 0..12_000 {
-            let reply = workers.run(Lane::Write, Where::Here, move |conn| {
-                Ok(conn.execute("INSERT INTO t (n) VALUES (?1)", [i])?)
-            });
-            if matches!(reply, Reply::Queued(_)) {
-                waited.push(i);
-            }
-            wait(reply).unwrap().unwrap();
-        }
-        let runs = workers
-            .checkpoints
-            .as_ref()
-            .unwrap()
-            .runs
-            .load(std::sync::atomic::Ordering::Acquire);
-        // No write waits before the first due, which is 2,000 writes in
-        // at the soonest; then one write waits a time the log grew long.
-        assert!(waited.first().is_some_and(|&i| i > 2_000), "{waited:?}");
-        assert!(
-            runs <= 2 * waited.len() + 1,
-            "{runs} checkpoints; writes {waited:?} waited"
-        );
-    }
-
-    /// A short read runs here on the writer when it is free, and on a
-    /// reader, here still, while the writer is taken.
-    #[test]
-    fn a_short_read_takes_the_free_writer_else_a_reader() {
-        let dir = tempfile::tempdir().unwrap();
-        let (workers, path) = workers(&dir);
-        let setup = workers.run(Lane::Write, Where::Here, |conn| {
-            Ok(conn.execute_batch("CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (7)")?)
-        });
-        wait(setup).unwrap().unwrap();
-        drop(workers);
-        let options = SqliteOptions::default();
-        let connections = Connections {
-            writer: connection::writer(&path, &options).unwrap(),
-            readers: vec![connection::reader(&path, &options).unwrap()],
-            checkpointer: None,
-            busy_timeout: options.busy_timeout,
-        };
-        let workers = Workers::start(connections).unwrap();
-        // A read-only connection refuses to write: which one ran a read
-        // shows in whether it could have.
-        let read = |workers: &Workers| {
-            workers.run(Lane::Read, Where::Here, |conn| {
-                let n: i64 = conn.query_row("SELECT n FROM t", [], |r| r.get(0))?;
-                Ok((n, conn.is_readonly(rusqlite::MAIN_DB)?))
-            })
-        };
-        let reply = read(&workers);
-        assert!(matches!(reply, Reply::Done(_)));
-        assert_eq!(
-            wait(reply).unwrap().unwrap(),
-            (7, false),
-            "not on the writer"
-        );
-        // The writer busy with a write on its thread: the read goes on.
-        let (go, gate) = mpsc::channel::<()>();
-        let gate = std::sync::Mutex::new(gate);
-        let (started, running) = mpsc::channel::<()>();
-        let write = workers.run(Lane::Write, Where::Away, move |_| {
-            started.send(()).unwrap();
-            gate.lock().unwrap().recv().unwrap();
-            Ok(())
-        });
-        running.recv().unwrap();
-        let reply = read(&workers);
-        assert!(
-            matches!(reply, Reply::Done(_)),
-            "the read waited for the writer"
-        );
-        assert_eq!(wait(reply).unwrap().unwrap(), (7, true), "not on a reader");
-        go.send(()).unwrap();
-        wait(write).unwrap().unwrap();
-    }
-
-    /// A write made here that leaves the log full queues its wait for a
-    /// checkpoint on the writer's thread; should the store close first,
-    /// the write still replies with its result (it was made).
-    #[test]
-    fn a_write_whose_wait_is_dropped_by_a_close_still_replies() {
-        let dir = tempfile::tempdir().unwrap();
-        let (workers, _) = workers(&dir);
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(workers.close())
-            .unwrap();
-        let reply = workers.after_write(Log::Full, Ok(7));
-        assert!(matches!(reply, Reply::Queued(_)));
-        assert!(matches!(wait(reply), Some(Ok(7))));
-        // A call made after the close is refused.
-        let refused = workers.run(Lane::Write, Where::Here, |_| Ok(()));
-        assert!(matches!(wait(refused), Some(Err(Failure::Closed))));
-    }
-
-    #[test]
-    fn a_call_that_panics_here_loses_its_reply_not_the_connection() {
-        let dir = tempfile::tempdir().unwrap();
-        let (workers, _) = workers(&dir);
-        let reply = workers.run(Lane::Write, Where::Here, |conn| -> Result<(), Failure> {
-            conn.execute_batch("BEGIN IMMEDIATE; CREATE TABLE t (n INTEGER)")?;
-            panic!("a bug in a call");
-        });
-        assert!(wait(reply).is_none());
-        // The transaction it left open rolled back; the next call runs.
-        let reply = workers.run(Lane::Write, Where::Here, |conn| {
-            Ok(conn.execute_batch("CREATE TABLE t (n INTEGER)")?)
-        });
-        wait(reply).unwrap().unwrap();
-    }
-}
+mod tests;

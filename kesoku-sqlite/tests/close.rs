@@ -31,75 +31,71 @@ fn is_closed(e: &StoreError) -> bool {
 /// the store was closed (and its message is not).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_racing_a_close_are_stored_or_refused() {
-    for batch in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kesoku.sqlite");
-        let options = SqliteOptions::new()
-            .with_readers(2)
-            .with_batch_log_writes(batch);
-        let store = SqliteStore::open_with(&path, &options).unwrap();
-        let start = Arc::new(Barrier::new(9));
-        let mut writers = Vec::new();
-        for w in 0..8 {
-            let (store, start) = (store.clone(), Arc::clone(&start));
-            writers.push(tokio::spawn(async move {
-                let session = format!("s{w}");
-                start.wait().await;
-                let mut acked = Vec::new();
-                for i in 0..10_000 {
-                    match store.insert(&message(&session, i)).await {
-                        Ok(_) => acked.push(format!("{session}-{i}")),
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kesoku.sqlite");
+    let options = SqliteOptions::new().with_readers(2);
+    let store = SqliteStore::open_with(&path, &options).unwrap();
+    let start = Arc::new(Barrier::new(9));
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (store, start) = (store.clone(), Arc::clone(&start));
+        writers.push(tokio::spawn(async move {
+            let session = format!("s{w}");
+            start.wait().await;
+            let mut acked = Vec::new();
+            for i in 0..10_000 {
+                match store.insert(&message(&session, i)).await {
+                    Ok(_) => acked.push(format!("{session}-{i}")),
+                    Err(e) => {
+                        assert!(is_closed(&e), "{e}");
+                        assert!(
+                            e.to_string()
+                                .contains(&format!("save message `{session}-{i}`")),
+                            "{e}"
+                        );
+                        // Every call after the first refused one is
+                        // refused too.
+                        let e = store.history(&session).await.unwrap_err();
+                        assert!(is_closed(&e), "{e}");
+                        return (session, acked);
+                    }
+                }
+                if i % 7 == 0 {
+                    match store.history(&session).await {
+                        Ok(history) => assert_eq!(history.len(), acked.len()),
+                        // Closed after the insert.
                         Err(e) => {
-                            assert!(is_closed(&e), "{e}");
-                            assert!(
-                                e.to_string()
-                                    .contains(&format!("save message `{session}-{i}`")),
-                                "{e}"
-                            );
-                            // Every call after the first refused one is
-                            // refused too.
-                            let e = store.history(&session).await.unwrap_err();
                             assert!(is_closed(&e), "{e}");
                             return (session, acked);
                         }
                     }
-                    if i % 7 == 0 {
-                        match store.history(&session).await {
-                            Ok(history) => assert_eq!(history.len(), acked.len()),
-                            // Closed after the insert.
-                            Err(e) => {
-                                assert!(is_closed(&e), "{e}");
-                                return (session, acked);
-                            }
-                        }
-                    }
                 }
-                panic!("the store was never closed")
-            }));
-        }
-        start.wait().await;
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        store.close().await.unwrap();
-        // No log is left beside the file: it was copied in and removed.
-        assert!(!log_of(&path).exists(), "the log is still there");
-
-        let mut total = 0;
-        let reopened = SqliteStore::open(&path).unwrap();
-        for writer in writers {
-            let (session, acked) = writer.await.unwrap();
-            let stored: Vec<String> = reopened
-                .history(&session)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|m| m.id)
-                .collect();
-            assert_eq!(stored, acked, "batch {batch}");
-            total += acked.len();
-        }
-        assert!(total > 0, "nothing was written before the close");
-        assert_eq!(reopened.check_integrity().await.unwrap(), "ok");
+            }
+            panic!("the store was never closed")
+        }));
     }
+    start.wait().await;
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    store.close().await.unwrap();
+    // No log is left beside the file: it was copied in and removed.
+    assert!(!log_of(&path).exists(), "the log is still there");
+
+    let mut total = 0;
+    let reopened = SqliteStore::open(&path).unwrap();
+    for writer in writers {
+        let (session, acked) = writer.await.unwrap();
+        let stored: Vec<String> = reopened
+            .history(&session)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(stored, acked);
+        total += acked.len();
+    }
+    assert!(total > 0, "nothing was written before the close");
+    assert_eq!(reopened.check_integrity().await.unwrap(), "ok");
 }
 
 /// The calls made before the close all finish: 8 threads make 50

@@ -62,27 +62,6 @@ pub(crate) async fn sqlite() -> Option<Fixture> {
     })
 }
 
-/// A file whose first handle writes its log as `SQLite` does, two write
-/// calls a frame, while the other handles write a commit's frames in one
-/// call (the default): as two processes with different settings.
-#[cfg(feature = "sqlite")]
-#[allow(clippy::unused_async)] // every fixture has the same signature
-pub(crate) async fn sqlite_unbatched() -> Option<Fixture> {
-    use kesoku::store::{SqliteOptions, SqliteStore};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("kesoku.sqlite");
-    let options = SqliteOptions::new().with_batch_log_writes(false);
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(&path, &options).unwrap());
-    Some(Fixture {
-        store,
-        handle: Box::new(move || {
-            let path = path.clone();
-            Box::pin(async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn Store> })
-        }),
-        _dir: Some(dir),
-    })
-}
-
 #[cfg(feature = "sqlite")]
 #[allow(clippy::unused_async)] // every fixture has the same signature
 pub(crate) async fn sqlite_in_memory() -> Option<Fixture> {
@@ -123,8 +102,6 @@ macro_rules! store_suite {
         store_suite!(@backend memory; $($test),*);
         #[cfg(feature = "sqlite")]
         store_suite!(@backend sqlite; $($test),*);
-        #[cfg(feature = "sqlite")]
-        store_suite!(@backend sqlite_unbatched; $($test),*);
         #[cfg(feature = "sqlite")]
         store_suite!(@backend sqlite_in_memory; $($test),*);
         #[cfg(feature = "postgres")]
