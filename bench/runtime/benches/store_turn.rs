@@ -16,9 +16,6 @@
 //!   a script.
 //! - `store_turn/{memory,sqlite}_bare`: the same with the bare script, so
 //!   nearly all of the turn is the agent and the store.
-//! - `store_turn/sqlite_unbatched`: the first `SQLite` case with the log
-//!   written as `SQLite` writes it, two write calls a frame, where
-//!   `SqliteStore` writes a commit's frames in one call by default.
 //! - `store_turn/commit_floor`: one bare commit (`SQLite`'s own writes).
 //!
 //! After criterion's report it prints the ratio sqlite / memory, and how
@@ -56,9 +53,6 @@ fn session_id() -> String {
 enum Kind {
     Memory,
     Sqlite,
-    /// `SqliteStore` writing its log as `SQLite` does, two write calls a
-    /// frame ([`SqliteOptions::batch_log_writes`] off).
-    SqliteUnbatched,
 }
 
 impl Kind {
@@ -66,7 +60,6 @@ impl Kind {
         match self {
             Kind::Memory => "memory",
             Kind::Sqlite => "sqlite",
-            Kind::SqliteUnbatched => "sqlite_unbatched",
         }
     }
 
@@ -93,9 +86,8 @@ impl Kind {
                 block_on(prefill(Arc::clone(&store)));
                 (store, ids, None)
             }
-            Kind::Sqlite | Kind::SqliteUnbatched => {
-                let options =
-                    SqliteOptions::new().with_batch_log_writes(matches!(self, Kind::Sqlite));
+            Kind::Sqlite => {
+                let options = SqliteOptions::new();
                 let dir = tempfile::tempdir().expect("a temp dir");
                 let path = dir.path().join("turn.sqlite");
                 let store: Arc<dyn Store> =
@@ -137,7 +129,6 @@ fn turns(c: &mut Criterion) {
     let cases = [
         (Kind::Memory, true),
         (Kind::Sqlite, true),
-        (Kind::SqliteUnbatched, true),
         (Kind::Memory, false),
         (Kind::Sqlite, false),
     ];
@@ -227,7 +218,6 @@ fn summary() {
     );
     for (model, memory, sqlite) in [
         ("encoding", "memory", "sqlite"),
-        ("unbatched", "memory", "sqlite_unbatched"),
         ("bare", "memory_bare", "sqlite_bare"),
     ] {
         let (Some(memory), Some(sqlite)) = (median(memory), median(sqlite)) else {
