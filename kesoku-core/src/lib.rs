@@ -12,7 +12,7 @@
 // | folder     | holds |
 // | ---------- | ----- |
 // | leaves     | `content`, `future`, `suggest`, `error_source` |
-// | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `MemoryStore`), `row`, `gateway` (+ `filter`, `listener`, `error`), `session_cache` |
+// | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `leases`, `LocalLeases`, `MemoryStore`, `row`, `testing`), `gateway` (+ `filter`, `listener`, `error`), `session_cache` |
 // | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema`, `targets` (what each provider refuses, for the compile-time check) |
 // | `args/`    | arguments checked: `arg_error`, `validate`, `dynamic_schema`, `tool_arg` |
 // | `tool/`    | the tool system: `error`, `output`, `invocation`, `context`, `decode` (the strict fast path), `call` (a call prepared, shared per signature), `valid_args` (the slow path), `def` (`Tool`, `ToolDef`, `DynamicTool`), `registry` |
@@ -64,15 +64,10 @@ pub use tool::registry::{
     LiveRegistry, ToolRegistry, WeakLiveRegistry, default_registry, try_default_registry,
 };
 
-/// What the macros' expansions and kesoku's own stores use. Not a public
+/// What the macros' expansions use. Not a public
 /// API.
 #[doc(hidden)]
 pub mod __private {
-    /// A message as a SQL row: the one encoding the `SQLite` and
-    /// PostgreSQL stores share.
-    pub mod row {
-        pub use crate::session::row::*;
-    }
     pub use crate::args::tool_arg::all_exact;
     pub use crate::tool::call::{
         Context, ConvertFn, DecodeFn, Defaulted, Injected, Model, Param, Params, Prepare, SyncCall,

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use kesoku_core::__private::row::variant;
 use kesoku_core::Delta;
+use kesoku_core::store::row::variant;
 use kesoku_core::store::{Announced, Seq};
 use tokio::sync::{broadcast, oneshot};
 use tokio_postgres::{AsyncMessage, Config};

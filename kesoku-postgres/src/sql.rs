@@ -3,8 +3,8 @@
 use std::sync::LazyLock;
 
 use deadpool_postgres::{Client, GenericClient};
-use kesoku_core::__private::row::{Row, parse_time, variant};
 use kesoku_core::Message;
+use kesoku_core::store::row::{Row, parse_time, variant};
 use kesoku_core::store::{Seq, SessionInfo};
 use tokio_postgres::types::ToSql;
 

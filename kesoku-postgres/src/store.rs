@@ -9,7 +9,7 @@ use std::time::Duration;
 use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use crate::connect::Spawned;
-use kesoku_core::__private::row::{Row, name};
+use kesoku_core::store::row::{Row, name};
 use kesoku_core::store::{
     Announced, Claimed, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
 };

@@ -10,8 +10,8 @@ use crate::error::Undecodable;
 pub(crate) const COLUMNS: &str =
     "seq, id, session_id, sender, role, type, status, content, metadata, timestamp, parent_id";
 
-use kesoku_core::__private::row::variant;
-pub(crate) use kesoku_core::__private::row::{Row, name, parse_time};
+use kesoku_core::store::row::variant;
+pub(crate) use kesoku_core::store::row::{Row, name, parse_time};
 
 /// `message` as a row.
 pub(crate) fn encode(message: &Message) -> Row {

@@ -7,6 +7,5 @@ pub mod gateway;
 pub(crate) mod message;
 pub(crate) mod progress;
 pub(crate) mod request;
-pub(crate) mod row;
 pub(crate) mod session_cache;
 pub mod store;

@@ -10,7 +10,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
@@ -19,7 +18,14 @@ use crate::error_source::ErrorSource;
 use crate::session::delta::Delta;
 use crate::session::message::{Message, MessageType, Role, Status};
 
+mod leases;
+mod local;
 mod memory;
+pub mod row;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub use leases::Leases;
+pub use local::LocalLeases;
 pub use memory::MemoryStore;
 
 /// A message's position in its store's single total order: every message
@@ -227,9 +233,14 @@ pub fn title_of(message: &Message) -> Option<String> {
 /// implemented for every type that implements them; agents and gateways
 /// take an `Arc<dyn Store>`.
 ///
-/// A store of one's own implements the three (the relay has defaults
-/// for a store that does not relay deltas between processes), and passes
-/// the conformance suite in `tests/store.rs` and `tests/store_leases.rs`.
+/// A store of one's own writes the six required methods of
+/// [`MessageLog`]; every other method has a default built on them. For a
+/// store that serves one process, [`LocalLeases`] adds leases kept in
+/// memory and the relay's defaults, which makes it a `Store`; a store
+/// shared by several processes implements [`Leases`] itself, as
+/// conditional writes in its database. Either proves itself with
+/// [`testing::conformance`] (feature `testing`), the suite the built-in
+/// stores pass.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -249,6 +260,14 @@ impl<T: MessageLog + Leases + DeltaRelay> Store for T {}
 /// The message log: messages appended and read back in order, by
 /// session, by status, or after a [`Seq`].
 ///
+/// Six methods are required: [`insert`](MessageLog::insert),
+/// [`get`](MessageLog::get), [`history_after`](MessageLog::history_after),
+/// [`after`](MessageLog::after), [`transition`](MessageLog::transition) and
+/// [`last_seq`](MessageLog::last_seq). The others have defaults built on
+/// them, which read the whole log ([`with_status`](MessageLog::with_status),
+/// [`sessions`](MessageLog::sessions)) or a whole session
+/// ([`history`](MessageLog::history)); a store with indexes overrides them.
+///
 /// Every call is one transaction. Messages are immutable once stored but
 /// for their status, which changes only through
 /// [`transition`](MessageLog::transition), a conditional update: of several
@@ -266,7 +285,14 @@ pub trait MessageLog: Send + Sync + 'static {
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>>;
 
     /// A session's messages, in the order they were stored.
-    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>>;
+    ///
+    /// The default is [`history_after`](MessageLog::history_after) from 0.
+    fn history<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, Vec<Message>> {
+        Box::pin(async move {
+            let all = self.history_after(session_id, 0).await?;
+            Ok(all.into_iter().map(|(_, m)| m).collect())
+        })
+    }
 
     /// A session's messages stored after `seq`, in order, each with its
     /// `Seq` (`0`: the whole history): how an agent catches up on a session
@@ -282,7 +308,20 @@ pub trait MessageLog: Send + Sync + 'static {
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>>;
 
     /// The messages whose status is `status`, in order, each with its `Seq`.
-    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>>;
+    ///
+    /// The default reads the whole log, a page at a time.
+    fn with_status(&self, status: Status) -> StoreFuture<'_, Vec<(Seq, Message)>> {
+        Box::pin(async move {
+            let mut found = Vec::new();
+            scan(self, |seq, m| {
+                if m.status == status {
+                    found.push((seq, m));
+                }
+            })
+            .await?;
+            Ok(found)
+        })
+    }
 
     /// Sets the status of message `id` to `to` if it is one of `from`, in
     /// one conditional update. `true` if this call changed it.
@@ -293,186 +332,57 @@ pub trait MessageLog: Send + Sync + 'static {
         to: Status,
     ) -> StoreFuture<'a, bool>;
 
-    /// Every session, the most recently updated first.
-    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>>;
+    /// Every session, the most recently updated first (then by id).
+    ///
+    /// The default reads the whole log, a page at a time: a session was
+    /// created at the time of its first message stored, updated at the
+    /// latest time of any, and is titled after its first user text
+    /// ([`title_of`]).
+    fn sessions(&self) -> StoreFuture<'_, Vec<SessionInfo>> {
+        Box::pin(async move {
+            let mut sessions: std::collections::HashMap<String, SessionInfo> =
+                std::collections::HashMap::new();
+            scan(self, |_, m| {
+                let info = sessions
+                    .entry(m.session_id.clone())
+                    .or_insert_with(|| SessionInfo::new(m.session_id.clone(), m.timestamp));
+                info.messages += 1;
+                info.updated = info.updated.max(m.timestamp);
+                if info.title.is_none() {
+                    info.title = title_of(&m);
+                }
+            })
+            .await?;
+            let mut sessions: Vec<SessionInfo> = sessions.into_values().collect();
+            sessions.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
+            Ok(sessions)
+        })
+    }
 
     /// The largest `Seq` stored, 0 when empty.
     fn last_seq(&self) -> StoreFuture<'_, Seq>;
 }
 
-/// Leases and claims: which worker runs a session's turn, and the posts
-/// it makes only while it does. Each call is one conditional write, so of
-/// several processes sharing a store exactly one holds a session.
-pub trait Leases: MessageLog {
-    /// [`insert`](MessageLog::insert), only while `holder` holds the turn lease
-    /// of the message's session ([`lease`](Leases::lease)) and it has not
-    /// expired, checked in the same transaction: otherwise
-    /// [`StoreError::LeaseLost`], and nothing is written. How a turn posts,
-    /// so a worker that lost its session (stalled past its lease, say)
-    /// cannot answer a turn another worker has resumed.
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq>;
+/// How many messages a default method reads at a time.
+const PAGE: usize = 1_000;
 
-    /// [`transition`](MessageLog::transition), only while `holder` holds the
-    /// turn lease of the message's session and it has not expired, checked
-    /// in the same transaction: otherwise [`StoreError::LeaseLost`], and
-    /// nothing is changed. `false` for an unknown id or a status not in
-    /// `from`. How a turn settles its prompt, so a worker that lost the
-    /// session cannot mark a turn another worker is running.
-    fn transition_leased<'a>(
-        &'a self,
-        id: &'a str,
-        from: &'a [Status],
-        to: Status,
-        holder: &'a str,
-    ) -> StoreFuture<'a, bool>;
-
-    /// Takes the turn lease of `session_id` for `holder`, until `ttl` from
-    /// now: `true` if `holder` holds it now (it was free, expired, or
-    /// `holder`'s already), `false` if another holder's lease has not
-    /// expired. One conditional write, so of several processes exactly
-    /// one holds a session's lease: a session runs one turn at a time
-    /// across every agent sharing the store.
-    ///
-    /// This acquires: it takes a lease no one holds. A running turn keeps
-    /// its lease with [`renew`](Leases::renew) instead, which never takes
-    /// back a lease that was lost.
-    fn lease<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, bool>;
-
-    /// Extends `holder`'s lease of `session_id` to `ttl` from now, only
-    /// while `holder` still holds it and it has not expired, in one
-    /// conditional write: `true` if it was extended, `false` if it is gone
-    /// (expired, released, broken with [`break_lease`](Leases::break_lease),
-    /// or another holder's). Unlike [`lease`](Leases::lease) it never
-    /// creates a lease, so a holder that lost its lease cannot take it
-    /// back while its turn runs on: the turn must stop, since another
-    /// worker may have resumed it.
-    fn renew<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, bool>;
-
-    /// Gives up `holder`'s lease of `session_id`; `false` if it did not
-    /// hold it (it expired and another took it).
-    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Claims the oldest `pending_agent` user message whose session no one
-    /// holds a live lease on (and that has no older one pending, or left
-    /// `processing` by a dead worker until it is requeued), leasing
-    /// the session to `holder` for `ttl` and setting the message
-    /// `processing`, in one transaction; the message, with its `Seq`, or
-    /// `None` when there is none to take. How `serve` takes work: each
-    /// prompt goes to one worker, and a worker asks only when it has room.
-    fn claim_next<'a>(
-        &'a self,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, Option<(Seq, Message)>>;
-
-    /// Drops `session_id`'s lease, whoever holds it; whether there was
-    /// one. For start-up recovery on a store no other agent uses (the
-    /// holder died with the process): a live holder elsewhere would find
-    /// its lease gone.
-    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Puts every user message left `processing` in a session whose lease
-    /// has expired (or was never taken) back to `pending_agent`, in one
-    /// conditional update, and returns them with their `Seq`s: the turns
-    /// of a worker that died, for another to take.
-    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>>;
-
-    /// Starts a turn on a new prompt: takes `holder`'s lease of
-    /// `message`'s session for `ttl`, as [`lease`](Leases::lease) would,
-    /// and stores `message` (which the caller has made `processing`, so
-    /// no other worker claims it), in one transaction. Its `Seq`, or
-    /// `None` when another holder's lease is live, and nothing is written.
-    /// How an agent's `send` starts its turn in one write instead of
-    /// three (store the prompt, lease the session, claim the prompt).
-    ///
-    /// The default takes the lease, then stores the message fenced by it
-    /// ([`insert_leased`](Leases::insert_leased)): two writes, after
-    /// which an error may leave the lease held (the caller releases it).
-    fn insert_claimed<'a>(
-        &'a self,
-        message: &'a Message,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, Option<Seq>> {
-        Box::pin(async move {
-            if !self.lease(&message.session_id, holder, ttl).await? {
-                return Ok(None);
-            }
-            self.insert_leased(message, holder).await.map(Some)
-        })
-    }
-
-    /// [`insert_claimed`](Leases::insert_claimed), then the messages of
-    /// `message`'s session stored after `after` (the new prompt among
-    /// them), as [`history_after`](MessageLog::history_after) returns
-    /// them ([`Claimed`]), or `None` when another holder's lease is live,
-    /// and nothing is written or read. How a turn whose agent kept a view
-    /// of the session up to `after` starts and brings that view up to
-    /// date in one call, instead of a write and a read: `SqliteStore`
-    /// and `MemoryStore` read in the write's own transaction,
-    /// `PostgresStore` on the same connection right after its commit.
-    ///
-    /// The default takes the two steps. A read that fails after the
-    /// write leaves the prompt stored and the lease held, as a lost answer
-    /// would: the caller's next try finds the prompt a duplicate.
-    fn insert_claimed_after<'a>(
-        &'a self,
-        message: &'a Message,
-        holder: &'a str,
-        ttl: Duration,
-        after: Seq,
-    ) -> StoreFuture<'a, Option<Claimed>> {
-        Box::pin(async move {
-            let Some(seq) = self.insert_claimed(message, holder, ttl).await? else {
-                return Ok(None);
-            };
-            let newer = self.history_after(&message.session_id, after).await?;
-            Ok(Some(Claimed::new(seq, newer)))
-        })
-    }
-
-    /// Ends `holder`'s turn of `session_id`: stores `posts` in order, each
-    /// as [`insert_leased`](Leases::insert_leased) would, sets the status
-    /// of the turn's prompt `prompt` to `to` if it is one of `from`, as
-    /// [`transition_leased`](Leases::transition_leased) would, and
-    /// releases the lease; the posts' `Seq`s. How a turn posts its last
-    /// messages and settles, in one write instead of three or more. Fails
-    /// with [`StoreError::LeaseLost`] unless `holder`'s lease of
-    /// `session_id` is live.
-    ///
-    /// A store that does it in one transaction writes nothing when any
-    /// part is refused ([`StoreError::LeaseLost`],
-    /// [`StoreError::Duplicate`]). The default does it in steps, so a
-    /// failure may leave the first part done: a caller that tries again
-    /// takes the steps itself, treating a post found stored as done.
-    fn finish_turn<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        posts: &'a [Message],
-        prompt: &'a str,
-        from: &'a [Status],
-        to: Status,
-    ) -> StoreFuture<'a, Vec<Seq>> {
-        Box::pin(async move {
-            let mut seqs = Vec::with_capacity(posts.len());
-            for message in posts {
-                seqs.push(self.insert_leased(message, holder).await?);
-            }
-            self.transition_leased(prompt, from, to, holder).await?;
-            self.release(session_id, holder).await?;
-            Ok(seqs)
-        })
+/// Reads `log`'s every message in order, a page at a time, giving each
+/// to `each`.
+async fn scan<L: MessageLog + ?Sized>(
+    log: &L,
+    mut each: impl FnMut(Seq, Message) + Send,
+) -> Result<(), StoreError> {
+    let mut from = 0;
+    loop {
+        let page = log.after(from, PAGE).await?;
+        let full = page.len() == PAGE;
+        for (seq, m) in page {
+            from = seq;
+            each(seq, m);
+        }
+        if !full {
+            return Ok(());
+        }
     }
 }
 
@@ -554,91 +464,6 @@ impl<S: MessageLog + ?Sized> MessageLog for std::sync::Arc<S> {
 
     fn last_seq(&self) -> StoreFuture<'_, Seq> {
         (**self).last_seq()
-    }
-}
-
-impl<S: Leases + ?Sized> Leases for std::sync::Arc<S> {
-    fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
-        (**self).insert_leased(message, holder)
-    }
-
-    fn transition_leased<'a>(
-        &'a self,
-        id: &'a str,
-        from: &'a [Status],
-        to: Status,
-        holder: &'a str,
-    ) -> StoreFuture<'a, bool> {
-        (**self).transition_leased(id, from, to, holder)
-    }
-
-    fn lease<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, bool> {
-        (**self).lease(session_id, holder, ttl)
-    }
-
-    fn renew<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, bool> {
-        (**self).renew(session_id, holder, ttl)
-    }
-
-    fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
-        (**self).release(session_id, holder)
-    }
-
-    fn claim_next<'a>(
-        &'a self,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, Option<(Seq, Message)>> {
-        (**self).claim_next(holder, ttl)
-    }
-
-    fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
-        (**self).break_lease(session_id)
-    }
-
-    fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
-        (**self).requeue_expired()
-    }
-
-    fn insert_claimed<'a>(
-        &'a self,
-        message: &'a Message,
-        holder: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, Option<Seq>> {
-        (**self).insert_claimed(message, holder, ttl)
-    }
-
-    fn insert_claimed_after<'a>(
-        &'a self,
-        message: &'a Message,
-        holder: &'a str,
-        ttl: Duration,
-        after: Seq,
-    ) -> StoreFuture<'a, Option<Claimed>> {
-        (**self).insert_claimed_after(message, holder, ttl, after)
-    }
-
-    fn finish_turn<'a>(
-        &'a self,
-        session_id: &'a str,
-        holder: &'a str,
-        posts: &'a [Message],
-        prompt: &'a str,
-        from: &'a [Status],
-        to: Status,
-    ) -> StoreFuture<'a, Vec<Seq>> {
-        (**self).finish_turn(session_id, holder, posts, prompt, from, to)
     }
 }
 

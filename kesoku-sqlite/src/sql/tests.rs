@@ -33,13 +33,7 @@ fn truth_and_listing(conn: &mut Connection) -> (Vec<Counted>, Vec<Counted>) {
     let mut listed: Vec<Counted> = super::sessions(conn)
         .unwrap()
         .into_iter()
-        .map(|s| {
-            (
-                s.id,
-                s.messages,
-                kesoku_core::__private::row::time(&s.updated),
-            )
-        })
+        .map(|s| (s.id, s.messages, kesoku_core::store::row::time(&s.updated)))
         .collect();
     listed.sort();
     (truth, listed)

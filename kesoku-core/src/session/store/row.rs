@@ -8,7 +8,7 @@
 //! text, in its original key order.
 //!
 //! ```
-//! use kesoku_core::__private::row::{self, Row};
+//! use kesoku_core::store::row::{self, Row};
 //! use kesoku_core::{Message, MessageType, Role, Status};
 //!
 //! let m = Message::new("s", Role::User, MessageType::Text, "hi").with_status(Status::PendingAgent);
@@ -23,8 +23,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde::de::{DeserializeOwned, IntoDeserializer, value::StrDeserializer};
 
+use super::title_of;
 use crate::session::message::Message;
-use crate::session::store::title_of;
 
 /// A message's columns, encoded on the caller's task so a database
 /// thread or connection only runs SQL.
