@@ -12,6 +12,7 @@ store_suite!(
     round_trip,
     history_order,
     history_after_resumes,
+    history_pages_are_parts_of_the_history,
     duplicate_writes_nothing,
     after_pages_in_order,
     with_status_lists_in_order,

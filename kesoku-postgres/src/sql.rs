@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use deadpool_postgres::{Client, GenericClient};
 use kesoku_core::Message;
 use kesoku_core::store::row::{Row, parse_time, variant};
-use kesoku_core::store::{Seq, SessionInfo};
+use kesoku_core::store::{Page, Seq, SessionInfo};
 use tokio_postgres::types::ToSql;
 
 use crate::error::{Failure, is_duplicate};
@@ -270,6 +270,31 @@ pub(crate) async fn history_after(
         "SELECT {COLUMNS} FROM kesoku_messages WHERE session_id = $1 AND seq > $2 ORDER BY seq"
     );
     messages(client, &sql, &[&session_id, &seq]).await
+}
+
+/// A page of a session's messages, in order.
+pub(crate) async fn history_page(
+    client: &Client,
+    session_id: &str,
+    page: Page,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    // The newest of a range read from its end, then put in order.
+    let order = if page.newest { "DESC" } else { "ASC" };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM kesoku_messages WHERE session_id = $1 AND seq > $2 AND seq < $3
+         ORDER BY seq {order} LIMIT $4"
+    );
+    let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
+    let mut found = messages(
+        client,
+        &sql,
+        &[&session_id, &page.after, &page.before, &limit],
+    )
+    .await?;
+    if page.newest {
+        found.reverse();
+    }
+    Ok(found)
 }
 
 /// Up to `limit` messages after `seq`.

@@ -11,7 +11,8 @@ use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, R
 use crate::connect::Spawned;
 use kesoku_core::store::row::{Row, name};
 use kesoku_core::store::{
-    Announced, Claimed, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
+    Announced, Claimed, DeltaRelay, Leases, MessageLog, Page, Seq, SessionInfo, StoreError,
+    StoreFuture,
 };
 use kesoku_core::{Delta, Message, Status};
 use tokio::sync::{broadcast, oneshot};
@@ -329,6 +330,17 @@ impl MessageLog for PostgresStore {
         self.call(
             move || format!("load the history of session `{session_id}` after seq {seq}"),
             move |c| async move { sql::history_after(&c, session_id, seq).await },
+        )
+    }
+
+    fn history_page<'a>(
+        &'a self,
+        session_id: &'a str,
+        page: Page,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        self.call(
+            move || format!("load a page of session `{session_id}`"),
+            move |c| async move { sql::history_page(&c, session_id, page).await },
         )
     }
 

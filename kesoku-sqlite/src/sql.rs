@@ -1,7 +1,7 @@
 //! The statements of each store call, run on a connection's thread.
 
 use kesoku_core::Message;
-use kesoku_core::store::{Claimed, Seq, SessionInfo};
+use kesoku_core::store::{Claimed, Page, Seq, SessionInfo};
 use std::collections::HashMap;
 use std::ops::Deref;
 
@@ -305,6 +305,30 @@ fn session_after(
     let sql =
         format!("SELECT {COLUMNS} FROM messages WHERE session_id = ?1 AND seq > ?2 ORDER BY seq");
     messages(conn, &sql, params![session_id, seq])
+}
+
+/// A page of a session's messages, in order.
+pub(crate) fn history_page(
+    conn: &mut Connection,
+    session_id: &str,
+    page: Page,
+) -> Result<Vec<(Seq, Message)>, Failure> {
+    // The newest of a range read from its end, then put in order.
+    let order = if page.newest { "DESC" } else { "ASC" };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM messages WHERE session_id = ?1 AND seq > ?2 AND seq < ?3
+         ORDER BY seq {order} LIMIT ?4"
+    );
+    let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
+    let mut found = messages(
+        conn,
+        &sql,
+        params![session_id, page.after, page.before, limit],
+    )?;
+    if page.newest {
+        found.reverse();
+    }
+    Ok(found)
 }
 
 /// Up to `limit` messages after `seq`.

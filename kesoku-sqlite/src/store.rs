@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kesoku_core::store::{
-    Claimed, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture,
+    Claimed, DeltaRelay, Leases, MessageLog, Page, Seq, SessionInfo, StoreError, StoreFuture,
 };
 use kesoku_core::{Message, Status};
 use rusqlite::Connection;
@@ -288,6 +288,9 @@ impl fmt::Debug for SqliteStore {
 /// Where a read after `seq` runs: a whole history (from 0) may be long,
 /// so it goes to a reader's thread; what was stored after a later seq (a
 /// turn bringing its view up to date) is short.
+/// The longest page of a session read on the caller's thread.
+const SHORT_PAGE: usize = 256;
+
 fn newer_only(seq: Seq) -> Where {
     if seq > 0 { Where::Here } else { Where::Away }
 }
@@ -334,6 +337,26 @@ impl MessageLog for SqliteStore {
             newer_only(seq),
             move || format!("load the history of session `{session_id}` after seq {seq}"),
             move |conn| sql::history_after(conn, &owned, seq),
+        )
+    }
+
+    fn history_page<'a>(
+        &'a self,
+        session_id: &'a str,
+        page: Page,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        let owned = session_id.to_owned();
+        // A short page is a short read.
+        let place = if page.limit <= SHORT_PAGE {
+            Where::Here
+        } else {
+            Where::Away
+        };
+        self.call(
+            Lane::Read,
+            place,
+            move || format!("load a page of session `{session_id}`"),
+            move |conn| sql::history_page(conn, &owned, page),
         )
     }
 

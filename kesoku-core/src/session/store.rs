@@ -303,6 +303,27 @@ pub trait MessageLog: Send + Sync + 'static {
         seq: Seq,
     ) -> StoreFuture<'a, Vec<(Seq, Message)>>;
 
+    /// A page of a session's messages, in order, each with its `Seq`:
+    /// those stored after `page.after` and before `page.before`, at most
+    /// `page.limit` of them, the oldest ([`Page::first`]) or the newest
+    /// ([`Page::last`]). How an agent that kept no view of a session reads
+    /// only the end the model will be shown, however long the session.
+    ///
+    /// The default reads the session after `page.after`
+    /// ([`history_after`](MessageLog::history_after)) and keeps the page; a
+    /// store with an index of sessions' messages reads the page alone.
+    fn history_page<'a>(
+        &'a self,
+        session_id: &'a str,
+        page: Page,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        Box::pin(async move {
+            let mut all = self.history_after(session_id, page.after).await?;
+            all.retain(|(seq, _)| *seq < page.before);
+            Ok(page.keep(all))
+        })
+    }
+
     /// Up to `limit` messages stored after `seq`, of every session, in
     /// order, each with its `Seq`: how a listener catches up.
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>>;
@@ -361,6 +382,79 @@ pub trait MessageLog: Send + Sync + 'static {
 
     /// The largest `Seq` stored, 0 when empty.
     fn last_seq(&self) -> StoreFuture<'_, Seq>;
+}
+
+/// Which of a session's messages [`MessageLog::history_page`] reads: those
+/// stored after `after` and before `before`, at most `limit`, the oldest
+/// of them or the newest.
+///
+/// ```
+/// use kesoku_core::store::Page;
+///
+/// // The newest 100 messages stored before seq 5,000.
+/// let page = Page::last(100).before(5_000);
+/// assert_eq!((page.limit, page.before, page.newest), (100, 5_000, true));
+/// assert_eq!(Page::first(10).after(7).after, 7);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Page {
+    /// Only messages stored after this `Seq` (0: from the first).
+    pub after: Seq,
+    /// Only messages stored before this `Seq` ([`Seq::MAX`]: to the last).
+    pub before: Seq,
+    /// At most this many.
+    pub limit: usize,
+    /// The newest of them, else the oldest (in order either way).
+    pub newest: bool,
+}
+
+impl Page {
+    /// The session's oldest `limit` messages.
+    #[must_use]
+    pub fn first(limit: usize) -> Self {
+        Page {
+            after: 0,
+            before: Seq::MAX,
+            limit,
+            newest: false,
+        }
+    }
+
+    /// The session's newest `limit` messages.
+    #[must_use]
+    pub fn last(limit: usize) -> Self {
+        Page {
+            newest: true,
+            ..Page::first(limit)
+        }
+    }
+
+    /// Only those stored before `seq`.
+    #[must_use]
+    pub fn before(mut self, seq: Seq) -> Self {
+        self.before = seq;
+        self
+    }
+
+    /// Only those stored after `seq`.
+    #[must_use]
+    pub fn after(mut self, seq: Seq) -> Self {
+        self.after = seq;
+        self
+    }
+
+    /// The page of `messages` (in order, all within the bounds).
+    pub fn keep<T>(&self, mut messages: Vec<T>) -> Vec<T> {
+        if messages.len() > self.limit {
+            if self.newest {
+                messages.drain(..messages.len() - self.limit);
+            } else {
+                messages.truncate(self.limit);
+            }
+        }
+        messages
+    }
 }
 
 /// How many messages a default method reads at a time.
@@ -439,6 +533,14 @@ impl<S: MessageLog + ?Sized> MessageLog for std::sync::Arc<S> {
         seq: Seq,
     ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
         (**self).history_after(session_id, seq)
+    }
+
+    fn history_page<'a>(
+        &'a self,
+        session_id: &'a str,
+        page: Page,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        (**self).history_page(session_id, page)
     }
 
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture};
+use super::{DeltaRelay, Leases, MessageLog, Page, Seq, SessionInfo, StoreError, StoreFuture};
 use crate::session::message::{Message, Role, Status};
 
 /// A [`MessageLog`] made a whole [`Store`](super::Store) for one process:
@@ -100,6 +100,14 @@ impl<L: MessageLog> MessageLog for LocalLeases<L> {
         seq: Seq,
     ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
         self.log.history_after(session_id, seq)
+    }
+
+    fn history_page<'a>(
+        &'a self,
+        session_id: &'a str,
+        page: Page,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        self.log.history_page(session_id, page)
     }
 
     fn after(&self, seq: Seq, limit: usize) -> StoreFuture<'_, Vec<(Seq, Message)>> {

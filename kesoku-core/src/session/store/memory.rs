@@ -6,7 +6,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{
-    Claimed, DeltaRelay, Leases, MessageLog, Seq, SessionInfo, StoreError, StoreFuture, title_of,
+    Claimed, DeltaRelay, Leases, MessageLog, Page, Seq, SessionInfo, StoreError, StoreFuture,
+    title_of,
 };
 use crate::session::message::{Message, Role, Status};
 
@@ -170,6 +171,22 @@ impl MessageLog for MemoryStore {
             .map(|ix| ix.iter().map(|&i| m.log[i].clone()).collect())
             .unwrap_or_default();
         Box::pin(std::future::ready(Ok(messages)))
+    }
+
+    fn history_page<'a>(
+        &'a self,
+        session_id: &'a str,
+        page: Page,
+    ) -> StoreFuture<'a, Vec<(Seq, Message)>> {
+        let m = self.lock();
+        let found = m.by_session.get(session_id).map_or_else(Vec::new, |ix| {
+            // Indexes ascend: the bounds are a slice, the page a part of it.
+            let from = ix.partition_point(|&i| seq_of(i) <= page.after);
+            let to = ix.partition_point(|&i| seq_of(i) < page.before);
+            let ix = page.keep(ix[from..to.max(from)].to_vec());
+            ix.iter().map(|&i| (seq_of(i), m.log[i].clone())).collect()
+        });
+        Box::pin(std::future::ready(Ok(found)))
     }
 
     fn history_after<'a>(

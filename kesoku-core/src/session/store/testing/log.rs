@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Fixture, at, msg};
-use crate::store::StoreError;
+use crate::store::{Page, StoreError};
 use crate::{Message, MessageType, Role, Status};
 
 const ROLES: [Role; 4] = [Role::User, Role::Assistant, Role::Tool, Role::System];
@@ -124,6 +124,45 @@ pub async fn history_after_resumes(f: Fixture) {
     let rest: Vec<_> = of_a.iter().filter(|(q, _)| *q > b_seq).cloned().collect();
     assert_eq!(store.history_after("a", b_seq).await.unwrap(), rest);
     assert!(store.history_after("c", 0).await.unwrap().is_empty());
+}
+
+/// A page of a session is the part of its history between the bounds,
+/// the oldest or the newest `limit` of them, in order, and nothing of
+/// another session's.
+pub async fn history_pages_are_parts_of_the_history(f: Fixture) {
+    let store = f.store;
+    for i in 0..30 {
+        let session = if i % 3 == 0 { "b" } else { "a" };
+        let m = msg(&format!("m{i}"), session, Role::User, "x", at(i, 0));
+        store.insert(&m).await.unwrap();
+    }
+    let whole = store.history_after("a", 0).await.unwrap();
+    assert_eq!(whole.len(), 20);
+    let (s3, s10) = (whole[3].0, whole[10].0);
+    let cases = [
+        (Page::first(5), whole[..5].to_vec()),
+        (Page::last(5), whole[15..].to_vec()),
+        (Page::last(4).before(s10), whole[6..10].to_vec()),
+        (Page::first(4).after(s3), whole[4..8].to_vec()),
+        (Page::last(100).after(s3).before(s10), whole[4..10].to_vec()),
+        (Page::last(100), whole.clone()),
+        (Page::first(0), Vec::new()),
+        (Page::last(3).before(whole[0].0), Vec::new()),
+    ];
+    for (page, want) in cases {
+        assert_eq!(
+            store.history_page("a", page).await.unwrap(),
+            want,
+            "{page:?}"
+        );
+    }
+    assert!(
+        store
+            .history_page("c", Page::last(5))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A second message with a stored id is rejected, and nothing of it is

@@ -123,6 +123,7 @@ checks!(
     log::round_trip,
     log::history_order,
     log::history_after_resumes,
+    log::history_pages_are_parts_of_the_history,
     log::duplicate_writes_nothing,
     log::after_pages_in_order,
     log::with_status_lists_in_order,
