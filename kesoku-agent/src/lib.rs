@@ -37,6 +37,7 @@
 //! | `agent::fit` | a turn's requests kept inside the context window: when to compact, what a refusal teaches |
 //! | `agent::shared` | what every turn of an agent shares |
 //! | `agent::sessions` | per-session state kept between turns (views, the newest prompt) |
+//! | `agent::tail` | a session read for a turn with no view kept: its end the model may be shown, bounded by the window |
 //! | `agent::view` | the history as the model is shown it; orphaned calls and their healing; its compaction |
 //! | `agent::compaction` | a request's size, estimated and calibrated; [`Compaction`] and its strategies; where a view may be cut |
 //! | `agent::toolset` | the tools, fixed or read live from a registry |

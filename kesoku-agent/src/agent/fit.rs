@@ -42,6 +42,22 @@ fn window(shared: &Shared) -> Option<u64> {
     }
 }
 
+/// The size, in uncalibrated tokens of a request, past which a view is
+/// compacted: what a turn with no view kept reads a session's end up to
+/// (`tail.rs`). `None` when a view is never cut on its own (no window
+/// known, compaction off) or a strategy of one's own may want any turn
+/// of the session: then the session is read whole.
+pub(crate) fn cold_bound(shared: &Shared) -> Option<u64> {
+    if !matches!(
+        shared.compaction,
+        Compaction::DropOldestTurns | Compaction::Summarize
+    ) {
+        return None;
+    }
+    let usable = window(shared)?.saturating_sub(u64::from(shared.options.max_tokens));
+    Some(truncate(share(usable) * COMPACT_AT))
+}
+
 /// What [`fit`] did to the view.
 #[derive(Debug)]
 pub(crate) enum Fitted {

@@ -26,6 +26,7 @@ mod retry;
 mod run;
 mod sessions;
 mod shared;
+mod tail;
 mod toolset;
 mod typed;
 mod view;

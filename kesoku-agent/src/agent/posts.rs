@@ -2,26 +2,14 @@
 //! and tried again while the store fails for a moment; its prompt
 //! settled; and the end of a turn that panicked.
 
-use kesoku_core::store::{Seq, Store, StoreError};
+use kesoku_core::store::{Seq, StoreError};
 use kesoku_core::{GatewayError, Message, MessageType, Role, Status};
 
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
-use super::retry::{retried, retried_store};
+use super::retry::retried;
 use super::shared::Shared;
+use super::tail::whole;
 use super::view::{healing_result, orphans};
-
-/// A session's whole stored history (tried again while the store fails
-/// for a moment, for up to `budget`).
-pub(crate) async fn whole(
-    store: &dyn Store,
-    session: &str,
-    budget: std::time::Duration,
-) -> Result<Vec<(Seq, Message)>, AgentError> {
-    Ok(retried_store(budget, "loading a session's history", || {
-        store.history_after(session, 0)
-    })
-    .await?)
-}
 
 /// Posts a turn's `message`, fenced by `holder`'s lease; tried again while
 /// the store fails for a moment (within a lease). A try that finds the

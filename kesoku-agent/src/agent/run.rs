@@ -26,10 +26,11 @@ use super::compaction::Compaction;
 use super::fit::{self, Fitted};
 use super::machine::{Call, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
-use super::posts::{SETTLED_FROM, post, post_again, settle, whole};
+use super::posts::{SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
 use super::sessions::Slot;
 use super::shared::Shared;
+use super::tail;
 use super::view::View;
 use super::workspace::workspace;
 use crate::telemetry;
@@ -307,8 +308,9 @@ impl Turn<'_> {
     }
 
     /// The session's history for the model: the view kept from its last
-    /// turn here, brought up to date with what was stored since, else the
-    /// whole stored history; with every unanswered call healed.
+    /// turn here, brought up to date with what was stored since, else
+    /// what the store holds of it that the model may be shown (`tail.rs`);
+    /// with every unanswered call healed.
     async fn load_view(&mut self) -> Result<View, AgentError> {
         let session = self.user.session_id.clone();
         let store = self.shared.gateway.store();
@@ -331,7 +333,7 @@ impl Turn<'_> {
                 return Ok(view);
             }
         }
-        let history = whole(&**store, &session, self.shared.lease).await?;
+        let history = self.read_cold().await?;
         self.note_prompts(&history);
         let view = View::new(history);
         if !view.has_orphans() {
@@ -347,9 +349,18 @@ impl Turn<'_> {
         }
         approved::interrupt_moved_on(&**store, moved_on).await?;
         // Read again, so each healed result stands after its call.
-        Ok(View::new(
-            whole(&**store, &session, self.shared.lease).await?,
-        ))
+        Ok(View::new(self.read_cold().await?))
+    }
+
+    /// The session as the store holds it, for a view: its end the model
+    /// may be shown when views are compacted, else all of it.
+    async fn read_cold(&self) -> Result<Vec<(Seq, Message)>, AgentError> {
+        let store = &**self.shared.gateway.store();
+        let (session, lease) = (&self.user.session_id, self.shared.lease);
+        match fit::cold_bound(self.shared) {
+            Some(bound) => tail::read(store, session, bound, lease).await,
+            None => tail::whole(store, session, lease).await,
+        }
     }
 
     /// Notes the session's user messages in `history`: one newer than
