@@ -38,7 +38,7 @@ pub use args::arg_error::{ArgError, ArgErrorKind, ArgsError};
 pub use args::tool_arg::ToolArg;
 pub use backoff::{Backoff, Jitter};
 pub use content::ContentBlock;
-pub use error_source::ErrorSource;
+pub use error_source::{ErrorChain, ErrorSource};
 pub use future::BoxFuture;
 pub use output::{OutputError, OutputSchema, OutputSchemaError};
 pub use run::runner::{ErrorKind, RegistryRef, ToolRunner};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use kesoku_core::store::{Seq, Store, StoreError};
-use kesoku_core::{Backoff, GatewayError, Message, Status};
+use kesoku_core::{Backoff, ErrorChain, GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
 use super::posts::end_panicked;
@@ -361,7 +361,7 @@ async fn release(shared: &Shared, session: &str, holder: &str, released: bool) {
     })
     .await;
     if let Err(e) = released {
-        tracing::warn!(session, error = %e, "could not release a session's lease");
+        tracing::warn!(session, error = %ErrorChain(&e), "could not release a session's lease");
     }
     shared.released.notify_one();
 }
@@ -428,7 +428,7 @@ async fn keep_until_lost(shared: &Shared, session: &str, holder: &str, mut valid
             }
             Ok(Ok(false)) | Err(_) => return,
             Ok(Err(e)) => {
-                tracing::warn!(session, error = %e, "could not renew a session's lease; trying again");
+                tracing::warn!(session, error = %ErrorChain(&e), "could not renew a session's lease; trying again");
                 failed = Some(backoff.next_delay().unwrap_or(every));
             }
         }

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use kesoku_core::store::StoreError;
-use kesoku_core::{Backoff, GatewayError};
+use kesoku_core::{Backoff, ErrorChain, GatewayError};
 
 /// The first wait's ceiling before trying again; it doubles up to
 /// [`MAX_WAIT`] (each wait drawn below it: full jitter).
@@ -56,7 +56,7 @@ where
                 else {
                     return Err(GatewayError::Store(e));
                 };
-                tracing::warn!(error = %e, "{what} failed; trying again in {wait:?}");
+                tracing::warn!(error = %ErrorChain(&e), "{what} failed; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
                 again = true;
             }
