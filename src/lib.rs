@@ -102,9 +102,11 @@ pub use kesoku_macros::ToolArg;
 ///
 /// See the [crate docs](crate) and [`docs::tools`] for the doc comment format,
 /// the options (`name`, `description`, `coerce`, `timeout`, `sequential`,
-/// `approval`, `max_uses`, `allow_undocumented_args`, `register`, `title`,
-/// `read_only`, `destructive`, `idempotent`, `open_world`, `crate`) and the parameter attributes
-/// (`#[arg(default = ...)]`, `#[arg(default)]`, `#[inject]`).
+/// `approval`, `max_uses`, `max_parallel`, `allow_undocumented_args`,
+/// `register`, `title`, `read_only`, `destructive`, `idempotent`,
+/// `open_world`, `targets(...)`, `crate`) and the parameter attributes
+/// (`#[arg(default = ...)]`, `#[arg(default)]`, `#[arg(schema = ...)]`,
+/// `#[inject]`).
 pub use kesoku_macros::tool;
 
 pub mod docs;

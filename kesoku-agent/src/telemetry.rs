@@ -220,7 +220,7 @@ pub(crate) fn record_error(span: &Span, error: &LlmError) {
         return;
     }
     span.record("error.type", error_type(error));
-    record_status_error(span, &error.to_string());
+    record_status_error(span, &kesoku_core::ErrorChain(error).to_string());
 }
 
 /// Records how long the first piece of a streamed reply took, in seconds.

@@ -1,5 +1,6 @@
 //! [`ErrorSource`]: an error kept as the source of another, where that
-//! other must stay `Clone` and comparable.
+//! other must stay `Clone` and comparable; [`ErrorChain`]: an error and
+//! its sources, as one line.
 
 use std::error::Error;
 use std::fmt;
@@ -16,7 +17,8 @@ use std::sync::Arc;
 ///
 /// let io = std::io::Error::other("disk full");
 /// let err = StoreError::backend("MyStore", "save message `m1`", io);
-/// assert_eq!(err.to_string(), "the MyStore store failed to save message `m1`: disk full");
+/// // The error says what failed; its source, why.
+/// assert_eq!(err.to_string(), "the MyStore store failed to save message `m1`");
 /// assert_eq!(err.source().unwrap().to_string(), "disk full");
 /// ```
 #[derive(Clone)]
@@ -60,3 +62,46 @@ impl PartialEq for ErrorSource {
 }
 
 impl Eq for ErrorSource {}
+
+/// An error and its [`source`](Error::source)s, as one line: `error:
+/// source: its source`. kesoku's errors print what failed and leave why to
+/// their source (never both, so a chain says each thing once); this is
+/// how to show the whole of one where no chain is printed (a log field, a
+/// note stored for the model). A source whose text was already said (an
+/// error of another crate that prints its source too) is left out.
+///
+/// ```
+/// use kesoku_core::ErrorChain;
+/// use kesoku_core::store::StoreError;
+///
+/// let io = std::io::Error::other("disk full");
+/// let err = StoreError::backend("MyStore", "save message `m1`", io);
+/// assert_eq!(
+///     ErrorChain(&err).to_string(),
+///     "the MyStore store failed to save message `m1`: disk full"
+/// );
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = self.0.to_string();
+        let mut next = self.0.source();
+        while let Some(cause) = next {
+            let said = cause.to_string();
+            if !said.is_empty() && !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            next = cause.source();
+        }
+        f.write_str(&text)
+    }
+}
+
+impl fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}

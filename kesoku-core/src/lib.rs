@@ -11,7 +11,7 @@
 //
 // | folder     | holds |
 // | ---------- | ----- |
-// | leaves     | `content`, `future`, `suggest`, `error_source` |
+// | leaves     | `backoff`, `content`, `future`, `suggest`, `error_source` |
 // | `session/` | the session runtime's data and parts: `request` (a call), `message`, `delta`, `progress` (the trait tools report through), `store` (+ `leases`, `LocalLeases`, `MemoryStore`, `row`, `testing`), `gateway` (+ `filter`, `listener`, `error`), `session_cache` |
 // | `schema/`  | compile-time schemas: `tree`, `hints`, `tool_schema`, `targets` (what each provider refuses, for the compile-time check) |
 // | `args/`    | arguments checked: `arg_error`, `validate`, `dynamic_schema`, `tool_arg` |
@@ -20,6 +20,7 @@
 // | `lowering/`| schemas lowered per provider, over a registry |
 // | `output`   | the shape of a typed answer, lowered and checked |
 mod args;
+mod backoff;
 mod content;
 mod error_source;
 mod future;
@@ -35,8 +36,9 @@ pub use session::{gateway, store};
 
 pub use args::arg_error::{ArgError, ArgErrorKind, ArgsError};
 pub use args::tool_arg::ToolArg;
+pub use backoff::{Backoff, Jitter};
 pub use content::ContentBlock;
-pub use error_source::ErrorSource;
+pub use error_source::{ErrorChain, ErrorSource};
 pub use future::BoxFuture;
 pub use output::{OutputError, OutputSchema, OutputSchemaError};
 pub use run::runner::{ErrorKind, RegistryRef, ToolRunner};

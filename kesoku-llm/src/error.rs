@@ -52,10 +52,12 @@ pub enum LlmError {
     },
     /// The provider could not be reached, or did not answer in time.
     ///
-    /// The message quotes the transport's error too (it is also the
-    /// [`source`](std::error::Error::source)): this error is stored as an
-    /// agent's message, where no chain is printed.
-    #[error("could not reach {provider} at {url}: {source}{}", attempts_note(*.attempts))]
+    /// The message names the provider and the URL; why is the transport's
+    /// error, the [`source`](std::error::Error::source) (not repeated
+    /// here, so a chain of errors says it once). Where no chain is
+    /// printed, [`ErrorChain`](kesoku_core::ErrorChain) gives the whole:
+    /// the agent stores a failed call's note that way.
+    #[error("could not reach {provider} at {url}{}", attempts_note(*.attempts))]
     Transport {
         /// The provider.
         provider: &'static str,

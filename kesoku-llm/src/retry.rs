@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 use http::header::RETRY_AFTER;
+use kesoku_core::Backoff;
 
 use crate::future::LlmFuture;
 use crate::http::{HttpRequest, HttpResponse, HttpTransport, TransportError};
@@ -13,7 +14,7 @@ use crate::http::{HttpRequest, HttpResponse, HttpTransport, TransportError};
 /// When a request is tried again, and how long to wait first.
 ///
 /// The wait is the server's `retry-after` when it gave one, else an
-/// exponential backoff with full jitter; both capped at
+/// exponential [`Backoff`] with full jitter; both capped at
 /// the longest wait ([`with_backoff`](Self::with_backoff)). A server that asks for longer than
 /// that gets its error back at once.
 ///
@@ -101,15 +102,13 @@ impl RetryPolicy {
     /// capped at the longest wait.
     #[must_use]
     pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let cap = self.max_backoff;
         if let Some(wait) = retry_after {
-            return wait.min(cap);
+            return wait.min(self.max_backoff);
         }
-        let exp = self
-            .initial_backoff
-            .saturating_mul(1 << attempt.saturating_sub(1).min(16))
-            .min(cap);
-        exp.mul_f64(fastrand::f64())
+        // `attempt` counts tries (the first retry follows try 1), the
+        // backoff its delays from 0. A fresh one per call (this takes
+        // `&self`): the delay depends on `attempt` alone.
+        Backoff::new(self.initial_backoff, self.max_backoff).delay(attempt.saturating_sub(1))
     }
 }
 

@@ -100,7 +100,7 @@ enum Answer {
 #[non_exhaustive]
 pub enum CassetteError {
     /// The file cannot be read or written.
-    #[error("cassette {}: {source}", path.display())]
+    #[error("cassette {}", path.display())]
     Io {
         /// The cassette.
         path: PathBuf,
@@ -109,7 +109,7 @@ pub enum CassetteError {
         source: std::io::Error,
     },
     /// A line is not a recorded interaction.
-    #[error("cassette {}, line {line}: {source}", path.display())]
+    #[error("cassette {}, line {line}", path.display())]
     Line {
         /// The cassette.
         path: PathBuf,
@@ -299,7 +299,7 @@ impl Drop for Taping {
         // A body not read to its end (a stream the caller left) is kept as
         // far as it was read.
         if let Err(e) = self.write() {
-            tracing::error!(error = %e, "the cassette could not be written");
+            tracing::error!(error = %kesoku_core::ErrorChain(&e), "the cassette could not be written");
         }
     }
 }

@@ -129,8 +129,9 @@ async fn a_request_unlike_the_recorded_one_names_the_difference() {
     let err = replayed
         .complete("s", &[user("Hello")], &[], &options)
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    // Why is the transport's error, the source (issue 43: said once).
+    let err = kesoku_core::ErrorChain(&err).to_string();
     assert!(
         err.contains("request 1 differs from the one recorded")
             && err.contains("/messages/0/content"),

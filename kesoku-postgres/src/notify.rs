@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use kesoku_core::Delta;
 use kesoku_core::store::row::variant;
 use kesoku_core::store::{Announced, Seq};
+use kesoku_core::{Backoff, Delta, Jitter};
 use tokio::sync::{broadcast, oneshot};
 use tokio_postgres::{AsyncMessage, Config};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -53,7 +53,10 @@ pub(crate) async fn listen(
     ready: oneshot::Sender<Result<(), String>>,
 ) {
     let mut ready = Some(ready);
-    let mut backoff = FIRST_BACKOFF;
+    // Equal jitter: each wait is at least half its ceiling, so a server
+    // that is down is not tried in a tight loop, yet the processes that
+    // lost it together (a restart) spread their reconnections.
+    let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).with_jitter(Jitter::Equal);
     loop {
         let mut listened = false;
         match listen_once(
@@ -78,10 +81,9 @@ pub(crate) async fn listen(
         }
         // After a connection that listened, the first retry is quick.
         if listened {
-            backoff = FIRST_BACKOFF;
+            backoff.reset();
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(backoff.next_delay().unwrap_or(MAX_BACKOFF)).await;
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kesoku_core::{Delta, DeltaKind};
+use kesoku_core::{Backoff, Delta, DeltaKind, Jitter};
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::Config;
@@ -220,7 +220,9 @@ async fn send(
     mut waiting: mpsc::Receiver<Delta>,
 ) {
     let mut n = 0_u64;
-    let mut backoff = FIRST_BACKOFF;
+    // Equal jitter, as the listener's (`notify.rs`): never less than half
+    // the wait, yet spread across processes.
+    let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).with_jitter(Jitter::Equal);
     let mut batch = Vec::with_capacity(BATCH);
     loop {
         let connected = async {
@@ -238,8 +240,7 @@ async fn send(
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(store = %place, error = %describe(&e), "cannot connect to send deltas; trying again");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                tokio::time::sleep(backoff.next_delay().unwrap_or(MAX_BACKOFF)).await;
                 let mut dropped = 0;
                 while waiting.try_recv().is_ok() {
                     dropped += 1;
@@ -250,7 +251,7 @@ async fn send(
                 continue;
             }
         };
-        backoff = FIRST_BACKOFF;
+        backoff.reset();
         loop {
             if waiting.recv_many(&mut batch, BATCH).await == 0 {
                 return;

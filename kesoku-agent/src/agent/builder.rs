@@ -26,6 +26,9 @@ pub struct AgentBuilder {
     tools: Option<Toolset>,
     system_prompt: Option<String>,
     options: Option<LlmOptions>,
+    /// Kept apart from `gateway` so that setting both is refused, not one
+    /// silently dropped.
+    store: Option<Gateway>,
     gateway: Option<Gateway>,
     max_steps: usize,
     output_repairs: usize,
@@ -73,6 +76,7 @@ impl AgentBuilder {
             tools: None,
             system_prompt: None,
             options: None,
+            store: None,
             gateway: None,
             max_steps: 8,
             output_repairs: 1,
@@ -119,14 +123,19 @@ impl AgentBuilder {
         self
     }
 
-    /// Where messages are kept. Default: a new in-memory store.
+    /// Where messages are kept, behind a gateway of the agent's own.
+    /// Default: a new in-memory store. Set this or
+    /// [`gateway`](Self::gateway), not both: [`build`](Self::build)
+    /// refuses both ([`AgentError::StoreAndGateway`]).
     pub fn store(mut self, store: impl Store) -> Self {
-        self.gateway = Some(Gateway::new(store));
+        self.store = Some(Gateway::new(store));
         self
     }
 
     /// The gateway to post through, to share it with front ends in this
-    /// process (it carries its store). Replaces [`store`](Self::store).
+    /// process (it carries its store). Set this or
+    /// [`store`](Self::store), not both: [`build`](Self::build) refuses
+    /// both ([`AgentError::StoreAndGateway`]).
     pub fn gateway(mut self, gateway: Gateway) -> Self {
         self.gateway = Some(gateway);
         self
@@ -375,6 +384,12 @@ impl AgentBuilder {
 
     /// The agent.
     pub fn build(self) -> Result<Agent, AgentError> {
+        let gateway = match (self.store, self.gateway) {
+            (Some(_), Some(_)) => return Err(AgentError::StoreAndGateway),
+            (store, gateway) => store
+                .or(gateway)
+                .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
+        };
         if self.lease < MIN_LEASE {
             return Err(AgentError::Config(format!(
                 "the lease must be at least {MIN_LEASE:?} (it is renewed every third of it), got {:?}",
@@ -441,9 +456,7 @@ impl AgentBuilder {
                 llm: self.llm,
                 tools,
                 options,
-                gateway: self
-                    .gateway
-                    .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
+                gateway,
                 max_steps: self.max_steps,
                 output_repairs: self.output_repairs,
                 compaction: self.compaction,

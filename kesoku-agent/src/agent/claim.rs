@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use kesoku_core::store::{Seq, Store, StoreError};
-use kesoku_core::{GatewayError, Message, Status};
+use kesoku_core::{Backoff, ErrorChain, GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
 use super::posts::end_panicked;
@@ -21,7 +21,9 @@ use super::sessions::Slot;
 use super::shared::Shared;
 
 /// How long a worker waits, at first, before it tries again for a lease
-/// another holds; the wait doubles up to [`LEASE_RETRY_MAX`].
+/// another holds; the wait doubles up to [`LEASE_RETRY_MAX`], each drawn
+/// below that (full jitter: the workers waiting for one session do not
+/// ask together).
 const LEASE_RETRY: Duration = Duration::from_millis(5);
 const LEASE_RETRY_MAX: Duration = Duration::from_millis(100);
 
@@ -39,7 +41,7 @@ pub(crate) async fn take(
     let session = message.session_id.clone();
     let session = session.as_str();
     let holder = shared.claim_holder();
-    let mut retry = LEASE_RETRY;
+    let mut retry = Backoff::new(LEASE_RETRY, LEASE_RETRY_MAX);
     // The permit, then the lease, then the claim. The lease is this
     // claim's alone (its holder names the agent and the claim), so it also
     // keeps two turns of one session in this process apart. The permit
@@ -68,8 +70,8 @@ pub(crate) async fn take(
             break (permit, asked + shared.lease);
         }
         drop(permit);
-        tokio::time::sleep(retry).await;
-        retry = (retry * 2).min(LEASE_RETRY_MAX);
+        // No budget: the loop ends when the prompt is taken or leased.
+        tokio::time::sleep(retry.next_delay().unwrap_or(LEASE_RETRY_MAX)).await;
     };
     let (outcome, released) = if shared.gateway.claim(&message.id).await? {
         run_leased(shared, &slot, &holder, message, seq, None, valid_until).await
@@ -359,7 +361,7 @@ async fn release(shared: &Shared, session: &str, holder: &str, released: bool) {
     })
     .await;
     if let Err(e) = released {
-        tracing::warn!(session, error = %e, "could not release a session's lease");
+        tracing::warn!(session, error = %ErrorChain(&e), "could not release a session's lease");
     }
     shared.released.notify_one();
 }
@@ -374,7 +376,8 @@ async fn still_pending(shared: &Shared, id: &str) -> Result<bool, AgentError> {
 }
 
 /// The first wait before a failed renewal is tried again; it doubles up
-/// to a third of the lease.
+/// to a third of the lease (each drawn below that: full jitter, as the
+/// turns of a process renew on one store).
 const RENEW_RETRY: Duration = Duration::from_millis(20);
 
 /// Renews `session`'s lease every third of its length ([`Leases::renew`](kesoku_core::store::Leases::renew):
@@ -405,7 +408,9 @@ async fn keep_until_lost(shared: &Shared, session: &str, holder: &str, mut valid
     let store = shared.gateway.store();
     let every = shared.lease / 3;
     let margin = shared.lease / 10;
+    // The wait after a failed renewal, and the backoff it comes from.
     let mut failed: Option<Duration> = None;
+    let mut backoff = Backoff::new(RENEW_RETRY, every);
     loop {
         let deadline = valid_until.checked_sub(margin).unwrap_or(valid_until);
         let next = (Instant::now() + failed.unwrap_or(every)).min(deadline);
@@ -419,11 +424,12 @@ async fn keep_until_lost(shared: &Shared, session: &str, holder: &str, mut valid
             Ok(Ok(true)) => {
                 valid_until = sent + shared.lease;
                 failed = None;
+                backoff.reset();
             }
             Ok(Ok(false)) | Err(_) => return,
             Ok(Err(e)) => {
-                tracing::warn!(session, error = %e, "could not renew a session's lease; trying again");
-                failed = Some(failed.map_or(RENEW_RETRY, |w| (w * 2).min(every)));
+                tracing::warn!(session, error = %ErrorChain(&e), "could not renew a session's lease; trying again");
+                failed = Some(backoff.next_delay().unwrap_or(every));
             }
         }
     }

@@ -8,7 +8,7 @@
 
 use std::sync::atomic::Ordering;
 
-use kesoku_core::{Message, MessageType, Role, Status, keys};
+use kesoku_core::{ErrorChain, Message, MessageType, Role, Status, keys};
 use kesoku_llm::{AssistantTurn, LlmError, ToolDeclaration};
 
 use super::compaction::{
@@ -135,7 +135,7 @@ pub(crate) async fn fit(
     let chosen = match chosen {
         Ok(chosen) => chosen,
         Err(e) => {
-            tracing::warn!(error = %e, "compacting the view failed; its oldest turns are dropped instead");
+            tracing::warn!(error = %ErrorChain(&e), "compacting the view failed; its oldest turns are dropped instead");
             Compacted::keep_from(request(target(usable)).keep_fitting(target(usable)))
         }
     };

@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 
 use kesoku_core::{
-    Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
+    ErrorChain, Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
 };
 use kesoku_llm::{AssistantTurn, LlmError, StopReason};
 
@@ -453,19 +453,21 @@ impl Ask {
     /// The model call failed (after the backend's retries): a note says
     /// why, and the turn fails.
     pub(crate) fn failed(self, error: &LlmError) -> Decision {
+        // The whole chain: a note is read where no chain is printed.
+        let said = ErrorChain(error);
         let text = if matches!(error, LlmError::ContextOverflow { .. }) {
             // The same request would be refused again: say what to change.
             format!(
-                "The model refused the request as longer than its context window ({error}), and \
+                "The model refused the request as longer than its context window ({said}), and \
                  no more of the session could be left out of it (the running turn is always \
                  sent whole), so this turn stopped. Send a shorter prompt, set the agent's \
                  compaction (AgentBuilder::compaction) if it is off, or continue in a new session."
             )
         } else {
-            format!("The model call failed, so this turn stopped: {error}")
+            format!("The model call failed, so this turn stopped: {said}")
         };
         let mut m = self.0.note(Role::Assistant, text, Status::Pending);
-        m.metadata.insert("error".into(), error.to_string().into());
+        m.metadata.insert("error".into(), said.to_string().into());
         let mut finish = Finish::new(TurnStatus::Failed, None, Status::Error);
         finish.error = Some(error.clone());
         Decision::finish(vec![m], finish)

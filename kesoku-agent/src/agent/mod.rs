@@ -39,7 +39,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use kesoku_core::gateway::{Filter, Gateway};
 use kesoku_core::store::Seq;
-use kesoku_core::{Message, MessageType, Role, Status};
+use kesoku_core::{ErrorChain, Message, MessageType, Role, Status};
 use tokio::task::JoinSet;
 
 pub use approval::{Approval, ApprovalCheck, ApprovalError, Decided, PendingApproval, Verdict};
@@ -377,7 +377,7 @@ impl Agent {
                             .saw_user_message(&delivery.message.session_id, delivery.seq),
                         // The listener goes on after an error; so does serving.
                         Err(e) => {
-                            tracing::warn!(error = %e, "listening for prompts failed; retrying");
+                            tracing::warn!(error = %ErrorChain(&e), "listening for prompts failed; retrying");
                         }
                     }
                     heard.notify_one();
@@ -405,17 +405,17 @@ impl Agent {
                 () = self.shared.released.notified() => {}
                 _ = sweep.tick() => {
                     if let Err(e) = self.requeue().await {
-                        tracing::warn!(error = %e, "could not requeue dead workers' turns; retrying");
+                        tracing::warn!(error = %ErrorChain(&e), "could not requeue dead workers' turns; retrying");
                     }
                     if let Err(e) = self.expire_approvals().await {
-                        tracing::warn!(error = %e, "could not deny the calls past their approval deadline; retrying");
+                        tracing::warn!(error = %ErrorChain(&e), "could not deny the calls past their approval deadline; retrying");
                     }
                 }
                 Some(done) = turns.join_next(), if !turns.is_empty() => {
                     if let Err(e) = done
                         && e.is_panic()
                     {
-                        tracing::error!(error = %e, "a turn panicked");
+                        tracing::error!(error = %ErrorChain(&e), "a turn panicked");
                     }
                 }
             }
@@ -426,13 +426,13 @@ impl Agent {
                 if let Err(e) = done
                     && e.is_panic()
                 {
-                    tracing::error!(error = %e, "a turn panicked");
+                    tracing::error!(error = %ErrorChain(&e), "a turn panicked");
                 }
             }
             // A store that fails now and then must not stop the turns
             // running: the next event or tick tries again.
             if let Err(e) = self.pull(&mut turns).await {
-                tracing::warn!(error = %e, "could not claim the next prompt; retrying");
+                tracing::warn!(error = %ErrorChain(&e), "could not claim the next prompt; retrying");
             }
         }
     }
@@ -469,7 +469,7 @@ impl Agent {
                 )
                 .await
                 {
-                    tracing::error!(error = %e, "a turn failed to run");
+                    tracing::error!(error = %ErrorChain(&e), "a turn failed to run");
                 }
             });
         }

@@ -89,6 +89,13 @@ pub enum AgentError {
     /// The builder's settings cannot work.
     #[error("invalid agent configuration: {0}")]
     Config(String),
+    /// Both [`AgentBuilder::store`](crate::AgentBuilder::store) and
+    /// [`AgentBuilder::gateway`](crate::AgentBuilder::gateway) were set:
+    /// one would silently replace the other, so neither is chosen.
+    #[error(
+        "invalid agent configuration: both `store` and `gateway` were set; a gateway already holds its store: set one"
+    )]
+    StoreAndGateway,
     /// A turn panicked, and so did settling its prompt afterwards.
     #[error(
         "the turn of session `{session}` panicked ({message}), and its prompt could not be settled"

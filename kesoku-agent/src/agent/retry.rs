@@ -10,10 +10,11 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use kesoku_core::GatewayError;
 use kesoku_core::store::StoreError;
+use kesoku_core::{Backoff, ErrorChain, GatewayError};
 
-/// The first wait before trying again; it doubles up to [`MAX_WAIT`].
+/// The first wait's ceiling before trying again; it doubles up to
+/// [`MAX_WAIT`] (each wait drawn below it: full jitter).
 const FIRST_WAIT: Duration = Duration::from_millis(20);
 /// The longest wait between two tries.
 const MAX_WAIT: Duration = Duration::from_millis(500);
@@ -38,15 +39,25 @@ where
     F: FnMut(bool) -> Fut,
     Fut: Future<Output = Result<T, GatewayError>>,
 {
+    // The backoff's budget counts its waits only; the calls take time too
+    // (a store call may hang until its timeout), so the deadline is wall
+    // time.
     let give_up = Instant::now() + budget;
-    let mut wait = FIRST_WAIT;
+    // Full jitter: the turns of one process, and the processes on one
+    // database, that failed together do not all try again together.
+    let mut backoff = Backoff::new(FIRST_WAIT, MAX_WAIT).with_budget(budget);
     let mut again = false;
     loop {
         match call(again).await {
-            Err(GatewayError::Store(e)) if is_transient(&e) && Instant::now() + wait < give_up => {
-                tracing::warn!(error = %e, "{what} failed; trying again in {wait:?}");
+            Err(GatewayError::Store(e)) if is_transient(&e) => {
+                let Some(wait) = backoff
+                    .next_delay()
+                    .filter(|w| Instant::now() + *w < give_up)
+                else {
+                    return Err(GatewayError::Store(e));
+                };
+                tracing::warn!(error = %ErrorChain(&e), "{what} failed; trying again in {wait:?}");
                 tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(MAX_WAIT);
                 again = true;
             }
             other => return other,

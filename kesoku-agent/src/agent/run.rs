@@ -18,7 +18,7 @@ use kesoku_core::{
 use tracing::Instrument;
 
 use futures_util::StreamExt as _;
-use kesoku_core::{Delta, DeltaKind};
+use kesoku_core::{Delta, DeltaKind, ErrorChain};
 
 use super::approval::{self, ApprovalCheck, Verdict};
 use super::approved::{self, Begun};
@@ -115,7 +115,7 @@ pub(crate) async fn turn(
         }
         Err(e) => {
             span.record("error.type", "agent_error");
-            telemetry::record_status_error(&span, &e.to_string());
+            telemetry::record_status_error(&span, &ErrorChain(e).to_string());
         }
     }
     outcome
@@ -265,7 +265,7 @@ impl Turn<'_> {
                                 )
                             }
                             Some(Err(e)) => {
-                                tracing::warn!(error = %e, "the model call failed; the turn ends");
+                                tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
                                 ask.failed(&e)
                             }
                         }
@@ -670,7 +670,7 @@ impl Turn<'_> {
                 self.posted.extend(last);
             }
             Err(GatewayError::Store(e)) if is_transient(&e) => {
-                tracing::warn!(error = %e, "ending a turn failed; ending it in steps");
+                tracing::warn!(error = %ErrorChain(&e), "ending a turn failed; ending it in steps");
                 self.stored = None;
                 for m in last {
                     post_again(shared, self.holder, &m).await?;
@@ -695,7 +695,7 @@ impl Turn<'_> {
                 Ok(found) if found.put_back => shared.released.notify_one(),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(
-                    error = %e,
+                    error = %ErrorChain(&e),
                     "could not check the decisions of a paused turn; the next decision will"
                 ),
             }

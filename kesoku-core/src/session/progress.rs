@@ -51,7 +51,7 @@ impl<P: Progress + ?Sized> Progress for std::sync::Arc<P> {
 
 /// A progress note that could not be posted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the progress note was not posted: {0}")]
+#[error("the progress note was not posted")]
 pub struct ProgressError(#[source] pub ErrorSource);
 
 impl ProgressError {

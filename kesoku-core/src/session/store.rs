@@ -46,11 +46,13 @@ pub enum StoreError {
         /// The id.
         id: String,
     },
-    /// The database failed or is unreachable; the message names the call
-    /// and the database's own error, which is also the
-    /// [`source`](std::error::Error::source) when the store kept it.
-    /// [`StoreError::backend`] makes one.
-    #[error("the {store} store failed to {action}: {message}")]
+    /// The database failed or is unreachable. The message names the
+    /// store and the call; the database's own error is the
+    /// [`source`](std::error::Error::source) when the store kept it, else
+    /// the message ends with its text (`message`, always set): either way
+    /// a chain of errors says it once ([`ErrorChain`](crate::ErrorChain)
+    /// prints one). [`StoreError::backend`] makes one.
+    #[error("the {store} store failed to {action}{}", backend_note(message, source.as_ref()))]
     Backend {
         /// Which store, such as `SQLite` at a path.
         store: String,
@@ -86,6 +88,15 @@ pub enum StoreError {
         /// What is wrong with it.
         message: String,
     },
+}
+
+/// The database's error in a [`StoreError::Backend`]'s message: only
+/// when it is not its source, which a chain of errors prints.
+fn backend_note(message: &str, source: Option<&ErrorSource>) -> String {
+    match source {
+        Some(_) => String::new(),
+        None => format!(": {message}"),
+    }
 }
 
 impl StoreError {
