@@ -590,6 +590,26 @@ pub(crate) fn release(conn: &Connection, session_id: &str, holder: &str) -> Resu
     Ok(changed == 1)
 }
 
+/// The oldest claimable prompt (`?1`: now). An older prompt of the
+/// session, waiting or running, is looked for among the waiting messages
+/// (a few), not along the session's index (its whole history, which
+/// SQLite would otherwise walk): one subquery per status, each through
+/// the partial index.
+fn claim_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM messages m
+         WHERE m.status = 'pending_agent' AND m.role = 'user'
+           AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = m.session_id AND l.expires > ?1)
+           AND NOT EXISTS (SELECT 1 FROM messages o INDEXED BY messages_waiting
+                           WHERE o.status = 'pending_agent' AND o.seq < m.seq
+                             AND o.session_id = m.session_id AND o.role = 'user')
+           AND NOT EXISTS (SELECT 1 FROM messages o INDEXED BY messages_waiting
+                           WHERE o.status = 'processing' AND o.seq < m.seq
+                             AND o.session_id = m.session_id AND o.role = 'user')
+         ORDER BY m.seq LIMIT 1"
+    )
+}
+
 /// Claims the oldest pending user message of a session with no live
 /// lease (and no older one pending, or left `processing` by a dead worker
 /// until it is requeued), leasing the session to `holder`.
@@ -600,15 +620,7 @@ pub(crate) fn claim_next(
 ) -> Result<Option<(Seq, Message)>, Failure> {
     let now = now_ms();
     let tx = Immediate::begin(conn)?;
-    let sql = format!(
-        "SELECT {COLUMNS} FROM messages m
-         WHERE m.status = 'pending_agent' AND m.role = 'user'
-           AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = m.session_id AND l.expires > ?1)
-           AND NOT EXISTS (SELECT 1 FROM messages o WHERE o.session_id = m.session_id
-                           AND o.status IN ('pending_agent', 'processing')
-                           AND o.role = 'user' AND o.seq < m.seq)
-         ORDER BY m.seq LIMIT 1"
-    );
+    let sql = claim_sql();
     let Some((seq, mut message)) = messages(&tx, &sql, [now])?.pop() else {
         return Ok(None);
     };

@@ -202,3 +202,24 @@ fn an_untitled_first_message_makes_its_sessions_row() {
     let (truth, listed) = truth_and_listing(&mut conn);
     assert_eq!(listed, truth);
 }
+
+/// A claim looks for an older prompt of a candidate's session among the
+/// waiting messages, never along the session's index: that walk read the
+/// session's whole history for every claim.
+#[test]
+fn a_claim_never_walks_a_sessions_history() {
+    let conn = crate::connection::memory().unwrap();
+    let plan: Vec<String> = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", super::claim_sql()))
+        .unwrap()
+        .query_map([0_i64], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        plan.iter().all(|step| !step.contains("messages_by_session")),
+        "{plan:#?}"
+    );
+    let waiting = plan.iter().filter(|s| s.contains("messages_waiting")).count();
+    assert_eq!(waiting, 3, "{plan:#?}");
+}
