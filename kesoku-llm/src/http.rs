@@ -241,7 +241,9 @@ pub enum TransportError {
         location: String,
     },
     /// A replayed session has no answer for this request (the `testing`
-    /// feature's `ReplayTransport`).
+    /// feature's `ReplayTransport`; only with that feature, as nothing
+    /// else makes one).
+    #[cfg(feature = "testing")]
     #[error("{0}")]
     Replay(String),
     /// Anything else the client reported.
