@@ -228,10 +228,10 @@ impl HttpResponse {
 #[non_exhaustive]
 pub enum TransportError {
     /// No connection could be made: worth another try.
-    #[error("cannot connect: {0}")]
+    #[error("cannot connect")]
     Connect(#[source] BoxError),
     /// No answer in time: worth another try.
-    #[error("timed out: {0}")]
+    #[error("timed out")]
     Timeout(#[source] BoxError),
     /// The server redirected to another origin (scheme, host or port),
     /// where the key must not go: not followed.
@@ -241,12 +241,15 @@ pub enum TransportError {
         location: String,
     },
     /// A replayed session has no answer for this request (the `testing`
-    /// feature's `ReplayTransport`).
+    /// feature's `ReplayTransport`; only with that feature, as nothing
+    /// else makes one).
+    #[cfg(feature = "testing")]
     #[error("{0}")]
     Replay(String),
-    /// Anything else the client reported.
-    #[error("{0}")]
-    Other(#[source] BoxError),
+    /// Anything else the client reported (its text and its sources are
+    /// the client's error's own).
+    #[error(transparent)]
+    Other(BoxError),
 }
 
 /// Two errors are equal when they are of one kind and say the same.

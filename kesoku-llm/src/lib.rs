@@ -9,7 +9,8 @@
 //! set of tools, logging what that cost; encodes the request (for a session
 //! it served, only the messages added since its last request); sends it
 //! through an [`HttpTransport`] (reqwest by default, or any of yours, with
-//! `with_transport`) under a [`Retry`] layer; and reads the answer into an
+//! `with_transport`; a tower service through `TowerTransport`, feature
+//! `tower`) under a [`Retry`] layer; and reads the answer into an
 //! [`AssistantTurn`].
 //!
 //! # Layers
@@ -34,6 +35,7 @@
 //! | `endpoint` | a provider's address and key over the transport and its retries; errors that name the provider's |
 //! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`] |
 //! | `reqwest_transport` | [`ReqwestTransport`], the default transport |
+//! | `tower_transport` | `TowerTransport`, any tower `Service` as a transport (feature `tower`) |
 //! | `http_options` | [`HttpOptions`] |
 //! | `retry` | [`Retry`], the layer that tries again by a [`RetryPolicy`] |
 //! | `http` | the seam: [`HttpTransport`], [`HttpRequest`], [`HttpResponse`], [`TransportError`] |
@@ -65,6 +67,8 @@ mod stream;
 mod stream_tests;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "tower")]
+mod tower_transport;
 mod turn;
 mod wire;
 
@@ -85,4 +89,6 @@ pub use reqwest_transport::{ReqwestTransport, install_crypto_provider};
 pub use retry::{Retry, RetryPolicy};
 pub use scripted::{ScriptError, ScriptedLlm};
 pub use stream::{EventStream, StreamEvent};
+#[cfg(feature = "tower")]
+pub use tower_transport::TowerTransport;
 pub use turn::{AssistantTurn, PROVIDER_KEY, StopReason, ToolCall, Usage};
