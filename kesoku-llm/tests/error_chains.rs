@@ -106,11 +106,26 @@ fn llm_transport_leaves_a_connect_error_to_its_source() {
         e.to_string(),
         "could not reach Claude at http://127.0.0.1:1"
     );
-    // `TransportError::Connect` itself still prints its source (http.rs,
-    // left for now); `ErrorChain` says it once all the same.
+    // Each level says its own part once, the connect error's cause too.
+    let whole = said_once(&e, 3);
     assert_eq!(
-        ErrorChain(&e).to_string(),
+        whole,
         "could not reach Claude at http://127.0.0.1:1: cannot connect: connection refused"
+    );
+    assert_eq!(ErrorChain(&e).to_string(), whole);
+}
+
+#[test]
+fn transport_errors_say_their_cause_once() {
+    let cause = || -> kesoku_llm::BoxError { Arc::new(std::io::Error::other("reset by peer")) };
+    assert_eq!(
+        said_once(&TransportError::Timeout(cause()), 2),
+        "timed out: reset by peer"
+    );
+    // Anything else is the client's error itself.
+    assert_eq!(
+        said_once(&TransportError::Other(cause()), 1),
+        "reset by peer"
     );
 }
 

@@ -217,9 +217,13 @@ fn a_claim_never_walks_a_sessions_history() {
         .map(Result::unwrap)
         .collect();
     assert!(
-        plan.iter().all(|step| !step.contains("messages_by_session")),
+        plan.iter()
+            .all(|step| !step.contains("messages_by_session")),
         "{plan:#?}"
     );
-    let waiting = plan.iter().filter(|s| s.contains("messages_waiting")).count();
+    let waiting = plan
+        .iter()
+        .filter(|s| s.contains("messages_waiting"))
+        .count();
     assert_eq!(waiting, 3, "{plan:#?}");
 }
