@@ -123,10 +123,14 @@ impl Slots {
     /// A slot for a new connection: a free one, or one made by closing an
     /// idle connection (idle longest first), else the one that has been
     /// sending its headers longest; waiting up to `wait` for the closed
-    /// one to go. `None` if every connection is being served, or none went
-    /// in time.
+    /// one to go. `None` if every connection is being served, if one
+    /// closed for an earlier connection has not gone yet (it may be
+    /// finishing a request that reached the service as it was chosen),
+    /// or if none went in time: the accept loop, which waits here, never
+    /// waits long, so a flood of connections cannot hold off the next.
     pub(super) async fn admit(self: &Arc<Self>, wait: Duration) -> Option<Held> {
         let deadline = Instant::now() + wait;
+        let mut chose = false;
         loop {
             {
                 let mut registry = self.registry();
@@ -146,7 +150,11 @@ impl Slots {
                 }
                 // One connection closed at a time: another is chosen only
                 // once it has gone and the slots are still full.
-                if !registry.conns.values().any(|c| c.close.is_cancelled()) {
+                let closing = registry.conns.values().any(|c| c.close.is_cancelled());
+                if closing && !chose {
+                    return None;
+                }
+                if !closing {
                     let victim = registry
                         .conns
                         .values()
@@ -163,6 +171,7 @@ impl Slots {
                         Some((_, conn)) => conn.close.cancel(),
                         None => return None,
                     }
+                    chose = true;
                 }
             }
             if tokio::time::timeout_at(deadline, self.released.notified())
