@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Fixture, at, msg};
+use super::fixture::{Fixture, at, msg};
 use crate::store::{Claimed, StoreError};
 use crate::{Role, Status};
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Fixture, at, msg};
+use super::fixture::{Fixture, at, msg};
 use crate::store::StoreError;
 use crate::{Role, Status};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Fixture, at, msg};
+use super::fixture::{Fixture, at, msg};
 use crate::store::{Page, StoreError};
 use crate::{Message, MessageType, Role, Status};
 
