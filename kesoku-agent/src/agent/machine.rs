@@ -92,7 +92,7 @@ pub(crate) struct Run {
     calls: Vec<Call>,
     /// Calls of the step stored as waiting for a person: with some, the
     /// turn pauses after these results.
-    asked: usize,
+    held: usize,
     /// Results of calls that will not run (refused by the policy, or
     /// denied by a person), posted before the step's others.
     refused: Vec<Message>,
@@ -136,7 +136,7 @@ impl Decision {
 
 impl Machine {
     /// The turn of `prompt` (a user message), asking for the answer shape
-    /// it stores if any (`asked`, read by `typed::asked`, with its
+    /// it stores if any (`answer_shape`, read by `typed::answer_shape`, with its
     /// repairs), at most `max_steps` model calls a run, from `history`, the session as stored, and the
     /// `decisions` on its calls that waited for a person (by call message
     /// id). A turn whose last message answers the prompt is over (its
@@ -146,12 +146,12 @@ impl Machine {
     /// reasons); else the model is asked.
     pub(crate) fn start(
         prompt: &Message,
-        asked: Option<(OutputSchema, usize)>,
+        answer_shape: Option<(OutputSchema, usize)>,
         max_steps: usize,
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
-        let (output, repairs) = asked.map_or((None, 0), |(o, r)| (Some(o), r));
+        let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
         let machine = Machine {
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),
@@ -203,7 +203,7 @@ impl Machine {
             .into_iter()
             .filter(|m| m.parent_id.as_deref() == Some(machine.prompt.as_str()))
         {
-            if !approval::is_asked(call) {
+            if !approval::is_held(call) {
                 run.push((request_of(call), call.clone()));
                 continue;
             }
@@ -230,7 +230,7 @@ impl Machine {
                 next: Next::Run(Run {
                     machine,
                     calls: run,
-                    asked: 0,
+                    held: 0,
                     refused: post,
                 }),
             };
@@ -403,7 +403,7 @@ impl Ask {
         }
         let mut calls: Vec<Call> = Vec::with_capacity(turn.calls.len());
         let mut denied = Vec::new();
-        let mut asked = 0;
+        let mut held = 0;
         for call in turn.calls {
             let mut m = machine.answering(call.message, Status::Responded);
             let name = &call.request.name;
@@ -426,8 +426,8 @@ impl Ask {
             match policy(&call.request) {
                 Approval::Allow => calls.push((call.request, m.clone())),
                 Approval::Ask => {
-                    m.metadata.insert(approval::ASKED.into(), "asked".into());
-                    asked += 1;
+                    m.metadata.insert(approval::HELD.into(), "asked".into());
+                    held += 1;
                 }
                 Approval::Deny(reason) => {
                     denied.push(approval::refused_result(
@@ -444,7 +444,7 @@ impl Ask {
             next: Next::Run(Run {
                 machine,
                 calls,
-                asked,
+                held,
                 refused: denied,
             }),
         }
@@ -513,7 +513,7 @@ impl Run {
             post.push(mine.unwrap_or_else(|| healing_result(call)));
         }
         post.extend(results.into_iter().flatten());
-        if self.asked > 0 {
+        if self.held > 0 {
             return Decision::finish(post, Finish::pause());
         }
         self.machine.next_step(post)

@@ -13,11 +13,11 @@
 //! (the turn's rules).
 
 mod approval;
-mod approved;
+mod approval_api;
+mod approval_in_turn;
 mod builder;
 mod claim;
 mod compaction;
-mod decisions;
 mod fit;
 mod machine;
 mod outcome;
@@ -442,7 +442,7 @@ impl Agent {
     async fn pull(&self, turns: &mut JoinSet<()>) -> Result<(), AgentError> {
         let store = self.shared.gateway.store();
         while let Ok(permit) = Arc::clone(&self.shared.permits).try_acquire_owned() {
-            let asked = std::time::Instant::now();
+            let requested_at = std::time::Instant::now();
             let holder = self.shared.claim_holder();
             let Some((seq, message)) = store
                 .claim_next(&holder, self.shared.lease)
@@ -455,8 +455,8 @@ impl Agent {
                 .sessions
                 .saw_user_message(&message.session_id, seq);
             let agent = self.clone();
-            // The database's clock started the lease after `asked`.
-            let valid_until = asked + self.shared.lease;
+            // The database's clock started the lease after `requested_at`.
+            let valid_until = requested_at + self.shared.lease;
             turns.spawn(async move {
                 if let Err(e) = claim::run_claimed(
                     &agent.shared,

@@ -83,7 +83,7 @@ impl Agent {
                 None => ApprovalError::Unknown { id: id.to_owned() },
             });
         };
-        if !approval::is_asked(&call) {
+        if !approval::is_held(&call) {
             return Err(ApprovalError::NotWaiting { id: id.to_owned() });
         }
         let already = |d: Message| ApprovalError::AlreadyDecided {
