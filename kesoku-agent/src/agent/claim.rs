@@ -14,10 +14,10 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Backoff, ErrorChain, GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
-use super::posts::end_panicked;
+use super::posts::{Ending, end_panicked};
 use super::retry::{retried, retried_store};
-use super::run::{Ending, ViewAtClaim, turn};
-use super::sessions::Slot;
+use super::run::turn;
+use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 
 /// How long a worker waits, at first, before it tries again for a lease
@@ -119,34 +119,7 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
     // back if the turn does not start.
     let kept = shared.sessions.take_view(&session);
     let after = kept.as_ref().map(|view| view.seq);
-    let stored = retried(shared.lease, "storing a prompt", |again| {
-        let (claimed, holder) = (&claimed, &holder);
-        async move {
-            let posted = match after {
-                Some(after) => shared
-                    .gateway
-                    .post_claimed_after(claimed.clone(), holder, shared.lease, after)
-                    .await
-                    .map(|c| c.map(|c| (c.seq, Some(c.newer)))),
-                None => shared
-                    .gateway
-                    .post_claimed(claimed.clone(), holder, shared.lease)
-                    .await
-                    .map(|c| c.map(|seq| (seq, None))),
-            };
-            match posted {
-                Ok(Some((seq, newer))) => Ok(Stored::At(seq, newer)),
-                // An earlier try's answer was lost after its commit.
-                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => {
-                    Ok(Stored::Earlier)
-                }
-                Ok(None) if again => Ok(Stored::RefusedAfterFailure),
-                Ok(None) => Ok(Stored::Refused),
-                Err(e) => Err(e),
-            }
-        }
-    })
-    .await;
+    let stored = store_claimed(shared, &claimed, &holder, after).await;
     // The view goes to the turn only with what the claim read since it;
     // otherwise it is put back, whatever happens next.
     let kept = match (&stored, kept) {
@@ -207,6 +180,44 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
         Some(outcome) => Ok(Started::Ran(outcome)),
         None => Ok(Started::Lost(claimed, seq)),
     }
+}
+
+/// `claimed` stored, leased by `holder` and claimed in one write, tried
+/// again while the store fails for a moment; with the messages stored
+/// after `after`, the kept view's `seq`, when there is one.
+async fn store_claimed(
+    shared: &Shared,
+    claimed: &Message,
+    holder: &str,
+    after: Option<Seq>,
+) -> Result<Stored, GatewayError> {
+    retried(shared.lease, "storing a prompt", |again| {
+        async move {
+            let posted = match after {
+                Some(after) => shared
+                    .gateway
+                    .post_claimed_after(claimed.clone(), holder, shared.lease, after)
+                    .await
+                    .map(|c| c.map(|c| (c.seq, Some(c.newer)))),
+                None => shared
+                    .gateway
+                    .post_claimed(claimed.clone(), holder, shared.lease)
+                    .await
+                    .map(|c| c.map(|seq| (seq, None))),
+            };
+            match posted {
+                Ok(Some((seq, newer))) => Ok(Stored::At(seq, newer)),
+                // An earlier try's answer was lost after its commit.
+                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => {
+                    Ok(Stored::Earlier)
+                }
+                Ok(None) if again => Ok(Stored::RefusedAfterFailure),
+                Ok(None) => Ok(Stored::Refused),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await
 }
 
 /// What a try of [`start`]'s one write found.

@@ -136,10 +136,10 @@ impl Decision {
 
 impl Machine {
     /// The turn of `prompt` (a user message), asking for the answer shape
-    /// it stores if any (`answer_shape`, read by `typed::answer_shape`, with its
-    /// repairs), at most `max_steps` model calls a run, from `history`, the session as stored, and the
-    /// `decisions` on its calls that waited for a person (by call message
-    /// id). A turn whose last message answers the prompt is over (its
+    /// it stores if any (`answer_shape`, read by `typed::answer_shape`,
+    /// with its repairs), at most `max_steps` model calls a run, from
+    /// `history`, the session as stored, and the `decisions` on its calls
+    /// that waited for a person (by call message id). A turn whose last message answers the prompt is over (its
     /// worker died before settling it); one with a waiting call not yet
     /// decided pauses again; one with calls left without results runs
     /// them (the approved ones; the denied ones are answered with their
@@ -151,17 +151,7 @@ impl Machine {
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
-        let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
-        let machine = Machine {
-            session: prompt.session_id.clone(),
-            prompt: prompt.id.clone(),
-            max_steps,
-            steps: 0,
-            nudged: false,
-            uses: HashMap::new(),
-            output,
-            repairs,
-        };
+        let mut machine = Machine::new(prompt, answer_shape, max_steps);
         // Whatever answers the prompt was stored after it, and the prompt
         // is at or near the end: the rest of a long history is not read.
         let from = history
@@ -169,21 +159,7 @@ impl Machine {
             .rposition(|m| m.id == machine.prompt)
             .unwrap_or(0);
         let history = &history[from..];
-        let mut machine = machine;
-        let given = history
-            .iter()
-            .filter(|m| {
-                m.parent_id.as_deref() == Some(machine.prompt.as_str()) && typed::is_feedback(m)
-            })
-            .count();
-        machine.repairs = machine.repairs.saturating_sub(given);
-        for call in history.iter().filter(|m| {
-            m.kind == MessageType::ToolCall
-                && m.parent_id.as_deref() == Some(machine.prompt.as_str())
-        }) {
-            let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
-            *machine.uses.entry(tool.to_owned()).or_default() += 1;
-        }
+        machine.count_stored(history);
         // A rejected answer whose feedback was never stored (its worker
         // stopped between the two posts) is not the answer: the feedback
         // now, and the try it gives.
@@ -195,13 +171,81 @@ impl Machine {
         if let Some(finish) = machine.answered(history) {
             return Decision::finish(Vec::new(), finish);
         }
+        let Some((run, post)) = machine.left_calls(history, decisions) else {
+            // Taken before its calls were decided: it waits on.
+            return Decision::finish(Vec::new(), Finish::pause());
+        };
+        if !run.is_empty() || !post.is_empty() {
+            return Decision {
+                post: Vec::new(),
+                next: Next::Run(Run {
+                    machine,
+                    calls: run,
+                    held: 0,
+                    refused: post,
+                }),
+            };
+        }
+        machine.next_step(Vec::new())
+    }
+
+    /// A turn of `prompt` with nothing counted yet.
+    fn new(
+        prompt: &Message,
+        answer_shape: Option<(OutputSchema, usize)>,
+        max_steps: usize,
+    ) -> Self {
+        let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
+        Machine {
+            session: prompt.session_id.clone(),
+            prompt: prompt.id.clone(),
+            max_steps,
+            steps: 0,
+            nudged: false,
+            uses: HashMap::new(),
+            output,
+            repairs,
+        }
+    }
+
+    /// What the stored `history` (from the prompt on) already spent: the
+    /// repairs its feedback notes gave, and each tool's calls.
+    fn count_stored(&mut self, history: &[Message]) {
+        let answers = |m: &&Message| m.parent_id.as_deref() == Some(self.prompt.as_str());
+        let given = history
+            .iter()
+            .filter(answers)
+            .filter(|m| typed::is_feedback(m))
+            .count();
+        let mut uses = HashMap::new();
+        for call in history
+            .iter()
+            .filter(answers)
+            .filter(|m| m.kind == MessageType::ToolCall)
+        {
+            let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
+            *uses.entry(tool.to_owned()).or_default() += 1;
+        }
+        self.repairs = self.repairs.saturating_sub(given);
+        self.uses = uses;
+    }
+
+    /// The prompt's calls left without results in `history`, sorted by
+    /// the `decisions` on those held for a person: the ones to run, and
+    /// the results of those not to (denied, or begun by a worker that
+    /// stopped); `None` while a held call is undecided.
+    fn left_calls(
+        &self,
+        history: &[Message],
+        decisions: &HashMap<&str, Verdict>,
+    ) -> Option<(Vec<Call>, Vec<Message>)> {
         let mut run = Vec::new();
         // Denied: answered with the step's results.
         let mut post = Vec::new();
         let mut undecided = 0;
         for call in orphans(history)
             .into_iter()
-            .filter(|m| m.parent_id.as_deref() == Some(machine.prompt.as_str()))
+            .filter(|m| m.parent_id.as_deref() == Some(self.prompt.as_str()))
         {
             if !approval::is_held(call) {
                 run.push((request_of(call), call.clone()));
@@ -220,22 +264,7 @@ impl Machine {
                 }
             }
         }
-        if undecided > 0 {
-            // Taken before its calls were decided: it waits on.
-            return Decision::finish(Vec::new(), Finish::pause());
-        }
-        if !run.is_empty() || !post.is_empty() {
-            return Decision {
-                post: Vec::new(),
-                next: Next::Run(Run {
-                    machine,
-                    calls: run,
-                    held: 0,
-                    refused: post,
-                }),
-            };
-        }
-        machine.next_step(Vec::new())
+        (undecided == 0).then_some((run, post))
     }
 
     /// The last message answering the prompt.
@@ -342,61 +371,85 @@ impl Ask {
         policy: &dyn Fn(&ToolRequest) -> Approval,
         max_uses: &dyn Fn(&str) -> Option<usize>,
     ) -> Decision {
-        let mut machine = self.0;
         if turn.calls.is_empty() {
-            if turn.text.trim().is_empty() && !machine.nudged {
-                machine.nudged = true;
-                let mut nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
-                // The empty reply is not stored; the tokens it cost are,
-                // with the note that answers it.
-                if let Some(usage) = turn
-                    .messages()
-                    .next()
-                    .and_then(|m| m.metadata.get(keys::USAGE))
-                {
-                    nudge.metadata.insert(keys::USAGE.into(), usage.clone());
-                }
-                return machine.next_step(vec![nudge]);
-            }
-            // A refusal stands: asking again would not change it, and the
-            // caller reads it in the error's text.
-            let refused = turn.stop_reason == StopReason::Refusal;
-            let cut = turn.stop_reason == StopReason::MaxTokens;
-            // The answer is posted as it came (provider fields kept), for
-            // the user to take: `pending`; marked when the output limit
-            // cut it short.
-            let answer = turn
-                .text_message
-                .filter(|m| !m.content.trim().is_empty())
-                .map(|m| {
-                    let mut m = machine.answering(*m, Status::Pending);
-                    if cut {
-                        m.metadata.insert(typed::CUT.into(), true.into());
-                    }
-                    m
-                });
-            // A typed answer that does not fit is kept, and the model is
-            // told what is wrong, while it has tries and steps left (at
-            // the last step the answer stands, for the caller to see why).
-            if let (Some(output), Some(given)) = (&machine.output, &answer)
-                && machine.repairs > 0
-                && machine.steps < machine.max_steps
-                && !refused
-                && let Err(error) = output.read(&given.content)
-            {
-                machine.repairs -= 1;
-                let mut given = answer.unwrap_or_else(|| unreachable!("matched above"));
-                given.status = Status::Responded;
-                given.metadata.insert(typed::REJECTED.into(), true.into());
-                let note = machine.feedback(&error, cut);
-                return machine.next_step(vec![given, note]);
-            }
-            let text = answer.as_ref().map(|m| m.content.clone());
-            return Decision::finish(
-                answer.into_iter().collect(),
-                Finish::new(TurnStatus::Completed, text, Status::Processed),
-            );
+            self.0.text_reply(turn)
+        } else {
+            self.0.calls_reply(turn, policy, max_uses)
         }
+    }
+}
+
+impl Machine {
+    /// A reply without calls: its text is the answer; empty text gets one
+    /// nudge a run, and is the (empty) answer after it; a typed answer
+    /// that does not fit gets feedback while the model has tries left.
+    fn text_reply(self, turn: AssistantTurn) -> Decision {
+        let mut machine = self;
+        if turn.text.trim().is_empty() && !machine.nudged {
+            machine.nudged = true;
+            let mut nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
+            // The empty reply is not stored; the tokens it cost are,
+            // with the note that answers it.
+            if let Some(usage) = turn
+                .messages()
+                .next()
+                .and_then(|m| m.metadata.get(keys::USAGE))
+            {
+                nudge.metadata.insert(keys::USAGE.into(), usage.clone());
+            }
+            return machine.next_step(vec![nudge]);
+        }
+        // A refusal stands: asking again would not change it, and the
+        // caller reads it in the error's text.
+        let refused = turn.stop_reason == StopReason::Refusal;
+        let cut = turn.stop_reason == StopReason::MaxTokens;
+        // The answer is posted as it came (provider fields kept), for
+        // the user to take: `pending`; marked when the output limit
+        // cut it short.
+        let answer = turn
+            .text_message
+            .filter(|m| !m.content.trim().is_empty())
+            .map(|m| {
+                let mut m = machine.answering(*m, Status::Pending);
+                if cut {
+                    m.metadata.insert(typed::CUT.into(), true.into());
+                }
+                m
+            });
+        // A typed answer that does not fit is kept, and the model is
+        // told what is wrong, while it has tries and steps left (at
+        // the last step the answer stands, for the caller to see why).
+        if let (Some(output), Some(given)) = (&machine.output, &answer)
+            && machine.repairs > 0
+            && machine.steps < machine.max_steps
+            && !refused
+            && let Err(error) = output.read(&given.content)
+        {
+            machine.repairs -= 1;
+            let mut given = answer.unwrap_or_else(|| unreachable!("matched above"));
+            given.status = Status::Responded;
+            given.metadata.insert(typed::REJECTED.into(), true.into());
+            let note = machine.feedback(&error, cut);
+            return machine.next_step(vec![given, note]);
+        }
+        let text = answer.as_ref().map(|m| m.content.clone());
+        Decision::finish(
+            answer.into_iter().collect(),
+            Finish::new(TurnStatus::Completed, text, Status::Processed),
+        )
+    }
+
+    /// A reply with calls: its text (if not empty) and each call are
+    /// posted, a call over its tool's limit or denied by the `policy`
+    /// answered as refused, one it asks about held for a person; the rest
+    /// run.
+    fn calls_reply(
+        self,
+        turn: AssistantTurn,
+        policy: &dyn Fn(&ToolRequest) -> Approval,
+        max_uses: &dyn Fn(&str) -> Option<usize>,
+    ) -> Decision {
+        let mut machine = self;
         let mut post = Vec::with_capacity(turn.calls.len() + 1);
         if let Some(m) = turn.text_message.filter(|m| !m.content.is_empty()) {
             post.push(machine.answering(*m, Status::Responded));
@@ -449,7 +502,9 @@ impl Ask {
             }),
         }
     }
+}
 
+impl Ask {
     /// The model call failed (after the backend's retries): a note says
     /// why, and the turn fails.
     pub(crate) fn failed(self, error: &LlmError) -> Decision {

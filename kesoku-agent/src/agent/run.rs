@@ -9,11 +9,11 @@
 
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use kesoku_core::store::Seq;
 use kesoku_core::{
-    CancellationToken, GatewayError, Message, Role, Status, ToolContext, ToolRunner,
+    CancellationToken, GatewayError, Message, Role, Status, Tool, ToolContext, ToolRunner,
 };
 use tracing::Instrument;
 
@@ -24,11 +24,11 @@ use super::approval::{self, ApprovalCheck, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
 use super::compaction::Compaction;
 use super::fit::{self, Fitted};
-use super::machine::{Call, Finish, Machine, Next};
+use super::machine::{Ask, Call, Decision, Finish, Machine, Next};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
-use super::posts::{SETTLED_FROM, post, post_again, settle};
+use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
-use super::sessions::Slot;
+use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 use super::tail;
 use super::view::View;
@@ -40,25 +40,6 @@ use kesoku_llm::ToolDeclaration;
 /// The most refusals as too long one model call takes before it fails
 /// (each round at least halves the request).
 const MAX_REFUSALS: usize = 24;
-
-/// How a turn ends, as its lease keeper (`claim.rs`) needs to know: once
-/// the turn's last write is on its way, that write releases the lease,
-/// so a renewal that finds it gone is not a loss; and whether it did.
-#[derive(Debug, Default)]
-pub(crate) struct Ending {
-    pub(crate) started: AtomicBool,
-    pub(crate) released: AtomicBool,
-}
-
-/// A session's view kept here, brought up to date by the claim that
-/// started the turn (in the same call to the store): what the turn
-/// would otherwise read first.
-pub(crate) struct ViewAtClaim {
-    pub(crate) view: View,
-    /// The session's messages stored after the view's `seq`, the prompt
-    /// among them.
-    pub(crate) newer: Vec<(Seq, Message)>,
-}
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end,
 /// from `at_claim` when its claim brought the session's view up to date.
@@ -239,32 +220,7 @@ impl Turn<'_> {
                         }
                         match self.ask_fitted(view, ask.step()).await? {
                             None => ask.interrupted(),
-                            Some(Ok(reply)) => {
-                                let registry = self.shared.tools.current().0;
-                                let policy = &self.shared.approval;
-                                let default_uses = self.shared.max_uses_per_turn;
-                                ask.replied(
-                                    reply,
-                                    &|request| {
-                                        let tool = registry.get(&request.name);
-                                        policy(&ApprovalCheck {
-                                            request,
-                                            hints: tool
-                                                .map(kesoku_core::Tool::hints)
-                                                .unwrap_or_default(),
-                                            marked: tool
-                                                .is_some_and(kesoku_core::Tool::needs_approval),
-                                        })
-                                    },
-                                    &|name| {
-                                        registry
-                                            .get(name)
-                                            .and_then(kesoku_core::Tool::max_uses)
-                                            .map(|n| n as usize)
-                                            .or(default_uses)
-                                    },
-                                )
-                            }
+                            Some(Ok(reply)) => self.replied(ask, reply),
                             Some(Err(e)) => {
                                 tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
                                 ask.failed(&e)
@@ -288,6 +244,33 @@ impl Turn<'_> {
                 }
             };
         }
+    }
+
+    /// The machine's decision on the model's `reply`, under the agent's
+    /// approval policy and each tool's use limit (the tools read as the
+    /// turn started).
+    fn replied(&self, ask: Ask, reply: kesoku_llm::AssistantTurn) -> Decision {
+        let registry = self.shared.tools.current().0;
+        let policy = &self.shared.approval;
+        let default_uses = self.shared.max_uses_per_turn;
+        ask.replied(
+            reply,
+            &|request| {
+                let tool = registry.get(&request.name);
+                policy(&ApprovalCheck {
+                    request,
+                    hints: tool.map(Tool::hints).unwrap_or_default(),
+                    marked: tool.is_some_and(Tool::needs_approval),
+                })
+            },
+            &|name| {
+                registry
+                    .get(name)
+                    .and_then(Tool::max_uses)
+                    .map(|n| n as usize)
+                    .or(default_uses)
+            },
+        )
     }
 
     /// The runner of this turn's calls; the tools as the model sees them
