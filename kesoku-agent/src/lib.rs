@@ -32,7 +32,7 @@
 //! | `agent::run` | one turn's IO (the store, the gateway, the model call, streaming, the runner), following `machine`'s decisions |
 //! | `agent::posts` | a turn's posts, fenced by its lease and tried again; its prompt settled; how a turn ends, as its lease keeper needs to know; the end of a turn that panicked |
 //! | `agent::approval_in_turn` | a turn's side of approval: deadlines, decisions read back, approved calls marked begun, calls left by a user who moved on |
-//! | `agent::machine` | one turn's rules, with no IO: ask the model, run these calls, or finish with a status |
+//! | `agent::machine` | one turn's rules, with no IO (its messages' ids and times are given, by a `Clock`): ask the model, run these calls, or finish with a status |
 //! | `agent::workspace` | each session's workspace directory, a session id made a safe name |
 //! | `agent::fit` | a turn's requests kept inside the context window: when to compact, what a refusal teaches |
 //! | `agent::shared` | what every turn of an agent shares |

@@ -22,8 +22,14 @@
 //! the calls are decided (`approval.rs`). The step count and the nudge
 //! are one run's: a turn resumed elsewhere starts them again, as it
 //! always has.
+//!
+//! The ids and times of the messages it makes are inputs too (a
+//! [`Clock`]): fed the same, a turn makes the same messages, byte for byte.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 use kesoku_core::{
     ErrorChain, Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
@@ -41,9 +47,46 @@ pub(crate) const NUDGE: &str = "Your last reply was empty. Answer the user's las
 /// A call to run: its request, and the message that records it.
 pub(crate) type Call = (ToolRequest, Message);
 
+/// A new message's id and time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) id: String,
+    pub(crate) at: DateTime<Utc>,
+}
+
+/// Where the messages the machine makes get their ids and times: given,
+/// so that the machine reads no clock and draws no random id (`run.rs`
+/// gives version 7 UUIDs and the wall clock; a test, a counter).
+#[derive(Clone)]
+pub(crate) struct Clock(Arc<dyn Fn() -> Stamp + Send + Sync>);
+
+impl Clock {
+    /// A clock whose every stamp is `next`'s.
+    pub(crate) fn new(next: impl Fn() -> Stamp + Send + Sync + 'static) -> Self {
+        Clock(Arc::new(next))
+    }
+
+    /// `m` with the next id and time: those `Message::new` gave it are
+    /// not kept.
+    fn stamp(&self, mut m: Message) -> Message {
+        let Stamp { id, at } = (self.0)();
+        m.id = id;
+        m.timestamp = at;
+        m
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
 /// The turn of one prompt, between two decisions.
 #[derive(Debug, Clone)]
 pub(crate) struct Machine {
+    /// The ids and times of the messages it makes.
+    clock: Clock,
     session: String,
     /// The id of the user message the turn answers.
     prompt: String,
@@ -145,13 +188,14 @@ impl Machine {
     /// them (the approved ones; the denied ones are answered with their
     /// reasons); else the model is asked.
     pub(crate) fn start(
+        clock: Clock,
         prompt: &Message,
         answer_shape: Option<(OutputSchema, usize)>,
         max_steps: usize,
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
-        let mut machine = Machine::new(prompt, answer_shape, max_steps);
+        let mut machine = Machine::new(clock, prompt, answer_shape, max_steps);
         // Whatever answers the prompt was stored after it, and the prompt
         // is at or near the end: the rest of a long history is not read.
         let from = history
@@ -191,12 +235,14 @@ impl Machine {
 
     /// A turn of `prompt` with nothing counted yet.
     fn new(
+        clock: Clock,
         prompt: &Message,
         answer_shape: Option<(OutputSchema, usize)>,
         max_steps: usize,
     ) -> Self {
         let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
         Machine {
+            clock,
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),
             max_steps,
@@ -256,11 +302,14 @@ impl Machine {
                 // Begun by a worker that stopped before its result: it may
                 // have run, so it is not run again.
                 Some(Verdict::Approve) if call.status == Status::Processing => {
-                    post.push(healing_result(call));
+                    post.push(self.clock.stamp(healing_result(call)));
                 }
                 Some(Verdict::Approve) => run.push((request_of(call), call.clone())),
                 Some(Verdict::Deny(reason)) => {
-                    post.push(approval::denied_result(call, reason.as_deref()));
+                    post.push(
+                        self.clock
+                            .stamp(approval::denied_result(call, reason.as_deref())),
+                    );
                 }
             }
         }
@@ -341,10 +390,12 @@ impl Machine {
 
     /// A message of the agent's own, answering the prompt.
     fn note(&self, role: Role, text: String, status: Status) -> Message {
-        Message::new(&self.session, role, MessageType::Text, text)
-            .with_sender("agent")
-            .with_status(status)
-            .with_parent(&self.prompt)
+        self.clock.stamp(
+            Message::new(&self.session, role, MessageType::Text, text)
+                .with_sender("agent")
+                .with_status(status)
+                .with_parent(&self.prompt),
+        )
     }
 
     /// `m`, one of the model's messages, as posted: answering the prompt.
@@ -464,14 +515,14 @@ impl Machine {
             if let Some(limit) = max_uses(name)
                 && used >= limit
             {
-                denied.push(approval::refused_result(
+                denied.push(machine.clock.stamp(approval::refused_result(
                     &m,
                     &format!(
                         "`{name}` may be called at most {limit} time{} in one turn, and was called {used}; this call did not run",
                         if limit == 1 { "" } else { "s" }
                     ),
                     "limit",
-                ));
+                )));
                 post.push(m);
                 continue;
             }
@@ -483,11 +534,11 @@ impl Machine {
                     held += 1;
                 }
                 Approval::Deny(reason) => {
-                    denied.push(approval::refused_result(
+                    denied.push(machine.clock.stamp(approval::refused_result(
                         &m,
                         &format!("the call to `{name}` is not allowed: {reason}"),
                         "denied",
-                    ));
+                    )));
                 }
             }
             post.push(m);
@@ -565,7 +616,7 @@ impl Run {
                         .is_some_and(|r| r.parent_id.as_deref() == Some(call.id.as_str()))
                 })
                 .and_then(Option::take);
-            post.push(mine.unwrap_or_else(|| healing_result(call)));
+            post.push(mine.unwrap_or_else(|| self.machine.clock.stamp(healing_result(call))));
         }
         post.extend(results.into_iter().flatten());
         if self.held > 0 {

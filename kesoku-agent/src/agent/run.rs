@@ -24,7 +24,7 @@ use super::approval::{self, ApprovalCheck, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
 use super::compaction::Compaction;
 use super::fit::{self, Fitted};
-use super::machine::{Ask, Call, Decision, Finish, Machine, Next};
+use super::machine::{Ask, Call, Clock, Decision, Finish, Machine, Next, Stamp};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
@@ -34,12 +34,19 @@ use super::tail;
 use super::view::View;
 use super::workspace::workspace;
 use crate::telemetry;
-use kesoku_llm::StreamEvent;
-use kesoku_llm::ToolDeclaration;
+use kesoku_llm::{StreamEvent, ToolDeclaration};
 
 /// The most refusals as too long one model call takes before it fails
 /// (each round at least halves the request).
 const MAX_REFUSALS: usize = 24;
+
+/// The machine's ids and times in a live turn: `Message::new`'s (version 7 UUIDs).
+fn wall_clock() -> Clock {
+    Clock::new(|| Stamp {
+        id: uuid::Uuid::now_v7().to_string(),
+        at: chrono::Utc::now(),
+    })
+}
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end,
 /// from `at_claim` when its claim brought the session's view up to date.
@@ -190,6 +197,7 @@ impl Turn<'_> {
             .map(|(id, v)| (id.as_str(), v.clone()))
             .collect();
         let mut decision = Machine::start(
+            wall_clock(),
             &self.user,
             self.answer_shape.clone(),
             self.shared.max_steps,

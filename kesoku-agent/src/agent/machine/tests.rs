@@ -5,11 +5,35 @@ use kesoku_llm::{AssistantTurn, LlmError, PROVIDER_KEY};
 use serde_json::json;
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::{Decision, Finish, Machine, NUDGE, Next, Run};
+use chrono::DateTime;
+
+use super::{Clock, Decision, Finish, Machine, NUDGE, Next, Run, Stamp};
 use crate::agent::approval::{self, Approval, Verdict};
 use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
+
+/// The `n`th stamp of a test clock: id `m<n>`, `n` seconds into 2027.
+fn nth_stamp(n: i64) -> Stamp {
+    Stamp {
+        id: format!("m{n}"),
+        at: DateTime::from_timestamp(1_800_000_000 + n, 0).expect("in range"),
+    }
+}
+
+/// A test's clock: its ids are never given twice in the process.
+pub(super) fn clock() -> Clock {
+    static NEXT: AtomicI64 = AtomicI64::new(0);
+    Clock::new(|| nth_stamp(NEXT.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// A clock of its own, counting from 0: two give the same stamps.
+fn counting() -> Clock {
+    let next = Arc::new(AtomicI64::new(0));
+    Clock::new(move || nth_stamp(next.fetch_add(1, Ordering::Relaxed)))
+}
 
 /// No decisions: no call waits for a person.
 pub(super) fn none() -> HashMap<&'static str, Verdict> {
@@ -71,6 +95,7 @@ pub(super) fn finished(d: Decision) -> (Vec<Message>, Finish) {
 pub(super) fn start(max_steps: usize) -> super::Ask {
     let p = prompt();
     let (post, ask) = asking(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         max_steps,
@@ -85,6 +110,7 @@ pub(super) fn start(max_steps: usize) -> super::Ask {
 fn a_new_prompt_asks_the_model_first() {
     let p = prompt();
     let (post, ask) = asking(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         5,
@@ -104,6 +130,7 @@ pub(super) fn prompt_id_of(ask: &super::Ask) -> String {
 fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
     let p = prompt();
     let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         5,
@@ -353,7 +380,14 @@ pub(super) fn assistant(text: &str) -> Message {
 fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let p = prompt();
     let h = history(&p, vec![assistant("5")]);
-    let (post, finish) = finished(Machine::start(&p, typed::answer_shape(&p), 5, &h, &none()));
+    let (post, finish) = finished(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert!(post.is_empty(), "nothing is posted again");
     assert_eq!(
         finish,
@@ -363,6 +397,7 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let mut failed = assistant("The model call failed");
     failed.metadata.insert("error".into(), "boom".into());
     let (_, finish) = finished(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         5,
@@ -374,6 +409,7 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let mut limit = assistant("I stopped");
     limit.metadata.insert("step_limit".into(), true.into());
     let (_, finish) = finished(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         5,
@@ -394,7 +430,14 @@ fn a_turn_whose_last_message_is_not_an_answer_goes_on() {
     let call = Message::tool_call("s", &add("c1"));
     let result = result_of(&call, "5");
     let h = history(&p, vec![other, call, result]);
-    let (post, ask) = asking(Machine::start(&p, typed::answer_shape(&p), 5, &h, &none()));
+    let (post, ask) = asking(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert!(post.is_empty());
     assert_eq!(ask.step(), 1);
 }
@@ -414,7 +457,14 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
             elsewhere,
         ],
     );
-    let (post, run) = ran(Machine::start(&p, typed::answer_shape(&p), 5, &h, &none()));
+    let (post, run) = ran(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert!(post.is_empty());
     assert_eq!(run.calls().len(), 1);
     let (request, message) = &run.calls()[0];
@@ -430,6 +480,7 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
 fn no_steps_at_all_is_the_step_limit_at_once() {
     let p = prompt();
     let (post, finish) = finished(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         0,
@@ -513,7 +564,14 @@ fn a_turn_taken_before_its_calls_are_decided_pauses_again() {
     let (c1, c2) = (held_call(&p, "c1"), held_call(&p, "c2"));
     let h = history(&p, vec![c1.clone(), c2]);
     let decided = HashMap::from([(c1.id.as_str(), Verdict::Approve)]);
-    let (post, finish) = finished(Machine::start(&p, typed::answer_shape(&p), 5, &h, &decided));
+    let (post, finish) = finished(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &decided,
+    ));
     assert!(post.is_empty());
     assert_eq!(finish.status, TurnStatus::AwaitingApproval);
 }
@@ -527,7 +585,14 @@ fn a_resumed_turn_runs_the_approved_calls_and_answers_the_denied_ones() {
         (c1.id.as_str(), Verdict::Approve),
         (c2.id.as_str(), Verdict::Deny(Some("keep it".into()))),
     ]);
-    let (post, run) = ran(Machine::start(&p, typed::answer_shape(&p), 5, &h, &decided));
+    let (post, run) = ran(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &decided,
+    ));
     assert!(post.is_empty());
     assert_eq!(run.calls().len(), 1);
     assert_eq!(run.calls()[0].1.id, c1.id);
@@ -571,10 +636,64 @@ fn an_approved_call_a_dead_worker_began_is_not_run_again() {
     begun.status = Status::Processing;
     let h = history(&p, vec![begun.clone()]);
     let decided = HashMap::from([(begun.id.as_str(), Verdict::Approve)]);
-    let (_, run) = ran(Machine::start(&p, typed::answer_shape(&p), 5, &h, &decided));
+    let (_, run) = ran(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &decided,
+    ));
     assert!(run.calls().is_empty());
     let (post, _) = asking(run.results(Vec::new()));
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].parent_id.as_deref(), Some(begun.id.as_str()));
     assert_eq!(post[0].metadata[keys::ERROR_KIND], "interrupted");
+}
+
+/// Fed the same inputs, a turn makes the same messages, byte for byte:
+/// their ids and times are its clock's, not read by the machine. The
+/// turn makes each kind of message of its own: a denied call's result,
+/// the nudge, a call refused by the policy, a call healed after it was
+/// left without a result, the step limit's note.
+#[test]
+fn the_same_turn_fed_the_same_makes_the_same_messages() {
+    let p = prompt();
+    let denied = held_call(&p, "c1");
+    let h = history(&p, vec![denied.clone()]);
+    let decided = HashMap::from([(denied.id.as_str(), Verdict::Deny(Some("no".into())))]);
+    let (empty, calls) = (reply("", &[]), reply("", &["c2", "c3"]));
+    let policy = |r: &ToolRequest| {
+        if r.id == "c3" {
+            Approval::Deny("not now".into())
+        } else {
+            Approval::Allow
+        }
+    };
+    let turn = || {
+        let mut posts = Vec::new();
+        let (post, run) = ran(Machine::start(counting(), &p, None, 2, &h, &decided));
+        posts.extend(post);
+        let (post, ask) = asking(run.results(Vec::new()));
+        posts.extend(post);
+        let (post, ask) = asking(ask.replied(empty.clone(), &allow, &no_limit));
+        posts.extend(post);
+        let (post, run) = ran(ask.replied(calls.clone(), &policy, &no_limit));
+        posts.extend(post);
+        let (post, finish) = finished(run.results(Vec::new()));
+        posts.extend(post);
+        assert_eq!(finish.status, TurnStatus::StepLimit);
+        posts
+            .iter()
+            .map(|m| serde_json::to_string(m).expect("a message serializes"))
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = (turn(), turn());
+    // c1's result, the nudge, the calls, c3's and c2's results, the note.
+    assert_eq!(first.len(), 7, "{first:#?}");
+    assert_eq!(first, second);
+    assert!(
+        first.iter().any(|m| m.contains(r#""id":"m0""#)),
+        "{first:#?}"
+    );
 }

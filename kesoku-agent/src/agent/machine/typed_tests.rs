@@ -4,7 +4,9 @@
 use kesoku_core::{Message, MessageType, Role, Status, keys};
 use serde_json::json;
 
-use super::tests::{allow, asking, assistant, finished, history, no_limit, none, prompt, reply};
+use super::tests::{
+    allow, asking, assistant, clock, finished, history, no_limit, none, prompt, reply,
+};
 use super::{Finish, Machine};
 use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
@@ -26,6 +28,7 @@ fn typed_prompt(repairs: usize) -> Message {
 fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_last() {
     let p = typed_prompt(1);
     let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         5,
@@ -66,6 +69,7 @@ fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_l
 fn a_typed_answer_that_fits_ends_the_turn() {
     let p = typed_prompt(1);
     let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         5,
@@ -88,7 +92,14 @@ fn tries_already_used_are_counted_from_the_history_on_a_restart() {
         &p,
         vec![assistant("{}").with_status(Status::Responded), note],
     );
-    let (_, ask) = asking(Machine::start(&p, typed::answer_shape(&p), 5, &h, &none()));
+    let (_, ask) = asking(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
     assert_eq!(finish.status, TurnStatus::Completed);
 }
@@ -102,7 +113,14 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
         .metadata
         .insert(crate::agent::typed::REJECTED.into(), true.into());
     let h = history(&p, vec![rejected]);
-    let (post, ask) = asking(Machine::start(&p, typed::answer_shape(&p), 5, &h, &none()));
+    let (post, ask) = asking(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert_eq!(post.len(), 1);
     assert!(post[0].metadata.contains_key(keys::FEEDBACK));
     assert!(post[0].content.contains("`total`"), "{}", post[0].content);
@@ -115,6 +133,7 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
 fn at_the_last_step_an_answer_that_does_not_fit_stands() {
     let p = typed_prompt(3);
     let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         1,
@@ -131,6 +150,7 @@ fn at_the_last_step_an_answer_that_does_not_fit_stands() {
 fn a_refusal_is_not_repaired() {
     let p = typed_prompt(2);
     let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
         typed::answer_shape(&p),
         5,
