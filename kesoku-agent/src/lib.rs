@@ -26,17 +26,17 @@
 //! | module | holds |
 //! | --- | --- |
 //! | `agent` | [`Agent`]: `send`, `serve`, the session's history |
-//! | `agent::decisions` | a person's decisions through the agent: `decide`, `approve`, `deny`, `pending_approvals`, `expire_approvals`, `resume` |
+//! | `agent::approval_api` | the agent's methods a person's decisions go through: `decide`, `approve`, `deny`, `pending_approvals`, `expire_approvals`, `resume` |
 //! | `agent::builder` | [`AgentBuilder`] |
 //! | `agent::claim` | leases and claims: which worker runs a session's turn |
 //! | `agent::run` | one turn's IO (the store, the gateway, the model call, streaming, the runner), following `machine`'s decisions |
-//! | `agent::posts` | a turn's posts, fenced by its lease and tried again; its prompt settled; the end of a turn that panicked |
-//! | `agent::approved` | a turn's side of approval: deadlines, decisions read back, approved calls marked begun, calls left by a user who moved on |
-//! | `agent::machine` | one turn's rules, with no IO: ask the model, run these calls, or finish with a status |
+//! | `agent::posts` | a turn's posts, fenced by its lease and tried again; its prompt settled; how a turn ends, as its lease keeper needs to know; the end of a turn that panicked |
+//! | `agent::approval_in_turn` | a turn's side of approval: deadlines, decisions read back, approved calls marked begun, calls left by a user who moved on |
+//! | `agent::machine` | one turn's rules, with no IO (its messages' ids and times are given, by a `Clock`): ask the model, run these calls, or finish with a status |
 //! | `agent::workspace` | each session's workspace directory, a session id made a safe name |
 //! | `agent::fit` | a turn's requests kept inside the context window: when to compact, what a refusal teaches |
 //! | `agent::shared` | what every turn of an agent shares |
-//! | `agent::sessions` | per-session state kept between turns (views, the newest prompt) |
+//! | `agent::sessions` | per-session state kept between turns (views, the newest prompt); a kept view brought up to date by a turn's claim |
 //! | `agent::tail` | a session read for a turn with no view kept: its end the model may be shown, bounded by the window |
 //! | `agent::view` | the history as the model is shown it; orphaned calls and their healing; its compaction |
 //! | `agent::compaction` | a request's size, estimated and calibrated; [`Compaction`] and its strategies; where a view may be cut |
@@ -44,7 +44,7 @@
 //! | `agent::retry` | trying again while the store fails for a moment |
 //! | `agent::typed` | typed answers: the shape a prompt asks for, feedback on one that does not fit, [`Typed`], [`TypedError`] |
 //! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`], [`ResumeError`] |
-//! | `agent::approval` | a person in the loop: [`Approval`], [`Verdict`], [`Decided`], how waiting calls and decisions are stored |
+//! | `agent::approval` | a person in the loop, the policy and its types: [`Approval`], [`Verdict`], [`Decided`], how held calls and decisions are stored |
 //! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
 //! | `telemetry` | the turn's and model calls' spans and the GenAI metrics, as OpenTelemetry's GenAI conventions name them (below `tools`: a tool's model call through [`TurnModel`](tools::TurnModel) has its span too) |
 

@@ -22,8 +22,9 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Message, MessageType, Role, Status, ToolHints, ToolRequest, keys};
 use serde_json::Value;
 
-/// The metadata key marking a call that waits for a person (`"asked"`).
-pub(crate) const ASKED: &str = "approval";
+/// The metadata key marking a call held for a person's decision (its
+/// stored value is `"asked"`); the mark stays once the call is decided.
+pub(crate) const HELD: &str = "approval";
 /// The metadata key of a decision: the id of the call message it decides.
 pub(crate) const DECIDES: &str = "approval_of";
 /// The metadata key of a waiting call's deadline (RFC 3339): past it, the
@@ -232,9 +233,9 @@ pub enum ApprovalError {
     Gateway(#[from] kesoku_core::GatewayError),
 }
 
-/// Whether `m` is a call stored as waiting for a person.
-pub(crate) fn is_asked(m: &Message) -> bool {
-    m.kind == MessageType::ToolCall && m.metadata.get(ASKED).is_some_and(|v| v == "asked")
+/// Whether `m` is a call held for a person's decision (decided or not).
+pub(crate) fn is_held(m: &Message) -> bool {
+    m.kind == MessageType::ToolCall && m.metadata.get(HELD).is_some_and(|v| v == "asked")
 }
 
 /// The deadline of the waiting `call`, if it has one.
@@ -365,7 +366,7 @@ pub(crate) fn waiting<'h>(history: &'h [Message], prompt: &str) -> Vec<&'h Messa
     history
         .iter()
         .filter(|m| {
-            is_asked(m)
+            is_held(m)
                 && m.parent_id.as_deref() == Some(prompt)
                 && !answered.contains(m.id.as_str())
         })
@@ -427,14 +428,14 @@ mod tests {
             &ToolRequest::new("c1", "delete_note", json!({"title": "x"})),
         )
         .with_parent("prompt");
-        m.metadata.insert(ASKED.into(), "asked".into());
+        m.metadata.insert(HELD.into(), "asked".into());
         m
     }
 
     #[test]
     fn a_decision_is_keyed_by_its_call_and_reads_back() {
         let call = call();
-        assert!(is_asked(&call));
+        assert!(is_held(&call));
         let d = decision(&call, &Verdict::Deny(Some("not today".into())));
         assert_eq!(d.id, format!("{}.decision", call.id));
         assert!(is_decision(&d));

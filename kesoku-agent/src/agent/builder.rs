@@ -384,38 +384,14 @@ impl AgentBuilder {
 
     /// The agent.
     pub fn build(self) -> Result<Agent, AgentError> {
-        let gateway = match (self.store, self.gateway) {
-            (Some(_), Some(_)) => return Err(AgentError::StoreAndGateway),
-            (store, gateway) => store
-                .or(gateway)
-                .unwrap_or_else(|| Gateway::new(MemoryStore::new())),
-        };
-        if self.lease < MIN_LEASE {
-            return Err(AgentError::Config(format!(
-                "the lease must be at least {MIN_LEASE:?} (it is renewed every third of it), got {:?}",
-                self.lease
-            )));
+        if self.store.is_some() && self.gateway.is_some() {
+            return Err(AgentError::StoreAndGateway);
         }
-        if self.max_steps == 0 {
-            return Err(AgentError::Config(
-                "max_steps must be at least 1 (one model call per turn)".into(),
-            ));
-        }
-        if self.max_concurrent_turns == 0 {
-            return Err(AgentError::Config(
-                "max_concurrent_turns must be at least 1".into(),
-            ));
-        }
-        if self.max_parallel_calls == 0 {
-            return Err(AgentError::Config(
-                "max_parallel_calls must be at least 1 (no call of a step could run)".into(),
-            ));
-        }
-        if self.max_uses_per_turn == Some(0) {
-            return Err(AgentError::Config(
-                "max_uses_per_turn must be at least 1 (no tool could be called); give the agent no tools instead".into(),
-            ));
-        }
+        self.check_limits()?;
+        let gateway = self
+            .store
+            .or(self.gateway)
+            .unwrap_or_else(|| Gateway::new(MemoryStore::new()));
         let tools = self
             .tools
             .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())));
@@ -430,11 +406,7 @@ impl AgentBuilder {
         }
         let sandbox = match self.sandbox {
             Some(s) => s,
-            None => Sandbox::new(std::env::current_dir().map_err(|e| {
-                AgentError::Config(format!(
-                    "the current directory, the default working directory of tools, is unknown ({e}); set one with `sandbox`"
-                ))
-            })?),
+            None => default_sandbox()?,
         };
         #[cfg(feature = "otel")]
         let metrics = match &self.meter {
@@ -488,4 +460,45 @@ impl AgentBuilder {
             }),
         })
     }
+
+    /// An error for the first limit set out of its range.
+    fn check_limits(&self) -> Result<(), AgentError> {
+        if self.lease < MIN_LEASE {
+            return Err(AgentError::Config(format!(
+                "the lease must be at least {MIN_LEASE:?} (it is renewed every third of it), got {:?}",
+                self.lease
+            )));
+        }
+        if self.max_steps == 0 {
+            return Err(AgentError::Config(
+                "max_steps must be at least 1 (one model call per turn)".into(),
+            ));
+        }
+        if self.max_concurrent_turns == 0 {
+            return Err(AgentError::Config(
+                "max_concurrent_turns must be at least 1".into(),
+            ));
+        }
+        if self.max_parallel_calls == 0 {
+            return Err(AgentError::Config(
+                "max_parallel_calls must be at least 1 (no call of a step could run)".into(),
+            ));
+        }
+        if self.max_uses_per_turn == Some(0) {
+            return Err(AgentError::Config(
+                "max_uses_per_turn must be at least 1 (no tool could be called); give the agent no tools instead".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The tools' sandbox when none is set: the current directory.
+fn default_sandbox() -> Result<Sandbox, AgentError> {
+    let dir = std::env::current_dir().map_err(|e| {
+        AgentError::Config(format!(
+            "the current directory, the default working directory of tools, is unknown ({e}); set one with `sandbox`"
+        ))
+    })?;
+    Ok(Sandbox::new(dir))
 }

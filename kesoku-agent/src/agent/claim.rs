@@ -14,10 +14,10 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Backoff, ErrorChain, GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
-use super::posts::end_panicked;
+use super::posts::{Ending, end_panicked};
 use super::retry::{retried, retried_store};
-use super::run::{Caught, Ending, turn};
-use super::sessions::Slot;
+use super::run::turn;
+use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 
 /// How long a worker waits, at first, before it tries again for a lease
@@ -60,14 +60,14 @@ pub(crate) async fn take(
             .acquire()
             .await
             .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
-        let asked = Instant::now();
+        let requested_at = Instant::now();
         if retried_store(shared.lease, "leasing a session", || {
             store.lease(session, &holder, shared.lease)
         })
         .await?
         {
-            // The database's clock started the lease after `asked`.
-            break (permit, asked + shared.lease);
+            // The database's clock started the lease after `requested_at`.
+            break (permit, requested_at + shared.lease);
         }
         drop(permit);
         // No budget: the loop ends when the prompt is taken or leased.
@@ -112,41 +112,14 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
     let holder = shared.claim_holder();
     let mut claimed = message;
     claimed.status = Status::Processing;
-    let asked = Instant::now();
+    let requested_at = Instant::now();
     let session = claimed.session_id.clone();
     // The session's view kept here is brought up to date by the claim
     // itself, in the same call to the store, and handed to the turn; put
     // back if the turn does not start.
     let kept = shared.sessions.take_view(&session);
     let after = kept.as_ref().map(|view| view.seq);
-    let stored = retried(shared.lease, "storing a prompt", |again| {
-        let (claimed, holder) = (&claimed, &holder);
-        async move {
-            let posted = match after {
-                Some(after) => shared
-                    .gateway
-                    .post_claimed_after(claimed.clone(), holder, shared.lease, after)
-                    .await
-                    .map(|c| c.map(|c| (c.seq, Some(c.newer)))),
-                None => shared
-                    .gateway
-                    .post_claimed(claimed.clone(), holder, shared.lease)
-                    .await
-                    .map(|c| c.map(|seq| (seq, None))),
-            };
-            match posted {
-                Ok(Some((seq, newer))) => Ok(Stored::At(seq, newer)),
-                // An earlier try's answer was lost after its commit.
-                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => {
-                    Ok(Stored::Earlier)
-                }
-                Ok(None) if again => Ok(Stored::RefusedAfterFailure),
-                Ok(None) => Ok(Stored::Refused),
-                Err(e) => Err(e),
-            }
-        }
-    })
-    .await;
+    let stored = store_claimed(shared, &claimed, &holder, after).await;
     // The view goes to the turn only with what the claim read since it;
     // otherwise it is put back, whatever happens next.
     let kept = match (&stored, kept) {
@@ -157,10 +130,10 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
         }
         (_, None) => None,
     };
-    let (seq, caught) = match stored {
+    let (seq, at_claim) = match stored {
         Ok(Stored::At(seq, Some(newer))) => {
-            let caught = kept.map(|view| Caught { view, newer });
-            (seq, caught)
+            let at_claim = kept.map(|view| ViewAtClaim { view, newer });
+            (seq, at_claim)
         }
         Ok(Stored::At(seq, None)) => (seq, None),
         Ok(Stored::Refused) => {
@@ -191,14 +164,14 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
         }
     };
     shared.sessions.saw_user_message(&session, seq);
-    // The database's clock started the lease after `asked`.
-    let valid_until = asked + shared.lease;
+    // The database's clock started the lease after `requested_at`.
+    let valid_until = requested_at + shared.lease;
     match run_claimed(
         shared,
         holder,
         claimed.clone(),
         seq,
-        caught,
+        at_claim,
         permit,
         valid_until,
     )
@@ -207,6 +180,44 @@ pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, 
         Some(outcome) => Ok(Started::Ran(outcome)),
         None => Ok(Started::Lost(claimed, seq)),
     }
+}
+
+/// `claimed` stored, leased by `holder` and claimed in one write, tried
+/// again while the store fails for a moment; with the messages stored
+/// after `after`, the kept view's `seq`, when there is one.
+async fn store_claimed(
+    shared: &Shared,
+    claimed: &Message,
+    holder: &str,
+    after: Option<Seq>,
+) -> Result<Stored, GatewayError> {
+    retried(shared.lease, "storing a prompt", |again| {
+        async move {
+            let posted = match after {
+                Some(after) => shared
+                    .gateway
+                    .post_claimed_after(claimed.clone(), holder, shared.lease, after)
+                    .await
+                    .map(|c| c.map(|c| (c.seq, Some(c.newer)))),
+                None => shared
+                    .gateway
+                    .post_claimed(claimed.clone(), holder, shared.lease)
+                    .await
+                    .map(|c| c.map(|seq| (seq, None))),
+            };
+            match posted {
+                Ok(Some((seq, newer))) => Ok(Stored::At(seq, newer)),
+                // An earlier try's answer was lost after its commit.
+                Err(GatewayError::Store(StoreError::Duplicate { .. })) if again => {
+                    Ok(Stored::Earlier)
+                }
+                Ok(None) if again => Ok(Stored::RefusedAfterFailure),
+                Ok(None) => Ok(Stored::Refused),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await
 }
 
 /// What a try of [`start`]'s one write found.
@@ -260,14 +271,14 @@ pub(crate) async fn run_claimed(
     holder: String,
     message: Message,
     seq: Seq,
-    caught: Option<Caught>,
+    at_claim: Option<ViewAtClaim>,
     permit: tokio::sync::OwnedSemaphorePermit,
     valid_until: Instant,
 ) -> Result<Option<TurnOutcome>, AgentError> {
     let slot = shared.sessions.slot(&message.session_id);
     let session = message.session_id.clone();
     let (outcome, released) =
-        run_leased(shared, &slot, &holder, message, seq, caught, valid_until).await;
+        run_leased(shared, &slot, &holder, message, seq, at_claim, valid_until).await;
     drop(permit);
     release(shared, &session, &holder, released).await;
     outcome.transpose()
@@ -282,7 +293,7 @@ async fn run_leased(
     holder: &str,
     message: Message,
     seq: Seq,
-    caught: Option<Caught>,
+    at_claim: Option<ViewAtClaim>,
     valid_until: Instant,
 ) -> (Option<Result<TurnOutcome, AgentError>>, bool) {
     let session = message.session_id.clone();
@@ -292,7 +303,7 @@ async fn run_leased(
     // the agent's own code) is caught here, with the lease still kept, so
     // the prompt is settled and its calls answered (`end_panicked`).
     let work = async {
-        match AssertUnwindSafe(turn(shared, slot, holder, message, seq, caught, &ending))
+        match AssertUnwindSafe(turn(shared, slot, holder, message, seq, at_claim, &ending))
             .catch_unwind()
             .await
         {

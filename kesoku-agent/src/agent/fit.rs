@@ -139,28 +139,43 @@ pub(crate) async fn fit(
             Compacted::keep_from(request(target(usable)).keep_fitting(target(usable)))
         }
     };
-    // At a turn's start, so no call is parted from its result.
+    let Some(keep_from) = cut_point(view, &turns, chosen.keep_from) else {
+        return Fitted::Unchanged;
+    };
+    tracing::info!(
+        session = %prompt.session_id,
+        estimate,
+        window = usable,
+        dropped = keep_from - compaction::lead(&view.messages),
+        "the view passed its budget and was compacted"
+    );
+    let summary = summary_message(prompt, &view.messages[keep_from], chosen);
+    view.compact(keep_from, summary.clone());
+    Fitted::Compacted(summary.map(Box::new))
+}
+
+/// Where `view` is cut for a strategy that keeps it from `chosen`: at the
+/// start of that message's turn (`turns`), so no call is parted from its
+/// result; `None` when that cuts nothing but an earlier summary.
+fn cut_point(view: &View, turns: &[usize], chosen: usize) -> Option<usize> {
     let lead = compaction::lead(&view.messages);
     let keep_from = turns
         .iter()
         .rev()
         .copied()
-        .find(|&t| t <= chosen.keep_from)
+        .find(|&t| t <= chosen)
         .unwrap_or(lead);
     // Dropping only an earlier summary would summarize the summary, step
     // after step, when the running turn alone passes the budget.
     let first = lead + usize::from(view.messages.get(lead).is_some_and(compaction::is_summary));
-    if keep_from <= first {
-        return Fitted::Unchanged;
-    }
-    tracing::info!(
-        session = %prompt.session_id,
-        estimate,
-        window = usable,
-        dropped = keep_from - lead,
-        "the view passed its budget and was compacted"
-    );
-    let summary = chosen.summary.map(|text| {
+    (keep_from > first).then_some(keep_from)
+}
+
+/// The message to post for the summary in `chosen`, if it made one,
+/// marked with `kept`, the first message it does not replace, and the
+/// tokens it cost.
+fn summary_message(prompt: &Message, kept: &Message, chosen: Compacted) -> Option<Message> {
+    chosen.summary.map(|text| {
         let mut m = Message::new(
             &prompt.session_id,
             Role::System,
@@ -169,19 +184,15 @@ pub(crate) async fn fit(
         )
         .with_sender("agent")
         .with_status(Status::Processed);
-        m.metadata.insert(
-            keys::SUMMARY.into(),
-            serde_json::json!({"from": view.messages[keep_from].id}),
-        );
+        m.metadata
+            .insert(keys::SUMMARY.into(), serde_json::json!({"from": kept.id}));
         if !chosen.usage.is_empty()
             && let Ok(usage) = serde_json::to_value(chosen.usage)
         {
             m.metadata.insert(keys::USAGE.into(), usage);
         }
         m
-    });
-    view.compact(keep_from, summary.clone());
-    Fitted::Compacted(summary.map(Box::new))
+    })
 }
 
 /// The usable tokens now known, if less than `was`.

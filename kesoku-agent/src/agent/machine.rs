@@ -22,8 +22,14 @@
 //! the calls are decided (`approval.rs`). The step count and the nudge
 //! are one run's: a turn resumed elsewhere starts them again, as it
 //! always has.
+//!
+//! The ids and times of the messages it makes are inputs too (a
+//! [`Clock`]): fed the same, a turn makes the same messages, byte for byte.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 use kesoku_core::{
     ErrorChain, Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
@@ -41,9 +47,46 @@ pub(crate) const NUDGE: &str = "Your last reply was empty. Answer the user's las
 /// A call to run: its request, and the message that records it.
 pub(crate) type Call = (ToolRequest, Message);
 
+/// A new message's id and time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) id: String,
+    pub(crate) at: DateTime<Utc>,
+}
+
+/// Where the messages the machine makes get their ids and times: given,
+/// so that the machine reads no clock and draws no random id (`run.rs`
+/// gives version 7 UUIDs and the wall clock; a test, a counter).
+#[derive(Clone)]
+pub(crate) struct Clock(Arc<dyn Fn() -> Stamp + Send + Sync>);
+
+impl Clock {
+    /// A clock whose every stamp is `next`'s.
+    pub(crate) fn new(next: impl Fn() -> Stamp + Send + Sync + 'static) -> Self {
+        Clock(Arc::new(next))
+    }
+
+    /// `m` with the next id and time: those `Message::new` gave it are
+    /// not kept.
+    fn stamp(&self, mut m: Message) -> Message {
+        let Stamp { id, at } = (self.0)();
+        m.id = id;
+        m.timestamp = at;
+        m
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
 /// The turn of one prompt, between two decisions.
 #[derive(Debug, Clone)]
 pub(crate) struct Machine {
+    /// The ids and times of the messages it makes.
+    clock: Clock,
     session: String,
     /// The id of the user message the turn answers.
     prompt: String,
@@ -92,7 +135,7 @@ pub(crate) struct Run {
     calls: Vec<Call>,
     /// Calls of the step stored as waiting for a person: with some, the
     /// turn pauses after these results.
-    asked: usize,
+    held: usize,
     /// Results of calls that will not run (refused by the policy, or
     /// denied by a person), posted before the step's others.
     refused: Vec<Message>,
@@ -136,32 +179,23 @@ impl Decision {
 
 impl Machine {
     /// The turn of `prompt` (a user message), asking for the answer shape
-    /// it stores if any (`asked`, read by `typed::asked`, with its
-    /// repairs), at most `max_steps` model calls a run, from `history`, the session as stored, and the
-    /// `decisions` on its calls that waited for a person (by call message
-    /// id). A turn whose last message answers the prompt is over (its
+    /// it stores if any (`answer_shape`, read by `typed::answer_shape`,
+    /// with its repairs), at most `max_steps` model calls a run, from
+    /// `history`, the session as stored, and the `decisions` on its calls
+    /// that waited for a person (by call message id). A turn whose last message answers the prompt is over (its
     /// worker died before settling it); one with a waiting call not yet
     /// decided pauses again; one with calls left without results runs
     /// them (the approved ones; the denied ones are answered with their
     /// reasons); else the model is asked.
     pub(crate) fn start(
+        clock: Clock,
         prompt: &Message,
-        asked: Option<(OutputSchema, usize)>,
+        answer_shape: Option<(OutputSchema, usize)>,
         max_steps: usize,
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
-        let (output, repairs) = asked.map_or((None, 0), |(o, r)| (Some(o), r));
-        let machine = Machine {
-            session: prompt.session_id.clone(),
-            prompt: prompt.id.clone(),
-            max_steps,
-            steps: 0,
-            nudged: false,
-            uses: HashMap::new(),
-            output,
-            repairs,
-        };
+        let mut machine = Machine::new(clock, prompt, answer_shape, max_steps);
         // Whatever answers the prompt was stored after it, and the prompt
         // is at or near the end: the rest of a long history is not read.
         let from = history
@@ -169,21 +203,7 @@ impl Machine {
             .rposition(|m| m.id == machine.prompt)
             .unwrap_or(0);
         let history = &history[from..];
-        let mut machine = machine;
-        let given = history
-            .iter()
-            .filter(|m| {
-                m.parent_id.as_deref() == Some(machine.prompt.as_str()) && typed::is_feedback(m)
-            })
-            .count();
-        machine.repairs = machine.repairs.saturating_sub(given);
-        for call in history.iter().filter(|m| {
-            m.kind == MessageType::ToolCall
-                && m.parent_id.as_deref() == Some(machine.prompt.as_str())
-        }) {
-            let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
-            *machine.uses.entry(tool.to_owned()).or_default() += 1;
-        }
+        machine.count_stored(history);
         // A rejected answer whose feedback was never stored (its worker
         // stopped between the two posts) is not the answer: the feedback
         // now, and the try it gives.
@@ -195,15 +215,85 @@ impl Machine {
         if let Some(finish) = machine.answered(history) {
             return Decision::finish(Vec::new(), finish);
         }
+        let Some((run, post)) = machine.left_calls(history, decisions) else {
+            // Taken before its calls were decided: it waits on.
+            return Decision::finish(Vec::new(), Finish::pause());
+        };
+        if !run.is_empty() || !post.is_empty() {
+            return Decision {
+                post: Vec::new(),
+                next: Next::Run(Run {
+                    machine,
+                    calls: run,
+                    held: 0,
+                    refused: post,
+                }),
+            };
+        }
+        machine.next_step(Vec::new())
+    }
+
+    /// A turn of `prompt` with nothing counted yet.
+    fn new(
+        clock: Clock,
+        prompt: &Message,
+        answer_shape: Option<(OutputSchema, usize)>,
+        max_steps: usize,
+    ) -> Self {
+        let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
+        Machine {
+            clock,
+            session: prompt.session_id.clone(),
+            prompt: prompt.id.clone(),
+            max_steps,
+            steps: 0,
+            nudged: false,
+            uses: HashMap::new(),
+            output,
+            repairs,
+        }
+    }
+
+    /// What the stored `history` (from the prompt on) already spent: the
+    /// repairs its feedback notes gave, and each tool's calls.
+    fn count_stored(&mut self, history: &[Message]) {
+        let answers = |m: &&Message| m.parent_id.as_deref() == Some(self.prompt.as_str());
+        let given = history
+            .iter()
+            .filter(answers)
+            .filter(|m| typed::is_feedback(m))
+            .count();
+        let mut uses = HashMap::new();
+        for call in history
+            .iter()
+            .filter(answers)
+            .filter(|m| m.kind == MessageType::ToolCall)
+        {
+            let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
+            *uses.entry(tool.to_owned()).or_default() += 1;
+        }
+        self.repairs = self.repairs.saturating_sub(given);
+        self.uses = uses;
+    }
+
+    /// The prompt's calls left without results in `history`, sorted by
+    /// the `decisions` on those held for a person: the ones to run, and
+    /// the results of those not to (denied, or begun by a worker that
+    /// stopped); `None` while a held call is undecided.
+    fn left_calls(
+        &self,
+        history: &[Message],
+        decisions: &HashMap<&str, Verdict>,
+    ) -> Option<(Vec<Call>, Vec<Message>)> {
         let mut run = Vec::new();
         // Denied: answered with the step's results.
         let mut post = Vec::new();
         let mut undecided = 0;
         for call in orphans(history)
             .into_iter()
-            .filter(|m| m.parent_id.as_deref() == Some(machine.prompt.as_str()))
+            .filter(|m| m.parent_id.as_deref() == Some(self.prompt.as_str()))
         {
-            if !approval::is_asked(call) {
+            if !approval::is_held(call) {
                 run.push((request_of(call), call.clone()));
                 continue;
             }
@@ -212,30 +302,18 @@ impl Machine {
                 // Begun by a worker that stopped before its result: it may
                 // have run, so it is not run again.
                 Some(Verdict::Approve) if call.status == Status::Processing => {
-                    post.push(healing_result(call));
+                    post.push(self.clock.stamp(healing_result(call)));
                 }
                 Some(Verdict::Approve) => run.push((request_of(call), call.clone())),
                 Some(Verdict::Deny(reason)) => {
-                    post.push(approval::denied_result(call, reason.as_deref()));
+                    post.push(
+                        self.clock
+                            .stamp(approval::denied_result(call, reason.as_deref())),
+                    );
                 }
             }
         }
-        if undecided > 0 {
-            // Taken before its calls were decided: it waits on.
-            return Decision::finish(Vec::new(), Finish::pause());
-        }
-        if !run.is_empty() || !post.is_empty() {
-            return Decision {
-                post: Vec::new(),
-                next: Next::Run(Run {
-                    machine,
-                    calls: run,
-                    asked: 0,
-                    refused: post,
-                }),
-            };
-        }
-        machine.next_step(Vec::new())
+        (undecided == 0).then_some((run, post))
     }
 
     /// The last message answering the prompt.
@@ -312,10 +390,12 @@ impl Machine {
 
     /// A message of the agent's own, answering the prompt.
     fn note(&self, role: Role, text: String, status: Status) -> Message {
-        Message::new(&self.session, role, MessageType::Text, text)
-            .with_sender("agent")
-            .with_status(status)
-            .with_parent(&self.prompt)
+        self.clock.stamp(
+            Message::new(&self.session, role, MessageType::Text, text)
+                .with_sender("agent")
+                .with_status(status)
+                .with_parent(&self.prompt),
+        )
     }
 
     /// `m`, one of the model's messages, as posted: answering the prompt.
@@ -342,68 +422,92 @@ impl Ask {
         policy: &dyn Fn(&ToolRequest) -> Approval,
         max_uses: &dyn Fn(&str) -> Option<usize>,
     ) -> Decision {
-        let mut machine = self.0;
         if turn.calls.is_empty() {
-            if turn.text.trim().is_empty() && !machine.nudged {
-                machine.nudged = true;
-                let mut nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
-                // The empty reply is not stored; the tokens it cost are,
-                // with the note that answers it.
-                if let Some(usage) = turn
-                    .messages()
-                    .next()
-                    .and_then(|m| m.metadata.get(keys::USAGE))
-                {
-                    nudge.metadata.insert(keys::USAGE.into(), usage.clone());
-                }
-                return machine.next_step(vec![nudge]);
-            }
-            // A refusal stands: asking again would not change it, and the
-            // caller reads it in the error's text.
-            let refused = turn.stop_reason == StopReason::Refusal;
-            let cut = turn.stop_reason == StopReason::MaxTokens;
-            // The answer is posted as it came (provider fields kept), for
-            // the user to take: `pending`; marked when the output limit
-            // cut it short.
-            let answer = turn
-                .text_message
-                .filter(|m| !m.content.trim().is_empty())
-                .map(|m| {
-                    let mut m = machine.answering(*m, Status::Pending);
-                    if cut {
-                        m.metadata.insert(typed::CUT.into(), true.into());
-                    }
-                    m
-                });
-            // A typed answer that does not fit is kept, and the model is
-            // told what is wrong, while it has tries and steps left (at
-            // the last step the answer stands, for the caller to see why).
-            if let (Some(output), Some(given)) = (&machine.output, &answer)
-                && machine.repairs > 0
-                && machine.steps < machine.max_steps
-                && !refused
-                && let Err(error) = output.read(&given.content)
-            {
-                machine.repairs -= 1;
-                let mut given = answer.unwrap_or_else(|| unreachable!("matched above"));
-                given.status = Status::Responded;
-                given.metadata.insert(typed::REJECTED.into(), true.into());
-                let note = machine.feedback(&error, cut);
-                return machine.next_step(vec![given, note]);
-            }
-            let text = answer.as_ref().map(|m| m.content.clone());
-            return Decision::finish(
-                answer.into_iter().collect(),
-                Finish::new(TurnStatus::Completed, text, Status::Processed),
-            );
+            self.0.text_reply(turn)
+        } else {
+            self.0.calls_reply(turn, policy, max_uses)
         }
+    }
+}
+
+impl Machine {
+    /// A reply without calls: its text is the answer; empty text gets one
+    /// nudge a run, and is the (empty) answer after it; a typed answer
+    /// that does not fit gets feedback while the model has tries left.
+    fn text_reply(self, turn: AssistantTurn) -> Decision {
+        let mut machine = self;
+        if turn.text.trim().is_empty() && !machine.nudged {
+            machine.nudged = true;
+            let mut nudge = machine.note(Role::System, NUDGE.to_owned(), Status::Responded);
+            // The empty reply is not stored; the tokens it cost are,
+            // with the note that answers it.
+            if let Some(usage) = turn
+                .messages()
+                .next()
+                .and_then(|m| m.metadata.get(keys::USAGE))
+            {
+                nudge.metadata.insert(keys::USAGE.into(), usage.clone());
+            }
+            return machine.next_step(vec![nudge]);
+        }
+        // A refusal stands: asking again would not change it, and the
+        // caller reads it in the error's text.
+        let refused = turn.stop_reason == StopReason::Refusal;
+        let cut = turn.stop_reason == StopReason::MaxTokens;
+        // The answer is posted as it came (provider fields kept), for
+        // the user to take: `pending`; marked when the output limit
+        // cut it short.
+        let answer = turn
+            .text_message
+            .filter(|m| !m.content.trim().is_empty())
+            .map(|m| {
+                let mut m = machine.answering(*m, Status::Pending);
+                if cut {
+                    m.metadata.insert(typed::CUT.into(), true.into());
+                }
+                m
+            });
+        // A typed answer that does not fit is kept, and the model is
+        // told what is wrong, while it has tries and steps left (at
+        // the last step the answer stands, for the caller to see why).
+        if let (Some(output), Some(given)) = (&machine.output, &answer)
+            && machine.repairs > 0
+            && machine.steps < machine.max_steps
+            && !refused
+            && let Err(error) = output.read(&given.content)
+        {
+            machine.repairs -= 1;
+            let mut given = answer.unwrap_or_else(|| unreachable!("matched above"));
+            given.status = Status::Responded;
+            given.metadata.insert(typed::REJECTED.into(), true.into());
+            let note = machine.feedback(&error, cut);
+            return machine.next_step(vec![given, note]);
+        }
+        let text = answer.as_ref().map(|m| m.content.clone());
+        Decision::finish(
+            answer.into_iter().collect(),
+            Finish::new(TurnStatus::Completed, text, Status::Processed),
+        )
+    }
+
+    /// A reply with calls: its text (if not empty) and each call are
+    /// posted, a call over its tool's limit or denied by the `policy`
+    /// answered as refused, one it asks about held for a person; the rest
+    /// run.
+    fn calls_reply(
+        self,
+        turn: AssistantTurn,
+        policy: &dyn Fn(&ToolRequest) -> Approval,
+        max_uses: &dyn Fn(&str) -> Option<usize>,
+    ) -> Decision {
+        let mut machine = self;
         let mut post = Vec::with_capacity(turn.calls.len() + 1);
         if let Some(m) = turn.text_message.filter(|m| !m.content.is_empty()) {
             post.push(machine.answering(*m, Status::Responded));
         }
         let mut calls: Vec<Call> = Vec::with_capacity(turn.calls.len());
         let mut denied = Vec::new();
-        let mut asked = 0;
+        let mut held = 0;
         for call in turn.calls {
             let mut m = machine.answering(call.message, Status::Responded);
             let name = &call.request.name;
@@ -411,14 +515,14 @@ impl Ask {
             if let Some(limit) = max_uses(name)
                 && used >= limit
             {
-                denied.push(approval::refused_result(
+                denied.push(machine.clock.stamp(approval::refused_result(
                     &m,
                     &format!(
                         "`{name}` may be called at most {limit} time{} in one turn, and was called {used}; this call did not run",
                         if limit == 1 { "" } else { "s" }
                     ),
                     "limit",
-                ));
+                )));
                 post.push(m);
                 continue;
             }
@@ -426,15 +530,15 @@ impl Ask {
             match policy(&call.request) {
                 Approval::Allow => calls.push((call.request, m.clone())),
                 Approval::Ask => {
-                    m.metadata.insert(approval::ASKED.into(), "asked".into());
-                    asked += 1;
+                    m.metadata.insert(approval::HELD.into(), "asked".into());
+                    held += 1;
                 }
                 Approval::Deny(reason) => {
-                    denied.push(approval::refused_result(
+                    denied.push(machine.clock.stamp(approval::refused_result(
                         &m,
                         &format!("the call to `{name}` is not allowed: {reason}"),
                         "denied",
-                    ));
+                    )));
                 }
             }
             post.push(m);
@@ -444,12 +548,14 @@ impl Ask {
             next: Next::Run(Run {
                 machine,
                 calls,
-                asked,
+                held,
                 refused: denied,
             }),
         }
     }
+}
 
+impl Ask {
     /// The model call failed (after the backend's retries): a note says
     /// why, and the turn fails.
     pub(crate) fn failed(self, error: &LlmError) -> Decision {
@@ -510,10 +616,10 @@ impl Run {
                         .is_some_and(|r| r.parent_id.as_deref() == Some(call.id.as_str()))
                 })
                 .and_then(Option::take);
-            post.push(mine.unwrap_or_else(|| healing_result(call)));
+            post.push(mine.unwrap_or_else(|| self.machine.clock.stamp(healing_result(call))));
         }
         post.extend(results.into_iter().flatten());
-        if self.asked > 0 {
+        if self.held > 0 {
             return Decision::finish(post, Finish::pause());
         }
         self.machine.next_step(post)

@@ -13,11 +13,11 @@
 //! (the turn's rules).
 
 mod approval;
-mod approved;
+mod approval_api;
+mod approval_in_turn;
 mod builder;
 mod claim;
 mod compaction;
-mod decisions;
 mod fit;
 mod machine;
 mod outcome;
@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kesoku_core::gateway::{Filter, Gateway};
+use kesoku_core::gateway::{Filter, Gateway, Listener};
 use kesoku_core::store::Seq;
 use kesoku_core::{ErrorChain, Message, MessageType, Role, Status};
 use tokio::task::JoinSet;
@@ -356,34 +356,9 @@ impl Agent {
         let filter = Filter::new()
             .status(Status::PendingAgent)
             .roles([Role::User]);
-        let mut waiting = self.shared.gateway.listen(filter).await?;
-        // The listener runs in a task of its own, so its reads of the store
-        // go on while this loop awaits a claim or a sweep. Polled only by
-        // this loop, a read it had begun stood still meanwhile, with the
-        // connection it was opening half open: a PostgreSQL server
-        // shutting down waits (up to its `authentication_timeout`) for such
-        // a connection, while this loop's claim waited for the server.
+        let waiting = self.shared.gateway.listen(filter).await?;
         let heard = Arc::new(tokio::sync::Notify::new());
-        let mut listening = {
-            let (agent, heard) = (self.clone(), Arc::clone(&heard));
-            AbortOnDrop(tokio::spawn(async move {
-                while let Some(delivery) = waiting.next().await {
-                    match delivery {
-                        // A newer prompt interrupts its session's turn
-                        // here at once (wherever it is taken).
-                        Ok(delivery) => agent
-                            .shared
-                            .sessions
-                            .saw_user_message(&delivery.message.session_id, delivery.seq),
-                        // The listener goes on after an error; so does serving.
-                        Err(e) => {
-                            tracing::warn!(error = %ErrorChain(&e), "listening for prompts failed; retrying");
-                        }
-                    }
-                    heard.notify_one();
-                }
-            }))
-        };
+        let mut listening = self.listen_apart(waiting, Arc::clone(&heard));
         let mut turns = JoinSet::new();
         let mut sweep = tokio::time::interval(self.shared.lease / SWEEPS_PER_LEASE);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -437,12 +412,42 @@ impl Agent {
         }
     }
 
+    /// Follows `waiting` in a task of its own: each prompt heard is marked
+    /// on its session (a newer one interrupts the running turn there), and
+    /// `heard` woken.
+    fn listen_apart(&self, mut waiting: Listener, heard: Arc<tokio::sync::Notify>) -> AbortOnDrop {
+        // The listener runs in a task of its own, so its reads of the store
+        // go on while `serve`'s loop awaits a claim or a sweep. Polled only
+        // by that loop, a read it had begun stood still meanwhile, with the
+        // connection it was opening half open: a PostgreSQL server
+        // shutting down waits (up to its `authentication_timeout`) for such
+        // a connection, while that loop's claim waited for the server.
+        let agent = self.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            while let Some(delivery) = waiting.next().await {
+                match delivery {
+                    // A newer prompt interrupts its session's turn
+                    // here at once (wherever it is taken).
+                    Ok(delivery) => agent
+                        .shared
+                        .sessions
+                        .saw_user_message(&delivery.message.session_id, delivery.seq),
+                    // The listener goes on after an error; so does serving.
+                    Err(e) => {
+                        tracing::warn!(error = %ErrorChain(&e), "listening for prompts failed; retrying");
+                    }
+                }
+                heard.notify_one();
+            }
+        }))
+    }
+
     /// Claims prompts while this agent has room for their turns, and
     /// starts them.
     async fn pull(&self, turns: &mut JoinSet<()>) -> Result<(), AgentError> {
         let store = self.shared.gateway.store();
         while let Ok(permit) = Arc::clone(&self.shared.permits).try_acquire_owned() {
-            let asked = std::time::Instant::now();
+            let requested_at = std::time::Instant::now();
             let holder = self.shared.claim_holder();
             let Some((seq, message)) = store
                 .claim_next(&holder, self.shared.lease)
@@ -455,8 +460,8 @@ impl Agent {
                 .sessions
                 .saw_user_message(&message.session_id, seq);
             let agent = self.clone();
-            // The database's clock started the lease after `asked`.
-            let valid_until = asked + self.shared.lease;
+            // The database's clock started the lease after `requested_at`.
+            let valid_until = requested_at + self.shared.lease;
             turns.spawn(async move {
                 if let Err(e) = claim::run_claimed(
                     &agent.shared,

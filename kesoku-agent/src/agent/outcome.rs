@@ -71,7 +71,7 @@ impl TurnOutcome {
             .collect();
         self.messages
             .iter()
-            .filter(|m| approval::is_asked(m) && !answered.contains(m.id.as_str()))
+            .filter(|m| approval::is_held(m) && !answered.contains(m.id.as_str()))
             .map(PendingApproval::of)
             .collect()
     }

@@ -1,6 +1,9 @@
 //! A turn's writes before its last: its posts, each fenced by its lease
 //! and tried again while the store fails for a moment; its prompt
-//! settled; and the end of a turn that panicked.
+//! settled; how a turn ends, as its lease keeper needs to know
+//! ([`Ending`]); and the end of a turn that panicked.
+
+use std::sync::atomic::AtomicBool;
 
 use kesoku_core::store::{Seq, StoreError};
 use kesoku_core::{GatewayError, Message, MessageType, Role, Status};
@@ -10,6 +13,15 @@ use super::retry::retried;
 use super::shared::Shared;
 use super::tail::whole;
 use super::view::{healing_result, orphans};
+
+/// How a turn ends, as its lease keeper (`claim.rs`) needs to know: once
+/// the turn's last write is on its way, that write releases the lease,
+/// so a renewal that finds it gone is not a loss; and whether it did.
+#[derive(Debug, Default)]
+pub(crate) struct Ending {
+    pub(crate) started: AtomicBool,
+    pub(crate) released: AtomicBool,
+}
 
 /// Posts a turn's `message`, fenced by `holder`'s lease; tried again while
 /// the store fails for a moment (within a lease). A try that finds the

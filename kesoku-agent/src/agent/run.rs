@@ -9,11 +9,11 @@
 
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use kesoku_core::store::Seq;
 use kesoku_core::{
-    CancellationToken, GatewayError, Message, Role, Status, ToolContext, ToolRunner,
+    CancellationToken, GatewayError, Message, Role, Status, Tool, ToolContext, ToolRunner,
 };
 use tracing::Instrument;
 
@@ -21,54 +21,42 @@ use futures_util::StreamExt as _;
 use kesoku_core::{Delta, DeltaKind, ErrorChain};
 
 use super::approval::{self, ApprovalCheck, Verdict};
-use super::approved::{self, Begun};
+use super::approval_in_turn::{self, ApprovedInFlight};
 use super::compaction::Compaction;
 use super::fit::{self, Fitted};
-use super::machine::{Call, Finish, Machine, Next};
+use super::machine::{Ask, Call, Clock, Decision, Finish, Machine, Next, Stamp};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
-use super::posts::{SETTLED_FROM, post, post_again, settle};
+use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
-use super::sessions::Slot;
+use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 use super::tail;
 use super::view::View;
 use super::workspace::workspace;
 use crate::telemetry;
-use kesoku_llm::StreamEvent;
-use kesoku_llm::ToolDeclaration;
+use kesoku_llm::{StreamEvent, ToolDeclaration};
 
 /// The most refusals as too long one model call takes before it fails
 /// (each round at least halves the request).
 const MAX_REFUSALS: usize = 24;
 
-/// How a turn ends, as its lease keeper (`claim.rs`) needs to know: once
-/// the turn's last write is on its way, that write releases the lease,
-/// so a renewal that finds it gone is not a loss; and whether it did.
-#[derive(Debug, Default)]
-pub(crate) struct Ending {
-    pub(crate) started: AtomicBool,
-    pub(crate) released: AtomicBool,
-}
-
-/// A session's view kept here, brought up to date by the claim that
-/// started the turn (in the same call to the store): what the turn
-/// would otherwise read first.
-pub(crate) struct Caught {
-    pub(crate) view: View,
-    /// The session's messages stored after the view's `seq`, the prompt
-    /// among them.
-    pub(crate) newer: Vec<(Seq, Message)>,
+/// The machine's ids and times in a live turn: `Message::new`'s (version 7 UUIDs).
+fn wall_clock() -> Clock {
+    Clock::new(|| Stamp {
+        id: uuid::Uuid::now_v7().to_string(),
+        at: chrono::Utc::now(),
+    })
 }
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end,
-/// from `caught` when its claim brought the session's view up to date.
+/// from `at_claim` when its claim brought the session's view up to date.
 pub(crate) async fn turn(
     shared: &Shared,
     slot: &Slot,
     holder: &str,
     message: Message,
     seq: Seq,
-    caught: Option<Caught>,
+    at_claim: Option<ViewAtClaim>,
     ending: &Ending,
 ) -> Result<TurnOutcome, AgentError> {
     let span = telemetry::turn_span(
@@ -79,22 +67,22 @@ pub(crate) async fn turn(
     );
     slot.set_running(seq);
     // A typed prompt's shape is asked for on each of its model calls.
-    let asked = super::typed::asked(&message);
-    let options = asked
+    let answer_shape = super::typed::answer_shape(&message);
+    let options = answer_shape
         .as_ref()
         .map(|(output, _)| shared.options.clone().with_output(output.clone()));
     let mut turn = Turn {
         options,
-        asked,
+        answer_shape,
         shared,
         slot,
         holder,
         user: message,
         seq,
-        caught,
+        at_claim,
         stored: None,
         posted: Vec::new(),
-        begun: Begun::default(),
+        in_flight: ApprovedInFlight::default(),
         cancel: CancellationToken::new(),
         declarations: Arc::default(),
         overhead: 0,
@@ -127,21 +115,21 @@ struct Turn<'a> {
     /// shape); `None` for the agent's own.
     options: Option<kesoku_llm::LlmOptions>,
     /// The shape a typed prompt asks for, with its repairs, read once.
-    asked: Option<(kesoku_core::OutputSchema, usize)>,
+    answer_shape: Option<(kesoku_core::OutputSchema, usize)>,
     slot: &'a Slot,
     /// The session's lease holder: every post is fenced by it.
     holder: &'a str,
     user: Message,
     seq: Seq,
     /// The view its claim brought up to date, until the turn loads it.
-    caught: Option<Caught>,
+    at_claim: Option<ViewAtClaim>,
     /// What the turn stored after loading its view, with the seqs the
     /// store gave; `None` once one is not known.
     stored: Option<Vec<(Seq, Message)>>,
     posted: Vec<Message>,
     /// Approved calls marked begun (`processing`) whose result is not yet
     /// stored: each goes back to `responded` once it is.
-    begun: Begun,
+    in_flight: ApprovedInFlight,
     /// Cancelled on interruption: tools waiting on it stop.
     cancel: CancellationToken,
     /// The tools as the model sees them this turn (a live registry is
@@ -202,14 +190,16 @@ impl Turn<'_> {
     /// how, with the posts of that last decision, which the turn's last
     /// write makes (`finish`).
     async fn drive(&mut self, view: &mut View) -> Result<(Finish, Vec<Message>), AgentError> {
-        let decisions = approved::decisions(self.shared, &self.user.id, &view.messages).await?;
+        let decisions =
+            approval_in_turn::decisions(self.shared, &self.user.id, &view.messages).await?;
         let decided: std::collections::HashMap<&str, Verdict> = decisions
             .iter()
             .map(|(id, v)| (id.as_str(), v.clone()))
             .collect();
         let mut decision = Machine::start(
+            wall_clock(),
             &self.user,
-            self.asked.clone(),
+            self.answer_shape.clone(),
             self.shared.max_steps,
             &view.messages,
             &decided,
@@ -222,7 +212,7 @@ impl Turn<'_> {
                 return Ok((finish, decision.post));
             }
             for mut m in decision.post {
-                approved::stamp(self.shared, self.seq, &mut m);
+                approval_in_turn::stamp(self.shared, self.seq, &mut m);
                 self.post(m.clone()).await?;
                 view.push(m);
             }
@@ -238,32 +228,7 @@ impl Turn<'_> {
                         }
                         match self.ask_fitted(view, ask.step()).await? {
                             None => ask.interrupted(),
-                            Some(Ok(reply)) => {
-                                let registry = self.shared.tools.current().0;
-                                let policy = &self.shared.approval;
-                                let default_uses = self.shared.max_uses_per_turn;
-                                ask.replied(
-                                    reply,
-                                    &|request| {
-                                        let tool = registry.get(&request.name);
-                                        policy(&ApprovalCheck {
-                                            request,
-                                            hints: tool
-                                                .map(kesoku_core::Tool::hints)
-                                                .unwrap_or_default(),
-                                            marked: tool
-                                                .is_some_and(kesoku_core::Tool::needs_approval),
-                                        })
-                                    },
-                                    &|name| {
-                                        registry
-                                            .get(name)
-                                            .and_then(kesoku_core::Tool::max_uses)
-                                            .map(|n| n as usize)
-                                            .or(default_uses)
-                                    },
-                                )
-                            }
+                            Some(Ok(reply)) => self.replied(ask, reply),
                             Some(Err(e)) => {
                                 tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
                                 ask.failed(&e)
@@ -277,7 +242,7 @@ impl Turn<'_> {
                         None => runner.insert(self.runner().await?),
                     };
                     let calls = self
-                        .begun
+                        .in_flight
                         .claim(self.shared, self.holder, run.calls())
                         .await?;
                     let mut results = self.execute(runner, &calls).await;
@@ -287,6 +252,33 @@ impl Turn<'_> {
                 }
             };
         }
+    }
+
+    /// The machine's decision on the model's `reply`, under the agent's
+    /// approval policy and each tool's use limit (the tools read as the
+    /// turn started).
+    fn replied(&self, ask: Ask, reply: kesoku_llm::AssistantTurn) -> Decision {
+        let registry = self.shared.tools.current().0;
+        let policy = &self.shared.approval;
+        let default_uses = self.shared.max_uses_per_turn;
+        ask.replied(
+            reply,
+            &|request| {
+                let tool = registry.get(&request.name);
+                policy(&ApprovalCheck {
+                    request,
+                    hints: tool.map(Tool::hints).unwrap_or_default(),
+                    marked: tool.is_some_and(Tool::needs_approval),
+                })
+            },
+            &|name| {
+                registry
+                    .get(name)
+                    .and_then(Tool::max_uses)
+                    .map(|n| n as usize)
+                    .or(default_uses)
+            },
+        )
     }
 
     /// The runner of this turn's calls; the tools as the model sees them
@@ -314,8 +306,8 @@ impl Turn<'_> {
     async fn load_view(&mut self) -> Result<View, AgentError> {
         let session = self.user.session_id.clone();
         let store = self.shared.gateway.store();
-        let kept = match self.caught.take() {
-            Some(Caught { view, newer }) => Some((view, Some(newer))),
+        let kept = match self.at_claim.take() {
+            Some(ViewAtClaim { view, newer }) => Some((view, Some(newer))),
             None => self.shared.sessions.take_view(&session).map(|v| (v, None)),
         };
         if let Some((mut view, newer)) = kept {
@@ -339,15 +331,16 @@ impl Turn<'_> {
         if !view.has_orphans() {
             return Ok(view);
         }
-        let decided = approved::decided_elsewhere(&**store, &view.messages, &self.user.id).await?;
-        let (healed, moved_on) = approved::heal(&view.messages, &self.user.id, &decided);
+        let decided =
+            approval_in_turn::decided_elsewhere(&**store, &view.messages, &self.user.id).await?;
+        let (healed, moved_on) = approval_in_turn::heal(&view.messages, &self.user.id, &decided);
         if healed.is_empty() {
             return Ok(view);
         }
         for result in healed {
             self.post(result).await?;
         }
-        approved::interrupt_moved_on(&**store, moved_on).await?;
+        approval_in_turn::interrupt_moved_on(&**store, moved_on).await?;
         // Read again, so each healed result stands after its call.
         Ok(View::new(self.read_cold().await?))
     }
@@ -481,7 +474,7 @@ impl Turn<'_> {
             telemetry::record_input(&span, view);
         }
         let call = self.reply(view, &span).instrument(span.clone());
-        let asked = std::time::Instant::now();
+        let requested_at = std::time::Instant::now();
         let reply = tokio::select! {
             biased;
             () = self.slot.newer_than(self.seq) => return None,
@@ -492,7 +485,7 @@ impl Turn<'_> {
             shared.llm.base_url(),
             &options.model,
             &reply,
-            asked.elapsed(),
+            requested_at.elapsed(),
         );
         match &reply {
             Ok(turn) => telemetry::record_reply(&span, turn, shared.capture_content),
@@ -522,13 +515,13 @@ impl Turn<'_> {
             .llm
             .stream(session, view, &self.declarations, options);
         let gateway = &shared.gateway;
-        let asked = std::time::Instant::now();
+        let requested_at = std::time::Instant::now();
         let mut first = true;
         while let Some(event) = events.next().await {
             // A chunk came only when the event is one: a refusal (a 401)
             // is an error before any.
             if event.is_ok() && std::mem::take(&mut first) {
-                telemetry::record_first_chunk(span, asked.elapsed());
+                telemetry::record_first_chunk(span, requested_at.elapsed());
             }
             let kind = match event? {
                 StreamEvent::Done(turn) => return Ok(turn),
@@ -590,7 +583,7 @@ impl Turn<'_> {
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
         let seq = post(self.shared, self.holder, &message).await?;
         self.note_stored(seq, &message);
-        if let Some(call) = self.begun.answered(&message) {
+        if let Some(call) = self.in_flight.answered(&message) {
             retried(self.shared.lease, "settling an approved call", |_| {
                 self.shared.gateway.transition_leased(
                     &call,
@@ -658,7 +651,7 @@ impl Turn<'_> {
                 // lease is gone, so unfenced; each is one conditional
                 // update).
                 for m in &last {
-                    if let Some(call) = self.begun.answered(m) {
+                    if let Some(call) = self.in_flight.answered(m) {
                         shared
                             .gateway
                             .store()

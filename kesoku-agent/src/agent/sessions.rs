@@ -1,6 +1,7 @@
 //! The agent's per-session state in this process: the newest user message
 //! seen (which is what interrupts a running turn), and the session's
-//! [`View`] kept between turns. (One turn at a time is the store's turn
+//! [`View`] kept between turns, and one a turn's claim brought up to
+//! date ([`ViewAtClaim`]). (One turn at a time is the store's turn
 //! lease, in this process as across processes.)
 //!
 //! A kept view is a cache, never the truth: a turn brings it up to date
@@ -20,11 +21,23 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use kesoku_core::Message;
 use kesoku_core::store::Seq;
 use tokio::sync::watch;
 
 use super::view::View;
+
 use kesoku_core::{SessionCache, Weigh};
+
+/// A session's view kept here, brought up to date by the claim that
+/// started the turn (in the same call to the store): what the turn
+/// would otherwise read first.
+pub(crate) struct ViewAtClaim {
+    pub(crate) view: View,
+    /// The session's messages stored after the view's `seq`, the prompt
+    /// among them.
+    pub(crate) newer: Vec<(Seq, Message)>,
+}
 
 /// How many messages the kept views of one agent may hold in all, unless
 /// [`AgentBuilder::view_budget`](super::AgentBuilder::view_budget) says

@@ -30,7 +30,7 @@ pub(crate) fn ask_for(prompt: &mut Message, output: &OutputSchema, repairs: usiz
 /// The shape `prompt` asks for, and its repairs; `None` for an untyped
 /// prompt (or one whose stored shape no longer reads, which is answered
 /// as text).
-pub(crate) fn asked(prompt: &Message) -> Option<(OutputSchema, usize)> {
+pub(crate) fn answer_shape(prompt: &Message) -> Option<(OutputSchema, usize)> {
     let stored = prompt.metadata.get(keys::OUTPUT)?;
     let output = match serde_json::from_value(stored.clone()) {
         Ok(output) => output,

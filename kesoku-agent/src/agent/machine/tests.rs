@@ -5,11 +5,35 @@ use kesoku_llm::{AssistantTurn, LlmError, PROVIDER_KEY};
 use serde_json::json;
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::{Decision, Finish, Machine, NUDGE, Next, Run};
+use chrono::DateTime;
+
+use super::{Clock, Decision, Finish, Machine, NUDGE, Next, Run, Stamp};
 use crate::agent::approval::{self, Approval, Verdict};
 use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
+
+/// The `n`th stamp of a test clock: id `m<n>`, `n` seconds into 2027.
+fn nth_stamp(n: i64) -> Stamp {
+    Stamp {
+        id: format!("m{n}"),
+        at: DateTime::from_timestamp(1_800_000_000 + n, 0).expect("in range"),
+    }
+}
+
+/// A test's clock: its ids are never given twice in the process.
+pub(super) fn clock() -> Clock {
+    static NEXT: AtomicI64 = AtomicI64::new(0);
+    Clock::new(|| nth_stamp(NEXT.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// A clock of its own, counting from 0: two give the same stamps.
+fn counting() -> Clock {
+    let next = Arc::new(AtomicI64::new(0));
+    Clock::new(move || nth_stamp(next.fetch_add(1, Ordering::Relaxed)))
+}
 
 /// No decisions: no call waits for a person.
 pub(super) fn none() -> HashMap<&'static str, Verdict> {
@@ -47,7 +71,7 @@ pub(super) fn result_of(call: &Message, text: &str) -> Message {
 }
 
 /// The model call asked for, after the posts.
-pub(super) fn asked(d: Decision) -> (Vec<Message>, super::Ask) {
+pub(super) fn asking(d: Decision) -> (Vec<Message>, super::Ask) {
     match d.next {
         Next::Ask(ask) => (d.post, ask),
         other => panic!("expected to ask the model, got {other:?}"),
@@ -70,9 +94,10 @@ pub(super) fn finished(d: Decision) -> (Vec<Message>, Finish) {
 
 pub(super) fn start(max_steps: usize) -> super::Ask {
     let p = prompt();
-    let (post, ask) = asked(Machine::start(
+    let (post, ask) = asking(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         max_steps,
         std::slice::from_ref(&p),
         &none(),
@@ -84,9 +109,10 @@ pub(super) fn start(max_steps: usize) -> super::Ask {
 #[test]
 fn a_new_prompt_asks_the_model_first() {
     let p = prompt();
-    let (post, ask) = asked(Machine::start(
+    let (post, ask) = asking(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         5,
         std::slice::from_ref(&p),
         &none(),
@@ -103,9 +129,10 @@ pub(super) fn prompt_id_of(ask: &super::Ask) -> String {
 #[test]
 fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
     let p = prompt();
-    let (_, ask) = asked(Machine::start(
+    let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         5,
         std::slice::from_ref(&p),
         &none(),
@@ -131,7 +158,7 @@ fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
 fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
     let ask = start(5);
     let prompt_id = prompt_id_of(&ask);
-    let (post, ask) = asked(ask.replied(reply("", &[]), &allow, &no_limit));
+    let (post, ask) = asking(ask.replied(reply("", &[]), &allow, &no_limit));
     assert_eq!(post.len(), 1);
     let nudge = &post[0];
     assert_eq!((nudge.role, nudge.kind), (Role::System, MessageType::Text));
@@ -152,7 +179,7 @@ fn an_empty_reply_is_nudged_once_and_then_ends_the_turn_without_an_answer() {
 #[test]
 fn an_empty_reply_s_tokens_are_stored_with_its_nudge() {
     let empty = reply("", &[]).with_usage(kesoku_llm::Usage::new(900, 1));
-    let (post, _) = asked(start(5).replied(empty, &allow, &no_limit));
+    let (post, _) = asking(start(5).replied(empty, &allow, &no_limit));
     assert_eq!(
         kesoku_llm::Usage::of(&post[0]),
         Some(kesoku_llm::Usage::new(900, 1)),
@@ -162,7 +189,7 @@ fn an_empty_reply_s_tokens_are_stored_with_its_nudge() {
 
 #[test]
 fn a_nudge_answered_with_text_completes() {
-    let (_, ask) = asked(start(5).replied(reply("", &[]), &allow, &no_limit));
+    let (_, ask) = asking(start(5).replied(reply("", &[]), &allow, &no_limit));
     let (post, finish) = finished(ask.replied(reply("Here.", &[]), &allow, &no_limit));
     assert_eq!(post.len(), 1);
     assert_eq!(finish.answer.as_deref(), Some("Here."));
@@ -210,7 +237,7 @@ fn results_are_posted_in_call_order_then_the_model_is_asked_again() {
     let (_, run) = ran(start(5).replied(reply("", &["c1", "c2", "c3"]), &allow, &no_limit));
     let calls: Vec<Message> = run.calls().iter().map(|(_, m)| m.clone()).collect();
     let results: Vec<Message> = calls.iter().rev().map(|c| result_of(c, &c.id)).collect();
-    let (post, ask) = asked(run.results(results));
+    let (post, ask) = asking(run.results(results));
     let answered: Vec<_> = post.iter().map(|r| r.parent_id.clone().unwrap()).collect();
     let called: Vec<_> = calls.iter().map(|c| c.id.clone()).collect();
     assert_eq!(answered, called);
@@ -223,7 +250,7 @@ fn a_call_left_without_a_result_gets_an_error_result_and_a_stray_result_is_kept(
     let c1 = run.calls()[0].1.clone();
     let c2 = run.calls()[1].1.clone();
     let stray = Message::new("s", Role::Tool, MessageType::ToolResult, "?").with_parent("other");
-    let (post, _) = asked(run.results(vec![stray.clone(), result_of(&c1, "5")]));
+    let (post, _) = asking(run.results(vec![stray.clone(), result_of(&c1, "5")]));
     assert_eq!(post.len(), 3);
     assert_eq!(post[0].content, "5");
     assert_eq!(post[1].parent_id.as_deref(), Some(c2.id.as_str()));
@@ -258,7 +285,7 @@ fn the_step_limit_ends_the_turn_after_max_steps_model_calls() {
             );
             return;
         }
-        ask = asked(d).1;
+        ask = asking(d).1;
     }
     unreachable!("the second step ends the turn");
 }
@@ -322,7 +349,7 @@ fn a_context_overflow_fails_the_turn_saying_what_to_change() {
 fn an_interruption_ends_the_turn_posting_nothing() {
     let (_, run) = ran(start(5).replied(reply("", &["c1"]), &allow, &no_limit));
     let result = result_of(&run.calls()[0].1, "5");
-    let (_, ask) = asked(run.results(vec![result]));
+    let (_, ask) = asking(run.results(vec![result]));
     let (post, finish) = finished(ask.interrupted());
     assert!(post.is_empty());
     assert_eq!(
@@ -353,7 +380,14 @@ pub(super) fn assistant(text: &str) -> Message {
 fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let p = prompt();
     let h = history(&p, vec![assistant("5")]);
-    let (post, finish) = finished(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
+    let (post, finish) = finished(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert!(post.is_empty(), "nothing is posted again");
     assert_eq!(
         finish,
@@ -363,8 +397,9 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let mut failed = assistant("The model call failed");
     failed.metadata.insert("error".into(), "boom".into());
     let (_, finish) = finished(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         5,
         &history(&p, vec![failed]),
         &none(),
@@ -374,8 +409,9 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let mut limit = assistant("I stopped");
     limit.metadata.insert("step_limit".into(), true.into());
     let (_, finish) = finished(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         5,
         &history(&p, vec![limit]),
         &none(),
@@ -394,7 +430,14 @@ fn a_turn_whose_last_message_is_not_an_answer_goes_on() {
     let call = Message::tool_call("s", &add("c1"));
     let result = result_of(&call, "5");
     let h = history(&p, vec![other, call, result]);
-    let (post, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
+    let (post, ask) = asking(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert!(post.is_empty());
     assert_eq!(ask.step(), 1);
 }
@@ -414,14 +457,21 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
             elsewhere,
         ],
     );
-    let (post, run) = ran(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
+    let (post, run) = ran(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert!(post.is_empty());
     assert_eq!(run.calls().len(), 1);
     let (request, message) = &run.calls()[0];
     assert_eq!(message.id, waiting.id);
     assert_eq!(*request, add("c2"), "rebuilt from the stored message");
     // Its result, then the model.
-    let (post, ask) = asked(run.results(vec![result_of(&waiting, "5")]));
+    let (post, ask) = asking(run.results(vec![result_of(&waiting, "5")]));
     assert_eq!(post.len(), 1);
     assert_eq!(ask.step(), 1);
 }
@@ -430,8 +480,9 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
 fn no_steps_at_all_is_the_step_limit_at_once() {
     let p = prompt();
     let (post, finish) = finished(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         0,
         std::slice::from_ref(&p),
         &none(),
@@ -469,7 +520,7 @@ fn a_step_with_a_call_to_ask_about_runs_the_others_then_pauses() {
     ));
     // Every call is stored; only the one asked about is marked.
     assert_eq!(post.len(), 3);
-    let marked: Vec<bool> = post.iter().map(approval::is_asked).collect();
+    let marked: Vec<bool> = post.iter().map(approval::is_held).collect();
     assert_eq!(marked, [false, true, false]);
     // Only the allowed call runs.
     let names: Vec<&str> = run.calls().iter().map(|(r, _)| r.name.as_str()).collect();
@@ -493,27 +544,34 @@ fn a_step_with_a_call_to_ask_about_runs_the_others_then_pauses() {
 fn a_refused_call_is_answered_and_the_turn_goes_on() {
     let (post, run) = ran(start(5).replied(turn_with(&[("c1", "wipe")]), &careful, &no_limit));
     assert!(run.calls().is_empty());
-    let (post2, ask) = asked(run.results(Vec::new()));
+    let (post2, ask) = asking(run.results(Vec::new()));
     assert_eq!(post2.len(), 1);
     assert_eq!(post2[0].parent_id.as_deref(), Some(post[0].id.as_str()));
     assert_eq!(post2[0].metadata[keys::ERROR_KIND], "denied");
     assert_eq!(ask.step(), 2);
 }
 
-fn asked_call(p: &Message, id: &str) -> Message {
+fn held_call(p: &Message, id: &str) -> Message {
     let mut m = Message::tool_call("s", &ToolRequest::new(id, "delete", json!({"n": 1})))
         .with_parent(&p.id);
-    m.metadata.insert(approval::ASKED.into(), "asked".into());
+    m.metadata.insert(approval::HELD.into(), "asked".into());
     m
 }
 
 #[test]
 fn a_turn_taken_before_its_calls_are_decided_pauses_again() {
     let p = prompt();
-    let (c1, c2) = (asked_call(&p, "c1"), asked_call(&p, "c2"));
+    let (c1, c2) = (held_call(&p, "c1"), held_call(&p, "c2"));
     let h = history(&p, vec![c1.clone(), c2]);
     let decided = HashMap::from([(c1.id.as_str(), Verdict::Approve)]);
-    let (post, finish) = finished(Machine::start(&p, typed::asked(&p), 5, &h, &decided));
+    let (post, finish) = finished(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &decided,
+    ));
     assert!(post.is_empty());
     assert_eq!(finish.status, TurnStatus::AwaitingApproval);
 }
@@ -521,18 +579,25 @@ fn a_turn_taken_before_its_calls_are_decided_pauses_again() {
 #[test]
 fn a_resumed_turn_runs_the_approved_calls_and_answers_the_denied_ones() {
     let p = prompt();
-    let (c1, c2) = (asked_call(&p, "c1"), asked_call(&p, "c2"));
+    let (c1, c2) = (held_call(&p, "c1"), held_call(&p, "c2"));
     let h = history(&p, vec![c1.clone(), c2.clone()]);
     let decided = HashMap::from([
         (c1.id.as_str(), Verdict::Approve),
         (c2.id.as_str(), Verdict::Deny(Some("keep it".into()))),
     ]);
-    let (post, run) = ran(Machine::start(&p, typed::asked(&p), 5, &h, &decided));
+    let (post, run) = ran(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &decided,
+    ));
     assert!(post.is_empty());
     assert_eq!(run.calls().len(), 1);
     assert_eq!(run.calls()[0].1.id, c1.id);
     assert_eq!(run.calls()[0].0.arguments, json!({"n": 1}));
-    let (post, ask) = asked(run.results(vec![result_of(&c1, "deleted")]));
+    let (post, ask) = asking(run.results(vec![result_of(&c1, "deleted")]));
     let parents: Vec<&str> = post.iter().filter_map(|m| m.parent_id.as_deref()).collect();
     assert_eq!(parents, [c2.id.as_str(), c1.id.as_str()]);
     assert!(
@@ -550,7 +615,7 @@ fn a_call_past_its_tools_use_limit_is_answered_with_the_limit() {
     assert_eq!(post.len(), 3, "every call is stored");
     assert_eq!(run.calls().len(), 2);
     let results: Vec<Message> = run.calls().iter().map(|(_, m)| result_of(m, "5")).collect();
-    let (post2, ask) = asked(run.results(results));
+    let (post2, ask) = asking(run.results(results));
     assert_eq!(post2.len(), 3);
     assert_eq!(post2[0].parent_id.as_deref(), Some(post[2].id.as_str()));
     assert_eq!(post2[0].metadata[keys::ERROR_KIND], "limit");
@@ -567,14 +632,68 @@ fn a_call_past_its_tools_use_limit_is_answered_with_the_limit() {
 #[test]
 fn an_approved_call_a_dead_worker_began_is_not_run_again() {
     let p = prompt();
-    let mut begun = asked_call(&p, "c1");
+    let mut begun = held_call(&p, "c1");
     begun.status = Status::Processing;
     let h = history(&p, vec![begun.clone()]);
     let decided = HashMap::from([(begun.id.as_str(), Verdict::Approve)]);
-    let (_, run) = ran(Machine::start(&p, typed::asked(&p), 5, &h, &decided));
+    let (_, run) = ran(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &decided,
+    ));
     assert!(run.calls().is_empty());
-    let (post, _) = asked(run.results(Vec::new()));
+    let (post, _) = asking(run.results(Vec::new()));
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].parent_id.as_deref(), Some(begun.id.as_str()));
     assert_eq!(post[0].metadata[keys::ERROR_KIND], "interrupted");
+}
+
+/// Fed the same inputs, a turn makes the same messages, byte for byte:
+/// their ids and times are its clock's, not read by the machine. The
+/// turn makes each kind of message of its own: a denied call's result,
+/// the nudge, a call refused by the policy, a call healed after it was
+/// left without a result, the step limit's note.
+#[test]
+fn the_same_turn_fed_the_same_makes_the_same_messages() {
+    let p = prompt();
+    let denied = held_call(&p, "c1");
+    let h = history(&p, vec![denied.clone()]);
+    let decided = HashMap::from([(denied.id.as_str(), Verdict::Deny(Some("no".into())))]);
+    let (empty, calls) = (reply("", &[]), reply("", &["c2", "c3"]));
+    let policy = |r: &ToolRequest| {
+        if r.id == "c3" {
+            Approval::Deny("not now".into())
+        } else {
+            Approval::Allow
+        }
+    };
+    let turn = || {
+        let mut posts = Vec::new();
+        let (post, run) = ran(Machine::start(counting(), &p, None, 2, &h, &decided));
+        posts.extend(post);
+        let (post, ask) = asking(run.results(Vec::new()));
+        posts.extend(post);
+        let (post, ask) = asking(ask.replied(empty.clone(), &allow, &no_limit));
+        posts.extend(post);
+        let (post, run) = ran(ask.replied(calls.clone(), &policy, &no_limit));
+        posts.extend(post);
+        let (post, finish) = finished(run.results(Vec::new()));
+        posts.extend(post);
+        assert_eq!(finish.status, TurnStatus::StepLimit);
+        posts
+            .iter()
+            .map(|m| serde_json::to_string(m).expect("a message serializes"))
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = (turn(), turn());
+    // c1's result, the nudge, the calls, c3's and c2's results, the note.
+    assert_eq!(first.len(), 7, "{first:#?}");
+    assert_eq!(first, second);
+    assert!(
+        first.iter().any(|m| m.contains(r#""id":"m0""#)),
+        "{first:#?}"
+    );
 }

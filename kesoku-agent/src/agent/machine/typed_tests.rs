@@ -4,7 +4,9 @@
 use kesoku_core::{Message, MessageType, Role, Status, keys};
 use serde_json::json;
 
-use super::tests::{allow, asked, assistant, finished, history, no_limit, none, prompt, reply};
+use super::tests::{
+    allow, asking, assistant, clock, finished, history, no_limit, none, prompt, reply,
+};
 use super::{Finish, Machine};
 use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
@@ -25,14 +27,15 @@ fn typed_prompt(repairs: usize) -> Message {
 #[test]
 fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_last() {
     let p = typed_prompt(1);
-    let (_, ask) = asked(Machine::start(
+    let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         5,
         std::slice::from_ref(&p),
         &none(),
     ));
-    let (post, ask) = asked(ask.replied(reply(r#"{"total": "five"}"#, &[]), &allow, &no_limit));
+    let (post, ask) = asking(ask.replied(reply(r#"{"total": "five"}"#, &[]), &allow, &no_limit));
     assert_eq!(ask.step(), 2);
     assert_eq!(post.len(), 2);
     // The model's answer is kept, answered (not left for the user), and
@@ -65,9 +68,10 @@ fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_l
 #[test]
 fn a_typed_answer_that_fits_ends_the_turn() {
     let p = typed_prompt(1);
-    let (_, ask) = asked(Machine::start(
+    let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         5,
         std::slice::from_ref(&p),
         &none(),
@@ -88,7 +92,14 @@ fn tries_already_used_are_counted_from_the_history_on_a_restart() {
         &p,
         vec![assistant("{}").with_status(Status::Responded), note],
     );
-    let (_, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
+    let (_, ask) = asking(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     let (_, finish) = finished(ask.replied(reply("{}", &[]), &allow, &no_limit));
     assert_eq!(finish.status, TurnStatus::Completed);
 }
@@ -102,7 +113,14 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
         .metadata
         .insert(crate::agent::typed::REJECTED.into(), true.into());
     let h = history(&p, vec![rejected]);
-    let (post, ask) = asked(Machine::start(&p, typed::asked(&p), 5, &h, &none()));
+    let (post, ask) = asking(Machine::start(
+        clock(),
+        &p,
+        typed::answer_shape(&p),
+        5,
+        &h,
+        &none(),
+    ));
     assert_eq!(post.len(), 1);
     assert!(post[0].metadata.contains_key(keys::FEEDBACK));
     assert!(post[0].content.contains("`total`"), "{}", post[0].content);
@@ -114,9 +132,10 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
 #[test]
 fn at_the_last_step_an_answer_that_does_not_fit_stands() {
     let p = typed_prompt(3);
-    let (_, ask) = asked(Machine::start(
+    let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         1,
         std::slice::from_ref(&p),
         &none(),
@@ -130,9 +149,10 @@ fn at_the_last_step_an_answer_that_does_not_fit_stands() {
 #[test]
 fn a_refusal_is_not_repaired() {
     let p = typed_prompt(2);
-    let (_, ask) = asked(Machine::start(
+    let (_, ask) = asking(Machine::start(
+        clock(),
         &p,
-        typed::asked(&p),
+        typed::answer_shape(&p),
         5,
         std::slice::from_ref(&p),
         &none(),

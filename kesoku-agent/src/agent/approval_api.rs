@@ -62,6 +62,8 @@ impl Agent {
         self.decide_call(Some(session), id, verdict).await
     }
 
+    /// Stores `verdict` on the held call `id` (in `session`, when given),
+    /// and puts its turn back once every held call of its step is decided.
     async fn decide_call(
         &self,
         session: Option<&str>,
@@ -69,46 +71,9 @@ impl Agent {
         verdict: Verdict,
     ) -> Result<Decided, ApprovalError> {
         let store = self.shared.gateway.store();
-        let call = store.get(id).await.map_err(GatewayError::from)?;
-        let call = match (call, session) {
-            (Some(call), Some(s)) if call.session_id != s => None,
-            (call, _) => call,
-        };
-        let Some(call) = call else {
-            return Err(match session {
-                Some(session) => ApprovalError::NotInSession {
-                    id: id.to_owned(),
-                    session: session.to_owned(),
-                },
-                None => ApprovalError::Unknown { id: id.to_owned() },
-            });
-        };
-        if !approval::is_asked(&call) {
-            return Err(ApprovalError::NotWaiting { id: id.to_owned() });
-        }
-        let already = |d: Message| ApprovalError::AlreadyDecided {
-            id: id.to_owned(),
-            approved: approval::verdict_of(&d) == Verdict::Approve,
-        };
+        let call = self.undecided_call(session, id).await?;
         let decision_id = approval::decision_id(id);
-        if let Some(d) = store.get(&decision_id).await.map_err(GatewayError::from)? {
-            return Err(already(d));
-        }
-        // Only what follows the call's prompt, whatever the session's length.
         let after = approval::after(&call);
-        let history = store
-            .history_after(&call.session_id, after)
-            .await
-            .map_err(GatewayError::from)?;
-        if let Some((_, result)) = history
-            .iter()
-            .find(|(_, m)| m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(id))
-        {
-            return Err(ApprovalError::Answered {
-                id: id.to_owned(),
-                result: result.content.clone(),
-            });
-        }
         let expired = approval::expired(&call, chrono::Utc::now());
         let verdict = if expired {
             Verdict::Deny(Some(approval::DEADLINE_PASSED.into()))
@@ -125,9 +90,10 @@ impl Agent {
             // Another decider's came first (the ids are the same).
             Err(GatewayError::Store(StoreError::Duplicate { .. })) => {
                 let first = store.get(&decision_id).await.map_err(GatewayError::from)?;
-                return Err(
-                    first.map_or_else(|| ApprovalError::NotWaiting { id: id.to_owned() }, already)
-                );
+                return Err(first.map_or_else(
+                    || ApprovalError::NotWaiting { id: id.to_owned() },
+                    |d| already_decided(id, &d),
+                ));
             }
             Err(e) => return Err(e.into()),
         }
@@ -150,6 +116,52 @@ impl Agent {
                 undecided: found.undecided,
             }
         })
+    }
+
+    /// The held call `id` (in `session`, when given), while no decision
+    /// and no result answers it yet.
+    async fn undecided_call(
+        &self,
+        session: Option<&str>,
+        id: &str,
+    ) -> Result<Message, ApprovalError> {
+        let store = self.shared.gateway.store();
+        let call = store.get(id).await.map_err(GatewayError::from)?;
+        let call = match (call, session) {
+            (Some(call), Some(s)) if call.session_id != s => None,
+            (call, _) => call,
+        };
+        let Some(call) = call else {
+            return Err(match session {
+                Some(session) => ApprovalError::NotInSession {
+                    id: id.to_owned(),
+                    session: session.to_owned(),
+                },
+                None => ApprovalError::Unknown { id: id.to_owned() },
+            });
+        };
+        if !approval::is_held(&call) {
+            return Err(ApprovalError::NotWaiting { id: id.to_owned() });
+        }
+        let decision_id = approval::decision_id(id);
+        if let Some(d) = store.get(&decision_id).await.map_err(GatewayError::from)? {
+            return Err(already_decided(id, &d));
+        }
+        // Only what follows the call's prompt, whatever the session's length.
+        let history = store
+            .history_after(&call.session_id, approval::after(&call))
+            .await
+            .map_err(GatewayError::from)?;
+        if let Some((_, result)) = history
+            .iter()
+            .find(|(_, m)| m.kind == MessageType::ToolResult && m.parent_id.as_deref() == Some(id))
+        {
+            return Err(ApprovalError::Answered {
+                id: id.to_owned(),
+                result: result.content.clone(),
+            });
+        }
+        Ok(call)
     }
 
     /// Denies every waiting call whose approval deadline
@@ -350,5 +362,13 @@ impl Agent {
         claim::take(&self.shared, prompt, seq)
             .await?
             .ok_or(ResumeError::Taken { prompt: id })
+    }
+}
+
+/// The error for deciding `id` again, which `decision` decided.
+fn already_decided(id: &str, decision: &Message) -> ApprovalError {
+    ApprovalError::AlreadyDecided {
+        id: id.to_owned(),
+        approved: approval::verdict_of(decision) == Verdict::Approve,
     }
 }

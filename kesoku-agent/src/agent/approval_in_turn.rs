@@ -34,7 +34,7 @@ const NOT_BEGUN: &[Status] = &[
 /// the agent's approval deadline (a sweep answers it as denied once the
 /// deadline passed).
 pub(crate) fn stamp(shared: &Shared, prompt_seq: Seq, m: &mut Message) {
-    if !approval::is_asked(m) {
+    if !approval::is_held(m) {
         return;
     }
     m.metadata.insert(approval::AFTER.into(), prompt_seq.into());
@@ -66,7 +66,7 @@ pub(crate) async fn decisions(
     let from = view.iter().rposition(|m| m.id == prompt).unwrap_or(0);
     for call in orphans(&view[from..])
         .into_iter()
-        .filter(|m| approval::is_asked(m) && m.parent_id.as_deref() == Some(prompt))
+        .filter(|m| approval::is_held(m) && m.parent_id.as_deref() == Some(prompt))
     {
         let id = approval::decision_id(&call.id);
         let found = retried_store(shared.lease, "reading a decision", || store.get(&id)).await?;
@@ -88,7 +88,7 @@ pub(crate) async fn decided_elsewhere(
     let mut out = HashMap::new();
     for call in orphans(history)
         .into_iter()
-        .filter(|m| approval::is_asked(m) && m.parent_id.as_deref() != Some(prompt))
+        .filter(|m| approval::is_held(m) && m.parent_id.as_deref() != Some(prompt))
     {
         let found = store
             .get(&approval::decision_id(&call.id))
@@ -115,9 +115,9 @@ pub(crate) fn heal(
     let mut moved_on = Vec::new();
     let healed = orphans(history)
         .into_iter()
-        .filter(|m| !(approval::is_asked(m) && m.parent_id.as_deref() == Some(prompt)))
+        .filter(|m| !(approval::is_held(m) && m.parent_id.as_deref() == Some(prompt)))
         .map(|m| {
-            if approval::is_asked(m) {
+            if approval::is_held(m) {
                 moved_on.extend(m.parent_id.clone());
                 approval::moved_on_result(m, decided.get(&m.id))
             } else {
@@ -152,9 +152,9 @@ pub(crate) async fn interrupt_moved_on(
 /// The approved calls a turn marked begun (`processing`) whose results
 /// are not stored yet.
 #[derive(Debug, Default)]
-pub(crate) struct Begun(Vec<String>);
+pub(crate) struct ApprovedInFlight(Vec<String>);
 
-impl Begun {
+impl ApprovedInFlight {
     /// The calls to run of `calls`: an approved call is marked begun
     /// (→ `processing`, fenced by the lease) first, so a worker that dies
     /// running it leaves a mark, and the turn resumed elsewhere answers it
@@ -168,7 +168,7 @@ impl Begun {
     ) -> Result<Vec<Call>, AgentError> {
         let mut run = Vec::with_capacity(calls.len());
         for call in calls {
-            if approval::is_asked(&call.1) {
+            if approval::is_held(&call.1) {
                 let begun = retried(shared.lease, "marking an approved call started", |_| {
                     shared.gateway.transition_leased(
                         &call.1.id,
