@@ -593,7 +593,7 @@ pub(crate) fn release(conn: &Connection, session_id: &str, holder: &str) -> Resu
 /// The oldest claimable prompt (`?1`: now). An older prompt of the
 /// session, waiting or running, is looked for among the waiting messages
 /// (a few), not along the session's index (its whole history, which
-/// SQLite would otherwise walk): one subquery per status, each through
+/// `SQLite` would otherwise walk): one subquery per status, each through
 /// the partial index.
 fn claim_sql() -> String {
     format!(

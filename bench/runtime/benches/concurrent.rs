@@ -11,7 +11,7 @@
 //!
 //! Run with `cargo bench -p kesoku-bench --bench concurrent`
 //! (`KESOKU_BENCH_TURNS=N` for the turns timed per case, 4,096 unless
-//! set).
+//! set; `KESOKU_BENCH_READERS=N` for `SqliteOptions::readers`).
 
 #![allow(missing_docs)]
 
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use kesoku::gateway::Filter;
 use kesoku::llm::Agent;
-use kesoku::store::{MemoryStore, SqliteStore, Store};
+use kesoku::store::{MemoryStore, SqliteOptions, SqliteStore, Store};
 use kesoku::{Message, MessageType, Role, Status};
 
 /// Sessions whose turns run at once, per case.
@@ -69,7 +69,15 @@ struct Run {
 async fn case(sessions: usize, sqlite: bool, turns: usize) -> Run {
     let dir = tempfile::tempdir().expect("a temp dir");
     let store: Arc<dyn Store> = if sqlite {
-        Arc::new(SqliteStore::open(dir.path().join("concurrent.sqlite")).expect("a database"))
+        let mut options = SqliteOptions::new();
+        if let Some(readers) = std::env::var("KESOKU_BENCH_READERS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+        {
+            options = options.with_readers(readers);
+        }
+        let path = dir.path().join("concurrent.sqlite");
+        Arc::new(SqliteStore::open_with(path, &options).expect("a database"))
     } else {
         Arc::new(MemoryStore::new())
     };
