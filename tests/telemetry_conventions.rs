@@ -22,8 +22,11 @@ use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMete
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{MockServer, ResponseTemplate};
+
+#[path = "support/replies.rs"]
+mod replies;
+use replies::server;
 
 const KEY: &str = "sk-ant-conventions-SECRET-77";
 
@@ -157,20 +160,6 @@ fn claude_reply(id: &str, content: &Value, stop: &str) -> Value {
     json!({"id": id, "type": "message", "role": "assistant", "model": "claude-test-20260101",
         "content": content, "stop_reason": stop, "stop_sequence": null,
         "usage": {"input_tokens": 120, "cache_read_input_tokens": 100, "output_tokens": 7}})
-}
-
-/// A server answering each request in turn with `replies`.
-async fn server(replies: Vec<ResponseTemplate>) -> MockServer {
-    let server = MockServer::start().await;
-    for (i, reply) in replies.into_iter().enumerate() {
-        Mock::given(method("POST"))
-            .respond_with(reply)
-            .up_to_n_times(1)
-            .with_priority(u8::try_from(i + 1).unwrap())
-            .mount(&server)
-            .await;
-    }
-    server
 }
 
 fn claude(

@@ -54,7 +54,8 @@ pub(crate) fn cold_bound(shared: &Shared) -> Option<u64> {
     ) {
         return None;
     }
-    let usable = window(shared)?.saturating_sub(u64::from(shared.options.max_tokens));
+    // A fresh view's: the window less the reply's room, no refusal yet.
+    let usable = usable(shared, &View::default())?;
     Some(truncate(share(usable) * COMPACT_AT))
 }
 

@@ -331,7 +331,10 @@ pub trait MessageLog: Send + Sync + 'static {
         Box::pin(async move {
             let mut all = self.history_after(session_id, page.after).await?;
             all.retain(|(seq, _)| *seq < page.before);
-            Ok(page.keep(all))
+            let kept = page.within(all.len());
+            all.truncate(kept.end);
+            all.drain(..kept.start);
+            Ok(all)
         })
     }
 
@@ -455,16 +458,24 @@ impl Page {
         self
     }
 
-    /// The page of `messages` (in order, all within the bounds).
-    pub fn keep<T>(&self, mut messages: Vec<T>) -> Vec<T> {
-        if messages.len() > self.limit {
-            if self.newest {
-                messages.drain(..messages.len() - self.limit);
-            } else {
-                messages.truncate(self.limit);
-            }
+    /// Which of `len` messages within the bounds, in order, the page
+    /// holds: the first `limit` of them, or the last.
+    ///
+    /// ```
+    /// use kesoku_core::store::Page;
+    ///
+    /// assert_eq!(Page::first(3).within(10), 0..3);
+    /// assert_eq!(Page::last(3).within(10), 7..10);
+    /// assert_eq!(Page::last(30).within(10), 0..10);
+    /// ```
+    #[must_use]
+    pub fn within(&self, len: usize) -> std::ops::Range<usize> {
+        let kept = len.min(self.limit);
+        if self.newest {
+            len - kept..len
+        } else {
+            0..kept
         }
-        messages
     }
 }
 

@@ -2,7 +2,6 @@
 //! [`MessageLog`], for a store that serves one process.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{DeltaRelay, Leases, MessageLog, Page, Seq, SessionInfo, StoreError, StoreFuture};
@@ -33,12 +32,27 @@ use crate::session::message::{Message, Role, Status};
 /// ```
 pub struct LocalLeases<L> {
     log: L,
-    /// Each session's lease: its holder and when it expires (a plain
-    /// mutex, never held across an `.await`).
-    leases: Mutex<HashMap<String, (String, Instant)>>,
-    /// Orders the leased calls: a check and its write happen with no
-    /// other lease change between.
-    turn: tokio::sync::Mutex<()>,
+    /// Each session's lease: its holder and when it expires. Held across
+    /// a leased call's check and its write to the log, so that no lease
+    /// changes between them.
+    leases: tokio::sync::Mutex<Table>,
+}
+
+/// Each session's lease: its holder and when it expires.
+type Table = HashMap<String, (String, Instant)>;
+
+/// Whether `holder` holds a live lease of `session` in `table`.
+fn holds(table: &Table, session: &str, holder: &str) -> bool {
+    table
+        .get(session)
+        .is_some_and(|(h, until)| h == holder && *until > Instant::now())
+}
+
+/// Whether anyone holds a live lease of `session` in `table`.
+fn leased(table: &Table, session: &str) -> bool {
+    table
+        .get(session)
+        .is_some_and(|(_, until)| *until > Instant::now())
 }
 
 impl<L: MessageLog> LocalLeases<L> {
@@ -46,32 +60,13 @@ impl<L: MessageLog> LocalLeases<L> {
     pub fn new(log: L) -> Self {
         LocalLeases {
             log,
-            leases: Mutex::new(HashMap::new()),
-            turn: tokio::sync::Mutex::new(()),
+            leases: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 
     /// The log it wraps.
     pub fn log(&self) -> &L {
         &self.log
-    }
-
-    fn leases(&self) -> MutexGuard<'_, HashMap<String, (String, Instant)>> {
-        self.leases.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether `holder` holds a live lease of `session`.
-    fn holds(&self, session: &str, holder: &str) -> bool {
-        self.leases()
-            .get(session)
-            .is_some_and(|(h, until)| h == holder && *until > Instant::now())
-    }
-
-    /// Whether anyone holds a live lease of `session`.
-    fn leased(&self, session: &str) -> bool {
-        self.leases()
-            .get(session)
-            .is_some_and(|(_, until)| *until > Instant::now())
     }
 }
 
@@ -139,8 +134,8 @@ impl<L: MessageLog> MessageLog for LocalLeases<L> {
 impl<L: MessageLog> Leases for LocalLeases<L> {
     fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
         Box::pin(async move {
-            let _turn = self.turn.lock().await;
-            if !self.holds(&message.session_id, holder) {
+            let table = self.leases.lock().await;
+            if !holds(&table, &message.session_id, holder) {
                 return Err(StoreError::LeaseLost {
                     id: message.id.clone(),
                     session: message.session_id.clone(),
@@ -159,11 +154,11 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
         holder: &'a str,
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let _turn = self.turn.lock().await;
+            let table = self.leases.lock().await;
             let Some(message) = self.log.get(id).await? else {
                 return Ok(false);
             };
-            if !self.holds(&message.session_id, holder) {
+            if !holds(&table, &message.session_id, holder) {
                 return Err(StoreError::LeaseLost {
                     id: id.to_owned(),
                     session: message.session_id,
@@ -181,9 +176,8 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
         ttl: Duration,
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let _turn = self.turn.lock().await;
+            let mut leases = self.leases.lock().await;
             let now = Instant::now();
-            let mut leases = self.leases();
             let free = leases
                 .get(session_id)
                 .is_none_or(|(h, until)| h == holder || *until <= now);
@@ -201,9 +195,8 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
         ttl: Duration,
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let _turn = self.turn.lock().await;
+            let mut leases = self.leases.lock().await;
             let now = Instant::now();
-            let mut leases = self.leases();
             match leases.get_mut(session_id) {
                 Some((h, until)) if h == holder && *until > now => {
                     *until = now + ttl;
@@ -216,8 +209,7 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
 
     fn release<'a>(&'a self, session_id: &'a str, holder: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let _turn = self.turn.lock().await;
-            let mut leases = self.leases();
+            let mut leases = self.leases.lock().await;
             let held = leases.get(session_id).is_some_and(|(h, _)| h == holder);
             if held {
                 leases.remove(session_id);
@@ -232,7 +224,7 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
         ttl: Duration,
     ) -> StoreFuture<'a, Option<(Seq, Message)>> {
         Box::pin(async move {
-            let _turn = self.turn.lock().await;
+            let mut table = self.leases.lock().await;
             let pending = self.log.with_status(Status::PendingAgent).await?;
             let processing = self.log.with_status(Status::Processing).await?;
             // The oldest waiting (or running) user prompt of each session:
@@ -246,7 +238,7 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
             }
             for (seq, m) in &pending {
                 let first = oldest.get(m.session_id.as_str()) == Some(seq);
-                if m.role != Role::User || !first || self.leased(&m.session_id) {
+                if m.role != Role::User || !first || leased(&table, &m.session_id) {
                     continue;
                 }
                 if self
@@ -254,7 +246,7 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
                     .transition(&m.id, &[Status::PendingAgent], Status::Processing)
                     .await?
                 {
-                    self.leases().insert(
+                    table.insert(
                         m.session_id.clone(),
                         (holder.to_owned(), Instant::now() + ttl),
                     );
@@ -268,18 +260,15 @@ impl<L: MessageLog> Leases for LocalLeases<L> {
     }
 
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let _turn = self.turn.lock().await;
-            Ok(self.leases().remove(session_id).is_some())
-        })
+        Box::pin(async move { Ok(self.leases.lock().await.remove(session_id).is_some()) })
     }
 
     fn requeue_expired(&self) -> StoreFuture<'_, Vec<(Seq, Message)>> {
         Box::pin(async move {
-            let _turn = self.turn.lock().await;
+            let table = self.leases.lock().await;
             let mut requeued = Vec::new();
             for (seq, mut m) in self.log.with_status(Status::Processing).await? {
-                if m.role != Role::User || self.leased(&m.session_id) {
+                if m.role != Role::User || leased(&table, &m.session_id) {
                     continue;
                 }
                 if self

@@ -183,8 +183,11 @@ impl MessageLog for MemoryStore {
             // Indexes ascend: the bounds are a slice, the page a part of it.
             let from = ix.partition_point(|&i| seq_of(i) <= page.after);
             let to = ix.partition_point(|&i| seq_of(i) < page.before);
-            let ix = page.keep(ix[from..to.max(from)].to_vec());
-            ix.iter().map(|&i| (seq_of(i), m.log[i].clone())).collect()
+            let ix = &ix[from..to.max(from)];
+            ix[page.within(ix.len())]
+                .iter()
+                .map(|&i| (seq_of(i), m.log[i].clone()))
+                .collect()
         });
         Box::pin(std::future::ready(Ok(found)))
     }

@@ -8,7 +8,7 @@
 //! spawn tasks, so run them on a tokio runtime with time enabled.
 //!
 //! ```
-//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 //! use std::sync::Arc;
 //! use kesoku_core::store::MemoryStore;
 //! use kesoku_core::store::testing::{Fixture, conformance};
