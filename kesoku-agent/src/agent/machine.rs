@@ -23,20 +23,24 @@
 //! are one run's: a turn resumed elsewhere starts them again, as it
 //! always has.
 //!
-//! The ids and times of the messages it makes are inputs too (a
-//! [`Clock`]): fed the same, a turn makes the same messages, byte for byte.
+//! What it is given besides the history is a [`Setup`]: the ids and times
+//! of the messages it makes (a [`Clock`]), the answer asked for, the step
+//! limit, and what a call held for a person is stamped with (its prompt's
+//! place, its deadline); fed the same, a turn makes the same messages,
+//! byte for byte. The calls a history left without results are answered
+//! first, by the rule in `heal.rs`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-
+use kesoku_core::store::Seq;
 use kesoku_core::{
     ErrorChain, Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
 };
 use kesoku_llm::{AssistantTurn, LlmError, StopReason};
 
 use super::approval::{self, Approval, Verdict};
+use super::clock::Clock;
 use super::outcome::TurnStatus;
 use super::typed;
 use super::view::{healing_result, orphans};
@@ -47,38 +51,40 @@ pub(crate) const NUDGE: &str = "Your last reply was empty. Answer the user's las
 /// A call to run: its request, and the message that records it.
 pub(crate) type Call = (ToolRequest, Message);
 
-/// A new message's id and time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stamp {
-    pub(crate) id: String,
-    pub(crate) at: DateTime<Utc>,
+/// What a turn is given besides its history: where its ids and times
+/// come from, the answer it asks for, its limits, and what it stamps on a
+/// call that waits for a person.
+#[derive(Debug, Clone)]
+pub(crate) struct Setup {
+    pub(crate) clock: Clock,
+    /// The shape a typed prompt asks for, with its repairs
+    /// (`typed::answer_shape`).
+    pub(crate) answer_shape: Option<(OutputSchema, usize)>,
+    /// The most model calls a run makes.
+    pub(crate) max_steps: usize,
+    /// Where the prompt is stored: a decision reads the session from
+    /// there on.
+    pub(crate) prompt_seq: Seq,
+    /// How long a call waits for a person before a sweep answers it as
+    /// denied; `None`, as long as it takes.
+    pub(crate) approval_wait: Option<Duration>,
 }
 
-/// Where the messages the machine makes get their ids and times: given,
-/// so that the machine reads no clock and draws no random id (`run.rs`
-/// gives version 7 UUIDs and the wall clock; a test, a counter).
-#[derive(Clone)]
-pub(crate) struct Clock(Arc<dyn Fn() -> Stamp + Send + Sync>);
-
-impl Clock {
-    /// A clock whose every stamp is `next`'s.
-    pub(crate) fn new(next: impl Fn() -> Stamp + Send + Sync + 'static) -> Self {
-        Clock(Arc::new(next))
-    }
-
-    /// `m` with the next id and time: those `Message::new` gave it are
-    /// not kept.
-    fn stamp(&self, mut m: Message) -> Message {
-        let Stamp { id, at } = (self.0)();
-        m.id = id;
-        m.timestamp = at;
-        m
-    }
-}
-
-impl std::fmt::Debug for Clock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Clock")
+impl Setup {
+    /// A turn stamped by `clock`, with no deadline for approvals.
+    #[cfg(test)]
+    pub(crate) fn new(
+        clock: Clock,
+        answer_shape: Option<(OutputSchema, usize)>,
+        max_steps: usize,
+    ) -> Self {
+        Setup {
+            clock,
+            answer_shape,
+            max_steps,
+            prompt_seq: 0,
+            approval_wait: None,
+        }
     }
 }
 
@@ -87,6 +93,9 @@ impl std::fmt::Debug for Clock {
 pub(crate) struct Machine {
     /// The ids and times of the messages it makes.
     clock: Clock,
+    /// Where the prompt is stored, and how long a held call waits.
+    prompt_seq: Seq,
+    approval_wait: Option<Duration>,
     session: String,
     /// The id of the user message the turn answers.
     prompt: String,
@@ -188,14 +197,12 @@ impl Machine {
     /// them (the approved ones; the denied ones are answered with their
     /// reasons); else the model is asked.
     pub(crate) fn start(
-        clock: Clock,
+        setup: Setup,
         prompt: &Message,
-        answer_shape: Option<(OutputSchema, usize)>,
-        max_steps: usize,
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
-        let mut machine = Machine::new(clock, prompt, answer_shape, max_steps);
+        let mut machine = Machine::new(setup, prompt);
         // Whatever answers the prompt was stored after it, and the prompt
         // is at or near the end: the rest of a long history is not read.
         let from = history
@@ -234,15 +241,19 @@ impl Machine {
     }
 
     /// A turn of `prompt` with nothing counted yet.
-    fn new(
-        clock: Clock,
-        prompt: &Message,
-        answer_shape: Option<(OutputSchema, usize)>,
-        max_steps: usize,
-    ) -> Self {
+    fn new(setup: Setup, prompt: &Message) -> Self {
+        let Setup {
+            clock,
+            answer_shape,
+            max_steps,
+            prompt_seq,
+            approval_wait,
+        } = setup;
         let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
         Machine {
             clock,
+            prompt_seq,
+            approval_wait,
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),
             max_steps,
@@ -398,6 +409,29 @@ impl Machine {
         )
     }
 
+    /// Marks the call `m` as waiting for a person, with where the prompt
+    /// is stored (a decision reads the session from there on) and its
+    /// deadline, if the agent gives one (a sweep then answers it as
+    /// denied).
+    fn hold(&self, m: &mut Message) {
+        m.metadata.insert(approval::HELD.into(), "asked".into());
+        m.metadata
+            .insert(approval::AFTER.into(), self.prompt_seq.into());
+        // A deadline past what a date can hold is none.
+        let Some(deadline) = self.approval_wait.and_then(|wait| {
+            let wait = chrono::Duration::from_std(wait).ok()?;
+            self.clock.now().checked_add_signed(wait)
+        }) else {
+            return;
+        };
+        m.metadata.insert(
+            approval::DEADLINE.into(),
+            deadline
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                .into(),
+        );
+    }
+
     /// `m`, one of the model's messages, as posted: answering the prompt.
     fn answering(&self, mut m: Message, status: Status) -> Message {
         m.status = status;
@@ -530,7 +564,7 @@ impl Machine {
             match policy(&call.request) {
                 Approval::Allow => calls.push((call.request, m.clone())),
                 Approval::Ask => {
-                    m.metadata.insert(approval::HELD.into(), "asked".into());
+                    machine.hold(&mut m);
                     held += 1;
                 }
                 Approval::Deny(reason) => {
@@ -599,6 +633,27 @@ impl Run {
         &self.calls
     }
 
+    /// The calls a person approved, among those to run: each is marked
+    /// begun in the store before any runs (`approval_in_turn.rs`), so a
+    /// worker that dies running it leaves a mark.
+    pub(crate) fn approved(&self) -> impl Iterator<Item = &Message> {
+        self.calls
+            .iter()
+            .map(|(_, m)| m)
+            .filter(|m| approval::is_held(m))
+    }
+
+    /// The approved call `id` was found marked begun already (another
+    /// worker took it first): it may have run there, so it does not run
+    /// here, and its result says so.
+    pub(crate) fn begun_elsewhere(&mut self, id: &str) {
+        if let Some(i) = self.calls.iter().position(|(_, m)| m.id == id) {
+            let (_, call) = self.calls.remove(i);
+            self.refused
+                .push(self.machine.clock.stamp(healing_result(&call)));
+        }
+    }
+
     /// The calls' `results` came back: each call's result is posted
     /// after the others in call order, whatever order they came in; a
     /// call left without one gets an error result (it may or may not have
@@ -638,6 +693,8 @@ fn request_of(call: &Message) -> ToolRequest {
     )
 }
 
+#[cfg(test)]
+mod held_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -17,8 +17,10 @@ mod approval_api;
 mod approval_in_turn;
 mod builder;
 mod claim;
+mod clock;
 mod compaction;
 mod fit;
+mod heal;
 mod machine;
 mod outcome;
 mod posts;
@@ -44,6 +46,7 @@ use tokio::task::JoinSet;
 
 pub use approval::{Approval, ApprovalCheck, ApprovalError, Decided, PendingApproval, Verdict};
 pub use builder::AgentBuilder;
+use claim::Claimed;
 pub use compaction::{
     Compacted, Compaction, CompactionFuture, CompactionRequest, CompactionStrategy,
 };
@@ -197,10 +200,15 @@ impl Agent {
         let session_id = session_id.as_str();
         // One write when the turn can start at once; else the prompt is
         // posted for whoever holds the session, and taken in turn.
-        let message = match claim::start(&self.shared, message).await? {
-            claim::Started::Ran(outcome) => return Ok(outcome),
-            claim::Started::Lost(message, seq) => {
-                return self.finished_elsewhere(&message, seq).await;
+        let message = match Claimed::new_prompt(&self.shared, message).await? {
+            claim::Started::Claimed(claimed) => {
+                let (message, seq) = claimed.prompt();
+                let (message, seq) = (message.clone(), seq);
+                return match claimed.run(&self.shared).await? {
+                    Some(outcome) => Ok(outcome),
+                    // Its lease was lost: the turn ends on another worker.
+                    None => self.finished_elsewhere(&message, seq).await,
+                };
             }
             claim::Started::NotNow(message) => message,
         };
@@ -445,35 +453,10 @@ impl Agent {
     /// Claims prompts while this agent has room for their turns, and
     /// starts them.
     async fn pull(&self, turns: &mut JoinSet<()>) -> Result<(), AgentError> {
-        let store = self.shared.gateway.store();
-        while let Ok(permit) = Arc::clone(&self.shared.permits).try_acquire_owned() {
-            let requested_at = std::time::Instant::now();
-            let holder = self.shared.claim_holder();
-            let Some((seq, message)) = store
-                .claim_next(&holder, self.shared.lease)
-                .await
-                .map_err(kesoku_core::GatewayError::from)?
-            else {
-                break;
-            };
-            self.shared
-                .sessions
-                .saw_user_message(&message.session_id, seq);
+        while let Some(claimed) = Claimed::next(&self.shared).await? {
             let agent = self.clone();
-            // The database's clock started the lease after `requested_at`.
-            let valid_until = requested_at + self.shared.lease;
             turns.spawn(async move {
-                if let Err(e) = claim::run_claimed(
-                    &agent.shared,
-                    holder,
-                    message,
-                    seq,
-                    None,
-                    permit,
-                    valid_until,
-                )
-                .await
-                {
+                if let Err(e) = claimed.run(&agent.shared).await {
                     tracing::error!(error = %ErrorChain(&e), "a turn failed to run");
                 }
             });

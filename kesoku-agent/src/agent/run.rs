@@ -1,12 +1,14 @@
 //! One turn's IO: load the history (only what is new since the session's
-//! last turn here, see `sessions.rs`), heal orphaned calls, then follow
-//! the turn's rules (`machine.rs`): post what they say to post, ask the
-//! model, run the calls, and settle the prompt as they decide.
+//! last turn here, see `sessions.rs`), post what answers the calls it left
+//! without results (as `heal.rs` decides), then follow the turn's rules
+//! (`machine.rs`): post what they say to post, ask the model, run the
+//! calls, and settle the prompt as they decide.
 //!
 //! Interruption is immediate: the model call in flight is dropped, calls
 //! not started get aborted results, and calls waiting are cancelled
 //! through the context's token; every call still gets exactly one result.
 
+use std::collections::HashMap;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -22,9 +24,11 @@ use kesoku_core::{Delta, DeltaKind, ErrorChain};
 
 use super::approval::{self, ApprovalCheck, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
+use super::clock::Clock;
 use super::compaction::Compaction;
 use super::fit::{self, Fitted};
-use super::machine::{Ask, Call, Clock, Decision, Finish, Machine, Next, Stamp};
+use super::heal::heal;
+use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Setup};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
@@ -39,14 +43,6 @@ use kesoku_llm::{StreamEvent, ToolDeclaration};
 /// The most refusals as too long one model call takes before it fails
 /// (each round at least halves the request).
 const MAX_REFUSALS: usize = 24;
-
-/// The machine's ids and times in a live turn: `Message::new`'s (version 7 UUIDs).
-fn wall_clock() -> Clock {
-    Clock::new(|| Stamp {
-        id: uuid::Uuid::now_v7().to_string(),
-        at: chrono::Utc::now(),
-    })
-}
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end,
 /// from `at_claim` when its claim brought the session's view up to date.
@@ -148,14 +144,20 @@ impl Turn<'_> {
     }
 
     async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
+        let clock = Clock::wall();
         let mut view = self.load_view().await?;
+        let decisions = self.heal(&clock, &mut view).await?;
         // The turn adds to the view as it goes; what it stored is read
         // back, in the store's order, by the next turn, unless the turn
         // knows it already (below).
         view.mark();
         let from = view.seq;
         self.stored = Some(Vec::new());
-        let finish = self.drive(&mut view).await;
+        let decisions = decisions
+            .iter()
+            .map(|(id, v)| (id.as_str(), v.clone()))
+            .collect();
+        let finish = self.drive(clock, &mut view, &decisions).await;
         view.rewind();
         // Kept before the last write releases the lease, for the
         // session's next turn here, which may start at once.
@@ -189,21 +191,20 @@ impl Turn<'_> {
     /// history, which the turn's posts are added to) until it finishes;
     /// how, with the posts of that last decision, which the turn's last
     /// write makes (`finish`).
-    async fn drive(&mut self, view: &mut View) -> Result<(Finish, Vec<Message>), AgentError> {
-        let decisions =
-            approval_in_turn::decisions(self.shared, &self.user.id, &view.messages).await?;
-        let decided: std::collections::HashMap<&str, Verdict> = decisions
-            .iter()
-            .map(|(id, v)| (id.as_str(), v.clone()))
-            .collect();
-        let mut decision = Machine::start(
-            wall_clock(),
-            &self.user,
-            self.answer_shape.clone(),
-            self.shared.max_steps,
-            &view.messages,
-            &decided,
-        );
+    async fn drive(
+        &mut self,
+        clock: Clock,
+        view: &mut View,
+        decisions: &HashMap<&str, Verdict>,
+    ) -> Result<(Finish, Vec<Message>), AgentError> {
+        let setup = Setup {
+            clock,
+            answer_shape: self.answer_shape.clone(),
+            max_steps: self.shared.max_steps,
+            prompt_seq: self.seq,
+            approval_wait: self.shared.approval_deadline,
+        };
+        let mut decision = Machine::start(setup, &self.user, &view.messages, decisions);
         // Made when first needed: a turn found answered, or interrupted
         // before it began, reads no tools and makes no workspace.
         let mut runner = None;
@@ -211,8 +212,7 @@ impl Turn<'_> {
             if let Next::Finish(finish) = decision.next {
                 return Ok((finish, decision.post));
             }
-            for mut m in decision.post {
-                approval_in_turn::stamp(self.shared, self.seq, &mut m);
+            for m in decision.post {
                 self.post(m.clone()).await?;
                 view.push(m);
             }
@@ -236,16 +236,15 @@ impl Turn<'_> {
                         }
                     }
                 }
-                Next::Run(run) => {
+                Next::Run(mut run) => {
                     let runner = match &runner {
                         Some(runner) => runner,
                         None => runner.insert(self.runner().await?),
                     };
-                    let calls = self
-                        .in_flight
-                        .claim(self.shared, self.holder, run.calls())
+                    self.in_flight
+                        .begin(self.shared, self.holder, &mut run)
                         .await?;
-                    let mut results = self.execute(runner, &calls).await;
+                    let mut results = self.execute(runner, run.calls()).await;
                     self.shared.metrics.tool_calls(&results);
                     self.count_tools_usage(&mut results);
                     run.results(results)
@@ -301,8 +300,9 @@ impl Turn<'_> {
 
     /// The session's history for the model: the view kept from its last
     /// turn here, brought up to date with what was stored since, else
-    /// what the store holds of it that the model may be shown (`tail.rs`);
-    /// with every unanswered call healed.
+    /// what the store holds of it that the model may be shown (`tail.rs`).
+    /// A kept view never has a call left without a result: a view that
+    /// would is read from the store.
     async fn load_view(&mut self) -> Result<View, AgentError> {
         let session = self.user.session_id.clone();
         let store = self.shared.gateway.store();
@@ -327,22 +327,41 @@ impl Turn<'_> {
         }
         let history = self.read_cold().await?;
         self.note_prompts(&history);
-        let view = View::new(history);
+        Ok(View::new(history))
+    }
+
+    /// Reads the decisions on the `view`'s calls waiting for a person, and
+    /// posts what answers its other calls left without results, as
+    /// `heal.rs` decides; the view is then read again, so each result
+    /// stands after its call. The decisions, by call id.
+    async fn heal(
+        &mut self,
+        clock: &Clock,
+        view: &mut View,
+    ) -> Result<HashMap<String, Verdict>, AgentError> {
         if !view.has_orphans() {
-            return Ok(view);
+            return Ok(HashMap::new());
         }
-        let decided =
-            approval_in_turn::decided_elsewhere(&**store, &view.messages, &self.user.id).await?;
-        let (healed, moved_on) = approval_in_turn::heal(&view.messages, &self.user.id, &decided);
-        if healed.is_empty() {
-            return Ok(view);
+        let decisions: HashMap<String, Verdict> =
+            approval_in_turn::decisions(self.shared, &view.messages)
+                .await?
+                .into_iter()
+                .collect();
+        let by_id = decisions
+            .iter()
+            .map(|(id, v)| (id.as_str(), v.clone()))
+            .collect();
+        let healing = heal(clock, &self.user.id, &view.messages, &by_id);
+        if healing.results.is_empty() {
+            return Ok(decisions);
         }
-        for result in healed {
+        for result in healing.results {
             self.post(result).await?;
         }
-        approval_in_turn::interrupt_moved_on(&**store, moved_on).await?;
-        // Read again, so each healed result stands after its call.
-        Ok(View::new(self.read_cold().await?))
+        let store = self.shared.gateway.store();
+        approval_in_turn::interrupt_moved_on(&**store, healing.moved_on).await?;
+        *view = View::new(self.read_cold().await?);
+        Ok(decisions)
     }
 
     /// The session as the store holds it, for a view: its end the model
