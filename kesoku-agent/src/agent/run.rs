@@ -19,14 +19,12 @@ use kesoku_core::{
 };
 use tracing::Instrument;
 
-use futures_util::StreamExt as _;
-use kesoku_core::{Delta, DeltaKind, ErrorChain};
+use kesoku_core::ErrorChain;
 
 use super::approval::{self, ApprovalCheck, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
 use super::clock::Clock;
-use super::compaction::Compaction;
-use super::fit::{self, Fitted};
+use super::fit;
 use super::heal::heal;
 use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Setup};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
@@ -38,11 +36,7 @@ use super::tail;
 use super::view::View;
 use super::workspace::workspace;
 use crate::telemetry;
-use kesoku_llm::{StreamEvent, ToolDeclaration};
-
-/// The most refusals as too long one model call takes before it fails
-/// (each round at least halves the request).
-const MAX_REFUSALS: usize = 24;
+use kesoku_llm::ToolDeclaration;
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end,
 /// from `at_claim` when its claim brought the session's view up to date.
@@ -415,154 +409,6 @@ impl Turn<'_> {
         Ok(ctx)
     }
 
-    /// One model call on the view, compacted first when it passes its
-    /// budget; after the provider refused it as too long, compacted again
-    /// by what the refusal taught, and asked again, until a request is
-    /// accepted or nothing more can be cut (the refusal is then the
-    /// call's error). `None` when a newer user message arrived first.
-    async fn ask_fitted(
-        &mut self,
-        view: &mut View,
-        step: usize,
-    ) -> Result<Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>>, AgentError> {
-        let overhead = self.overhead;
-        let mut refused = None;
-        for _ in 0..MAX_REFUSALS {
-            // A summary is a model call: a newer prompt interrupts it too
-            // (the view is changed only once it is made).
-            let fitted = tokio::select! {
-                biased;
-                () = self.slot.newer_than(self.seq) => return Ok(None),
-                fitted = fit::fit(self.shared, view, &self.user, overhead, refused.is_some()) => fitted,
-            };
-            match fitted {
-                // Stored, not part of the turn's answer (as a turn read
-                // back from the store shows it).
-                Fitted::Compacted(Some(summary)) => {
-                    post(self.shared, self.holder, &summary).await?;
-                }
-                Fitted::Compacted(None) => {}
-                Fitted::Unchanged => {
-                    if let Some(e) = refused {
-                        return Ok(Some(Err(e)));
-                    }
-                }
-            }
-            let (_, raw) = view.estimate(overhead);
-            match self.ask(&view.messages, step).await {
-                Some(Ok(mut reply)) => {
-                    fit::stamp(&mut reply, raw);
-                    return Ok(Some(Ok(reply)));
-                }
-                Some(Err(e @ kesoku_llm::LlmError::ContextOverflow { tokens, limit, .. }))
-                    if !matches!(self.shared.compaction, Compaction::Off) =>
-                {
-                    tracing::warn!(
-                        ?tokens,
-                        ?limit,
-                        "the model refused the request as too long; compacting and asking again"
-                    );
-                    fit::learn(self.shared, view, raw, tokens, limit);
-                    refused = Some(e);
-                }
-                other => return Ok(other),
-            }
-        }
-        Ok(refused.map(Err))
-    }
-
-    /// One model call; `None` when a newer user message arrived first (the
-    /// call is dropped).
-    async fn ask(
-        &self,
-        view: &[Message],
-        step: usize,
-    ) -> Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>> {
-        let shared = self.shared;
-        let options = self.options.as_ref().unwrap_or(&shared.options);
-        let streams = shared.streaming && shared.llm.streams();
-        let span = telemetry::model_span(
-            shared.llm.provider(),
-            shared.llm.base_url(),
-            options,
-            &self.user.session_id,
-            Some(step),
-            streams,
-        );
-        if shared.capture_content {
-            telemetry::record_input(&span, view);
-        }
-        let call = self.reply(view, &span).instrument(span.clone());
-        let requested_at = std::time::Instant::now();
-        let reply = tokio::select! {
-            biased;
-            () = self.slot.newer_than(self.seq) => return None,
-            reply = call => reply,
-        };
-        shared.metrics.model_call(
-            shared.llm.provider(),
-            shared.llm.base_url(),
-            &options.model,
-            &reply,
-            requested_at.elapsed(),
-        );
-        match &reply {
-            Ok(turn) => telemetry::record_reply(&span, turn, shared.capture_content),
-            Err(e) => telemetry::record_error(&span, e),
-        }
-        Some(reply)
-    }
-
-    /// The model's reply: streamed when the model streams and the agent
-    /// does (each piece published to the gateway's delta listeners as it
-    /// comes), else completed. Either way, one turn.
-    async fn reply(
-        &self,
-        view: &[Message],
-        span: &tracing::Span,
-    ) -> Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError> {
-        let shared = self.shared;
-        let session = &self.user.session_id;
-        let options = self.options.as_ref().unwrap_or(&shared.options);
-        if !(shared.streaming && shared.llm.streams()) {
-            return shared
-                .llm
-                .complete(session, view, &self.declarations, options)
-                .await;
-        }
-        let mut events = shared
-            .llm
-            .stream(session, view, &self.declarations, options);
-        let gateway = &shared.gateway;
-        let requested_at = std::time::Instant::now();
-        let mut first = true;
-        while let Some(event) = events.next().await {
-            // A chunk came only when the event is one: a refusal (a 401)
-            // is an error before any.
-            if event.is_ok() && std::mem::take(&mut first) {
-                telemetry::record_first_chunk(span, requested_at.elapsed());
-            }
-            let kind = match event? {
-                StreamEvent::Done(turn) => return Ok(turn),
-                StreamEvent::Text(t) => DeltaKind::Text(t),
-                StreamEvent::Thought(t) => DeltaKind::Thought(t),
-                StreamEvent::ToolCallStart { index, id, name } => {
-                    DeltaKind::ToolCall { index, id, name }
-                }
-                StreamEvent::ToolCallArguments { index, delta } => {
-                    DeltaKind::ToolArguments { index, delta }
-                }
-                _ => continue,
-            };
-            gateway.publish(Delta::new(session.clone(), kind).replying_to(self.user.id.clone()));
-        }
-        // A stream ends with its turn or an error; this is neither.
-        Err(kesoku_llm::LlmError::Stream {
-            provider: shared.llm.provider(),
-            message: "the stream ended without a turn".into(),
-        })
-    }
-
     /// Stores the tokens of the model calls the step's tools made (through
     /// the turn's [`TurnModel`](crate::tools::TurnModel)) with its first
     /// result, as a model call's are with its first message, so that
@@ -717,3 +563,5 @@ impl Turn<'_> {
         Ok(outcome)
     }
 }
+
+mod model;
