@@ -65,7 +65,8 @@ pub mod llm {
     #[cfg(feature = "agent")]
     pub use kesoku_agent::{
         Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Decided,
-        PendingApproval, ResumeError, TurnOutcome, TurnStatus, Verdict,
+        HookError, HookFailure, HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError,
+        ToolGate, TurnOutcome, TurnStatus, Verdict,
     };
     pub use kesoku_llm::*;
 }

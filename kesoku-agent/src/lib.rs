@@ -54,6 +54,7 @@ pub mod tools;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Compacted, Compaction,
-    CompactionFuture, CompactionRequest, CompactionStrategy, Decided, PendingApproval, ResumeError,
-    TurnOutcome, TurnStatus, Typed, TypedError, Verdict,
+    CompactionFuture, CompactionRequest, CompactionStrategy, Decided, HookError, HookFailure,
+    HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError, ToolGate, TurnOutcome,
+    TurnStatus, Typed, TypedError, Verdict,
 };

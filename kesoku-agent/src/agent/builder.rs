@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 
 use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
 use super::compaction::Compaction;
+use super::hooks::Hooks;
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
 use super::toolset::Toolset;
@@ -45,6 +46,7 @@ pub struct AgentBuilder {
     max_parallel_calls: usize,
     max_uses_per_turn: Option<usize>,
     compaction: Compaction,
+    hooks: Vec<Arc<dyn Hooks>>,
     context_window: Option<u64>,
     name: String,
     capture_content: bool,
@@ -81,6 +83,7 @@ impl AgentBuilder {
             max_steps: 8,
             output_repairs: 1,
             compaction: Compaction::default(),
+            hooks: Vec::new(),
             context_window: None,
             name: "kesoku".into(),
             capture_content: false,
@@ -247,6 +250,36 @@ impl AgentBuilder {
     /// ```
     pub fn compaction(mut self, compaction: Compaction) -> Self {
         self.compaction = compaction;
+        self
+    }
+
+    /// Adds a hook: user code before and after each model call and tool
+    /// call, and at each turn's end ([`Hooks`]). Several run in the order
+    /// they were added.
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, HookFuture, Hooks, ModelRequest};
+    /// use kesoku_llm::{AssistantTurn, ScriptedLlm};
+    ///
+    /// /// Keeps every model call's answer short.
+    /// struct Brief;
+    ///
+    /// impl Hooks for Brief {
+    ///     fn before_model<'a>(
+    ///         &'a self,
+    ///         request: &'a mut ModelRequest<'_>,
+    ///     ) -> HookFuture<'a, Option<AssistantTurn>> {
+    ///         request.options.max_tokens = request.options.max_tokens.min(256);
+    ///         Box::pin(async { Ok(None) })
+    ///     }
+    /// }
+    ///
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Hi."}])).unwrap();
+    /// let agent = Agent::builder(model).hook(Brief).build().unwrap();
+    /// # drop(agent);
+    /// ```
+    pub fn hook(mut self, hook: impl Hooks) -> Self {
+        self.hooks.push(Arc::new(hook));
         self
     }
 
@@ -432,6 +465,7 @@ impl AgentBuilder {
                 max_steps: self.max_steps,
                 output_repairs: self.output_repairs,
                 compaction: self.compaction,
+                hooks: self.hooks,
                 context_window: self.context_window,
                 learned_window: std::sync::atomic::AtomicU64::new(0),
                 name: self.name,

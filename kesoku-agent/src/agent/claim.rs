@@ -22,7 +22,7 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Backoff, ErrorChain, GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
-use super::posts::{Ending, end_panicked};
+use super::posts::{Ending, end_panicked, panic_message};
 use super::retry::{retried, retried_store};
 use super::run::turn;
 use super::sessions::{Slot, ViewAtClaim};
@@ -423,15 +423,6 @@ async fn run_leased(
         }
     };
     (outcome, ending.released.load(Ordering::Acquire))
-}
-
-/// A panic's message, when it has one.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Gives up the session's lease unless the turn did (`released`), tried

@@ -41,7 +41,7 @@ use kesoku_llm::{AssistantTurn, LlmError, StopReason};
 
 use super::approval::{self, Approval, Verdict};
 use super::clock::Clock;
-use super::outcome::TurnStatus;
+use super::outcome::{HookFailure, TurnStatus};
 use super::typed;
 use super::view::{healing_result, orphans};
 
@@ -144,7 +144,7 @@ pub(crate) struct Run {
     calls: Vec<Call>,
     /// Calls of the step stored as waiting for a person: with some, the
     /// turn pauses after these results.
-    held: usize,
+    held: Vec<Message>,
     /// Results of calls that will not run (refused by the policy, or
     /// denied by a person), posted before the step's others.
     refused: Vec<Message>,
@@ -159,6 +159,8 @@ pub(crate) struct Finish {
     pub(crate) settle: Status,
     /// The model call's error that failed the turn.
     pub(crate) error: Option<LlmError>,
+    /// The hook that failed the turn.
+    pub(crate) hook_error: Option<HookFailure>,
 }
 
 impl Finish {
@@ -168,6 +170,7 @@ impl Finish {
             answer,
             settle,
             error: None,
+            hook_error: None,
         }
     }
 
@@ -232,7 +235,7 @@ impl Machine {
                 next: Next::Run(Run {
                     machine,
                     calls: run,
-                    held: 0,
+                    held: Vec::new(),
                     refused: post,
                 }),
             };
@@ -541,7 +544,7 @@ impl Machine {
         }
         let mut calls: Vec<Call> = Vec::with_capacity(turn.calls.len());
         let mut denied = Vec::new();
-        let mut held = 0;
+        let mut held = Vec::new();
         for call in turn.calls {
             let mut m = machine.answering(call.message, Status::Responded);
             let name = &call.request.name;
@@ -565,7 +568,7 @@ impl Machine {
                 Approval::Allow => calls.push((call.request, m.clone())),
                 Approval::Ask => {
                     machine.hold(&mut m);
-                    held += 1;
+                    held.push(m.clone());
                 }
                 Approval::Deny(reason) => {
                     denied.push(machine.clock.stamp(approval::refused_result(
@@ -660,8 +663,19 @@ impl Run {
     /// run), and a result of no call here is kept, after them. Then the
     /// next step.
     pub(crate) fn results(mut self, results: Vec<Message>) -> Decision {
+        let post = self.paired(results, healing_result);
+        if !self.held.is_empty() {
+            return Decision::finish(post, Finish::pause());
+        }
+        self.machine.next_step(post)
+    }
+
+    /// The step's results to post: the refused ones, then one per call in
+    /// call order (`missing`'s for a call `results` has none of), then any
+    /// result of no call here.
+    fn paired(&mut self, results: Vec<Message>, missing: fn(&Message) -> Message) -> Vec<Message> {
         let mut results: Vec<Option<Message>> = results.into_iter().map(Some).collect();
-        let mut post = Vec::with_capacity(self.calls.len());
+        let mut post = Vec::with_capacity(self.calls.len() + self.refused.len());
         post.append(&mut self.refused);
         for (_, call) in &self.calls {
             let mine = results
@@ -671,13 +685,10 @@ impl Run {
                         .is_some_and(|r| r.parent_id.as_deref() == Some(call.id.as_str()))
                 })
                 .and_then(Option::take);
-            post.push(mine.unwrap_or_else(|| self.machine.clock.stamp(healing_result(call))));
+            post.push(mine.unwrap_or_else(|| self.machine.clock.stamp(missing(call))));
         }
         post.extend(results.into_iter().flatten());
-        if self.held > 0 {
-            return Decision::finish(post, Finish::pause());
-        }
-        self.machine.next_step(post)
+        post
     }
 }
 
@@ -695,6 +706,7 @@ fn request_of(call: &Message) -> ToolRequest {
 
 #[cfg(test)]
 mod held_tests;
+mod hooked;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

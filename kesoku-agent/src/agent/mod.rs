@@ -21,6 +21,8 @@ mod clock;
 mod compaction;
 mod fit;
 mod heal;
+mod hooks;
+mod hooks_in_turn;
 mod machine;
 mod outcome;
 mod posts;
@@ -50,7 +52,8 @@ use claim::Claimed;
 pub use compaction::{
     Compacted, Compaction, CompactionFuture, CompactionRequest, CompactionStrategy,
 };
-pub use outcome::{AgentError, ResumeError, TurnOutcome, TurnStatus};
+pub use hooks::{HookError, HookFuture, Hooks, ModelRequest, ToolGate};
+pub use outcome::{AgentError, HookFailure, ResumeError, TurnOutcome, TurnStatus};
 use shared::Shared;
 pub use typed::{Typed, TypedError};
 

@@ -50,6 +50,31 @@ pub struct TurnOutcome {
     /// turn that did not fail, or one read back from the store (its note's
     /// metadata holds the error's text).
     pub error: Option<kesoku_llm::LlmError>,
+    /// Why the turn [`Failed`](TurnStatus::Failed), when a hook failed it
+    /// here ([`Hooks`](super::Hooks)). `None` otherwise, and for a turn
+    /// read back from the store (its note names the hook).
+    pub hook_error: Option<HookFailure>,
+}
+
+/// A hook that failed a turn: its [`name`](super::Hooks::name), and its
+/// error (or its panic's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the hook `{hook}` failed: {error}")]
+#[non_exhaustive]
+pub struct HookFailure {
+    /// The hook's name.
+    pub hook: String,
+    /// Its error, with its causes, or what its panic said.
+    pub error: String,
+}
+
+impl HookFailure {
+    pub(crate) fn new(hook: &str, error: String) -> Self {
+        HookFailure {
+            hook: hook.to_owned(),
+            error,
+        }
+    }
 }
 
 impl TurnOutcome {
@@ -202,5 +227,6 @@ pub(crate) fn outcome_from_history(
         answer,
         messages,
         error: None,
+        hook_error: None,
     }
 }

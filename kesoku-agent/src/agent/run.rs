@@ -26,7 +26,8 @@ use super::approval_in_turn::{self, ApprovedInFlight};
 use super::clock::Clock;
 use super::fit;
 use super::heal::heal;
-use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Setup};
+use super::hooks_in_turn;
+use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Run, Setup};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
@@ -81,6 +82,11 @@ pub(crate) async fn turn(
     };
     let outcome = turn.run().instrument(span.clone()).await;
     slot.set_running(0);
+    if let Ok(outcome) = &outcome
+        && !shared.hooks.is_empty()
+    {
+        hooks_in_turn::turn_end(&shared.hooks, &turn.user.session_id, outcome).await;
+    }
     // Once, at the end: a bridge would keep each value recorded.
     span.record("kesoku.steps", telemetry::int(turn.steps));
     match &outcome {
@@ -97,6 +103,14 @@ pub(crate) async fn turn(
         }
     }
     outcome
+}
+
+/// Why a model call gave no reply.
+enum CallError {
+    /// The model's (after the backend's retries).
+    Model(kesoku_llm::LlmError),
+    /// A hook's, before or after it.
+    Hook(super::outcome::HookFailure),
 }
 
 struct Turn<'a> {
@@ -220,14 +234,7 @@ impl Turn<'_> {
                         if runner.is_none() {
                             runner = Some(self.runner().await?);
                         }
-                        match self.ask_fitted(view, ask.step()).await? {
-                            None => ask.interrupted(),
-                            Some(Ok(reply)) => self.replied(ask, reply),
-                            Some(Err(e)) => {
-                                tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
-                                ask.failed(&e)
-                            }
-                        }
+                        self.model_step(ask, view).await?
                     }
                 }
                 Next::Run(mut run) => {
@@ -238,12 +245,46 @@ impl Turn<'_> {
                     self.in_flight
                         .begin(self.shared, self.holder, &mut run)
                         .await?;
-                    let mut results = self.execute(runner, run.calls()).await;
-                    self.shared.metrics.tool_calls(&results);
-                    self.count_tools_usage(&mut results);
-                    run.results(results)
+                    self.tools_step(runner, run).await
                 }
             };
+        }
+    }
+
+    /// The machine's decision on a model call of the fitted `view`.
+    async fn model_step(&mut self, ask: Ask, view: &mut View) -> Result<Decision, AgentError> {
+        Ok(match self.ask_fitted(view, ask.step()).await? {
+            None => ask.interrupted(),
+            Some(Ok(reply)) => self.replied(ask, reply),
+            Some(Err(CallError::Model(e))) => {
+                tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
+                ask.failed(&e)
+            }
+            Some(Err(CallError::Hook(failure))) => {
+                tracing::warn!(error = %failure, "a hook failed; the turn ends");
+                ask.hook_failed(failure)
+            }
+        })
+    }
+
+    /// The machine's decision on the results of `run`'s calls, run by
+    /// `runner` between the hooks' before and after.
+    async fn tools_step(&mut self, runner: &ToolRunner, mut run: Run) -> Decision {
+        let hooks = &self.shared.hooks;
+        let session = &self.user.session_id;
+        if let Err(failure) = hooks_in_turn::before_tools(hooks, session, &mut run).await {
+            tracing::warn!(error = %failure, "a hook failed; the turn ends");
+            return run.hook_failed(Vec::new(), failure);
+        }
+        let mut results = self.execute(runner, run.calls()).await;
+        self.shared.metrics.tool_calls(&results);
+        self.count_tools_usage(&mut results);
+        match hooks_in_turn::after_tools(hooks, run.calls(), &mut results).await {
+            Ok(()) => run.results(results),
+            Err(failure) => {
+                tracing::warn!(error = %failure, "a hook failed; the turn ends");
+                run.hook_failed(results, failure)
+            }
         }
     }
 
@@ -477,6 +518,7 @@ impl Turn<'_> {
             answer,
             messages: std::mem::take(&mut self.posted),
             error: None,
+            hook_error: None,
         }
     }
 
@@ -560,6 +602,7 @@ impl Turn<'_> {
         }
         let mut outcome = self.outcome(finish.status, finish.answer);
         outcome.error = finish.error;
+        outcome.hook_error = finish.hook_error;
         Ok(outcome)
     }
 }

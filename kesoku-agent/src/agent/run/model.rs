@@ -5,12 +5,13 @@
 
 use futures_util::StreamExt as _;
 use kesoku_core::{Delta, DeltaKind, Message};
-use kesoku_llm::StreamEvent;
+use kesoku_llm::{AssistantTurn, LlmError, LlmOptions, StreamEvent};
 use tracing::Instrument;
 
-use super::Turn;
+use super::{CallError, Turn};
 use crate::agent::compaction::Compaction;
 use crate::agent::fit::{self, Fitted};
+use crate::agent::hooks_in_turn;
 use crate::agent::outcome::AgentError;
 use crate::agent::posts::post;
 use crate::agent::view::View;
@@ -30,7 +31,7 @@ impl Turn<'_> {
         &mut self,
         view: &mut View,
         step: usize,
-    ) -> Result<Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>>, AgentError> {
+    ) -> Result<Option<Result<AssistantTurn, CallError>>, AgentError> {
         let overhead = self.overhead;
         let mut refused = None;
         for _ in 0..MAX_REFUSALS {
@@ -50,7 +51,7 @@ impl Turn<'_> {
                 Fitted::Compacted(None) => {}
                 Fitted::Unchanged => {
                     if let Some(e) = refused {
-                        return Ok(Some(Err(e)));
+                        return Ok(Some(Err(CallError::Model(e))));
                     }
                 }
             }
@@ -60,9 +61,9 @@ impl Turn<'_> {
                     fit::stamp(&mut reply, raw);
                     return Ok(Some(Ok(reply)));
                 }
-                Some(Err(e @ kesoku_llm::LlmError::ContextOverflow { tokens, limit, .. }))
-                    if !matches!(self.shared.compaction, Compaction::Off) =>
-                {
+                Some(Err(CallError::Model(
+                    e @ LlmError::ContextOverflow { tokens, limit, .. },
+                ))) if !matches!(self.shared.compaction, Compaction::Off) => {
                     tracing::warn!(
                         ?tokens,
                         ?limit,
@@ -74,18 +75,60 @@ impl Turn<'_> {
                 other => return Ok(other),
             }
         }
-        Ok(refused.map(Err))
+        Ok(refused.map(|e| Err(CallError::Model(e))))
     }
 
-    /// One model call; `None` when a newer user message arrived first (the
-    /// call is dropped).
-    async fn ask(
+    /// One model call, between the hooks' before and after (a hook's reply
+    /// stands for the model's); `None` when a newer user message arrived
+    /// first (the call is dropped).
+    async fn ask(&self, view: &[Message], step: usize) -> Option<Result<AssistantTurn, CallError>> {
+        let shared = self.shared;
+        let options = self.options.as_ref().unwrap_or(&shared.options);
+        if shared.hooks.is_empty() {
+            return self
+                .call(view, step, options)
+                .await
+                .map(|r| r.map_err(CallError::Model));
+        }
+        // The hooks change this call's options, not the turn's.
+        let mut options = options.clone();
+        let before = hooks_in_turn::before_model(
+            &shared.hooks,
+            &self.user.session_id,
+            step,
+            view,
+            &self.declarations,
+            &mut options,
+        );
+        let given = tokio::select! {
+            biased;
+            () = self.slot.newer_than(self.seq) => return None,
+            given = before => given,
+        };
+        let reply = match given {
+            Err(failure) => return Some(Err(CallError::Hook(failure))),
+            Ok(Some(reply)) => reply,
+            Ok(None) => match self.call(view, step, &options).await? {
+                Ok(reply) => reply,
+                Err(e) => return Some(Err(CallError::Model(e))),
+            },
+        };
+        let after = hooks_in_turn::after_model(&shared.hooks, &self.user.session_id, &reply);
+        Some(match after.await {
+            Ok(()) => Ok(reply),
+            Err(failure) => Err(CallError::Hook(failure)),
+        })
+    }
+
+    /// The model call itself, with its span and metrics; `None` when a
+    /// newer user message arrived first (the call is dropped).
+    async fn call(
         &self,
         view: &[Message],
         step: usize,
-    ) -> Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>> {
+        options: &LlmOptions,
+    ) -> Option<Result<AssistantTurn, LlmError>> {
         let shared = self.shared;
-        let options = self.options.as_ref().unwrap_or(&shared.options);
         let streams = shared.streaming && shared.llm.streams();
         let span = telemetry::model_span(
             shared.llm.provider(),
@@ -98,7 +141,7 @@ impl Turn<'_> {
         if shared.capture_content {
             telemetry::record_input(&span, view);
         }
-        let call = self.reply(view, &span).instrument(span.clone());
+        let call = self.reply(view, &span, options).instrument(span.clone());
         let requested_at = std::time::Instant::now();
         let reply = tokio::select! {
             biased;
@@ -126,10 +169,10 @@ impl Turn<'_> {
         &self,
         view: &[Message],
         span: &tracing::Span,
-    ) -> Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError> {
+        options: &LlmOptions,
+    ) -> Result<AssistantTurn, LlmError> {
         let shared = self.shared;
         let session = &self.user.session_id;
-        let options = self.options.as_ref().unwrap_or(&shared.options);
         if !(shared.streaming && shared.llm.streams()) {
             return shared
                 .llm
@@ -163,7 +206,7 @@ impl Turn<'_> {
             gateway.publish(Delta::new(session.clone(), kind).replying_to(self.user.id.clone()));
         }
         // A stream ends with its turn or an error; this is neither.
-        Err(kesoku_llm::LlmError::Stream {
+        Err(LlmError::Stream {
             provider: shared.llm.provider(),
             message: "the stream ended without a turn".into(),
         })
