@@ -79,6 +79,9 @@ pub(crate) async fn before_tools(
     session_id: &str,
     run: &mut Run,
 ) -> Result<(), HookFailure> {
+    if hooks.is_empty() {
+        return Ok(());
+    }
     let calls: Vec<Call> = run.calls().to_vec();
     for (request, call) in calls {
         let mut request = request;
@@ -110,6 +113,9 @@ pub(crate) async fn after_tools(
     calls: &[Call],
     results: &mut [Message],
 ) -> Result<(), HookFailure> {
+    if hooks.is_empty() {
+        return Ok(());
+    }
     for result in results {
         let Some((request, _)) = calls
             .iter()
