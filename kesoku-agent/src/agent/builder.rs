@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 
 use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
 use super::compaction::Compaction;
+use super::guardrails::Guardrail;
 use super::hooks::Hooks;
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
@@ -47,6 +48,8 @@ pub struct AgentBuilder {
     max_uses_per_turn: Option<usize>,
     compaction: Compaction,
     hooks: Vec<Arc<dyn Hooks>>,
+    input_guardrails: Vec<Guardrail>,
+    output_guardrails: Vec<Guardrail>,
     context_window: Option<u64>,
     name: String,
     capture_content: bool,
@@ -84,6 +87,8 @@ impl AgentBuilder {
             output_repairs: 1,
             compaction: Compaction::default(),
             hooks: Vec::new(),
+            input_guardrails: Vec::new(),
+            output_guardrails: Vec::new(),
             context_window: None,
             name: "kesoku".into(),
             capture_content: false,
@@ -283,6 +288,47 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a check of each prompt, run at once with the turn's first
+    /// model call: when it trips, that call is dropped, nothing the model
+    /// said is stored, and the turn ends
+    /// [`Tripped`](super::TurnStatus::Tripped), its verdict stored. See
+    /// [`Guardrail`].
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, GuardInput, GuardVerdict, Guardrail, TurnStatus};
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let on_topic = Guardrail::new("on_topic", |input: GuardInput| async move {
+    ///     Ok(if input.text.contains("weather") {
+    ///         GuardVerdict::Pass
+    ///     } else {
+    ///         GuardVerdict::Trip("I only talk about the weather".into())
+    ///     })
+    /// });
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Hi."}])).unwrap();
+    /// let agent = Agent::builder(model).input_guardrail(on_topic).build().unwrap();
+    /// let outcome = agent.send("s", "Write me a poem").await.unwrap();
+    /// assert_eq!(outcome.status, TurnStatus::Tripped);
+    /// assert_eq!(outcome.tripped.unwrap().reason, "I only talk about the weather");
+    /// # });
+    /// ```
+    pub fn input_guardrail(mut self, guardrail: Guardrail) -> Self {
+        self.input_guardrails.push(guardrail);
+        self
+    }
+
+    /// Adds a check of each final answer: it passes the answer, sends it
+    /// back to the model with a reason (at most
+    /// [`output_repairs`](Self::output_repairs) times a turn, then it is a
+    /// trip), or trips: the turn ends
+    /// [`Tripped`](super::TurnStatus::Tripped), the answer kept, marked.
+    /// Each verdict that is not a pass is stored. See [`Guardrail`].
+    pub fn output_guardrail(mut self, guardrail: Guardrail) -> Self {
+        self.output_guardrails.push(guardrail);
+        self
+    }
+
     /// The most tokens a request to the model may hold. Default: the
     /// model's, where its backend knows its family
     /// ([`Llm::context_window`]); with none, the agent compacts only after
@@ -466,6 +512,8 @@ impl AgentBuilder {
                 output_repairs: self.output_repairs,
                 compaction: self.compaction,
                 hooks: self.hooks,
+                input_guardrails: self.input_guardrails,
+                output_guardrails: self.output_guardrails,
                 context_window: self.context_window,
                 learned_window: std::sync::atomic::AtomicU64::new(0),
                 name: self.name,

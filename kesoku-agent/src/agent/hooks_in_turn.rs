@@ -14,10 +14,11 @@ use super::machine::{Call, Run};
 use super::outcome::{HookFailure, TurnOutcome};
 use super::posts::panic_message;
 
-/// Runs `hook`'s future (made by `make`, which may panic too): its error,
-/// or its panic, becomes the failure that names it.
-async fn guarded<'a, T>(
-    hook: &'a dyn Hooks,
+/// Runs the future of the hook or guardrail `name` (made by `make`, which
+/// may panic too): its error, or its panic, becomes the failure that
+/// names it.
+pub(crate) async fn guarded<'a, T>(
+    name: &str,
     make: impl FnOnce() -> HookFuture<'a, T>,
 ) -> Result<T, HookFailure> {
     match AssertUnwindSafe(async move { make().await })
@@ -25,9 +26,9 @@ async fn guarded<'a, T>(
         .await
     {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(HookFailure::new(hook.name(), ErrorChain(&e).to_string())),
+        Ok(Err(e)) => Err(HookFailure::new(name, ErrorChain(&e).to_string())),
         Err(panic) => Err(HookFailure::new(
-            hook.name(),
+            name,
             format!("it panicked: {}", panic_message(&*panic)),
         )),
     }
@@ -51,7 +52,7 @@ pub(crate) async fn before_model(
             tools,
             options: &mut *options,
         };
-        let reply = guarded(&**hook, || hook.before_model(&mut request)).await?;
+        let reply = guarded(hook.name(), || hook.before_model(&mut request)).await?;
         if reply.is_some() {
             return Ok(reply);
         }
@@ -66,7 +67,7 @@ pub(crate) async fn after_model(
     reply: &AssistantTurn,
 ) -> Result<(), HookFailure> {
     for hook in hooks {
-        guarded(&**hook, || hook.after_model(session_id, reply)).await?;
+        guarded(hook.name(), || hook.after_model(session_id, reply)).await?;
     }
     Ok(())
 }
@@ -87,7 +88,7 @@ pub(crate) async fn before_tools(
         let mut request = request;
         let mut rewritten = false;
         for hook in hooks {
-            match guarded(&**hook, || hook.before_tool(session_id, &request)).await? {
+            match guarded(hook.name(), || hook.before_tool(session_id, &request)).await? {
                 ToolGate::Allow => {}
                 ToolGate::Deny(reason) => {
                     run.deny(&call.id, hook.name(), &reason);
@@ -124,7 +125,7 @@ pub(crate) async fn after_tools(
             continue;
         };
         for hook in hooks {
-            guarded(&**hook, || hook.after_tool(request, &mut *result)).await?;
+            guarded(hook.name(), || hook.after_tool(request, &mut *result)).await?;
         }
     }
     Ok(())
@@ -134,7 +135,7 @@ pub(crate) async fn after_tools(
 /// it ended: a failure is logged, and the next hooks are still shown it.
 pub(crate) async fn turn_end(hooks: &[Arc<dyn Hooks>], session_id: &str, outcome: &TurnOutcome) {
     for hook in hooks {
-        if let Err(failure) = guarded(&**hook, || hook.turn_end(session_id, outcome)).await {
+        if let Err(failure) = guarded(hook.name(), || hook.turn_end(session_id, outcome)).await {
             tracing::warn!(session_id, error = %failure, "a hook failed at the end of a turn");
         }
     }

@@ -35,13 +35,14 @@ use std::time::Duration;
 
 use kesoku_core::store::Seq;
 use kesoku_core::{
-    ErrorChain, Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
+    Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
 };
 use kesoku_llm::{AssistantTurn, LlmError, StopReason};
 
 use super::approval::{self, Approval, Verdict};
 use super::clock::Clock;
-use super::outcome::{HookFailure, TurnStatus};
+use super::guardrails::GuardVerdict;
+use super::outcome::{GUARDRAIL, HookFailure, Tripped, TurnStatus};
 use super::typed;
 use super::view::{healing_result, orphans};
 
@@ -68,6 +69,9 @@ pub(crate) struct Setup {
     /// How long a call waits for a person before a sweep answers it as
     /// denied; `None`, as long as it takes.
     pub(crate) approval_wait: Option<Duration>,
+    /// How many more answers the model may give after an output
+    /// guardrail sent one back.
+    pub(crate) guard_retries: usize,
 }
 
 impl Setup {
@@ -84,6 +88,7 @@ impl Setup {
             max_steps,
             prompt_seq: 0,
             approval_wait: None,
+            guard_retries: 1,
         }
     }
 }
@@ -96,6 +101,10 @@ pub(crate) struct Machine {
     /// Where the prompt is stored, and how long a held call waits.
     prompt_seq: Seq,
     approval_wait: Option<Duration>,
+    /// Answers an output guardrail may still send back (counted from the
+    /// store, as repairs are), and its verdict on the reply being read.
+    guard_retries: usize,
+    guarded: Option<(String, GuardVerdict)>,
     session: String,
     /// The id of the user message the turn answers.
     prompt: String,
@@ -161,6 +170,8 @@ pub(crate) struct Finish {
     pub(crate) error: Option<LlmError>,
     /// The hook that failed the turn.
     pub(crate) hook_error: Option<HookFailure>,
+    /// The guardrail that stopped it.
+    pub(crate) tripped: Option<Tripped>,
 }
 
 impl Finish {
@@ -171,6 +182,7 @@ impl Finish {
             settle,
             error: None,
             hook_error: None,
+            tripped: None,
         }
     }
 
@@ -251,12 +263,15 @@ impl Machine {
             max_steps,
             prompt_seq,
             approval_wait,
+            guard_retries,
         } = setup;
         let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
         Machine {
             clock,
             prompt_seq,
             approval_wait,
+            guard_retries,
+            guarded: None,
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),
             max_steps,
@@ -275,8 +290,14 @@ impl Machine {
         let given = history
             .iter()
             .filter(answers)
-            .filter(|m| typed::is_feedback(m))
+            .filter(|m| typed::is_feedback(m) && !m.metadata.contains_key(GUARDRAIL))
             .count();
+        let sent_back = history
+            .iter()
+            .filter(answers)
+            .filter(|m| typed::is_feedback(m) && m.metadata.contains_key(GUARDRAIL))
+            .count();
+        self.guard_retries = self.guard_retries.saturating_sub(sent_back);
         let mut uses = HashMap::new();
         for call in history
             .iter()
@@ -371,6 +392,9 @@ impl Machine {
         }
         if last.metadata.contains_key("error") {
             return Some(Finish::new(TurnStatus::Failed, None, Status::Error));
+        }
+        if let Some(tripped) = Tripped::of(last) {
+            return Some(Finish::tripped(tripped));
         }
         let answer = (!last.metadata.contains_key("step_limit")).then(|| last.content.clone());
         Some(Finish::new(
@@ -520,11 +544,7 @@ impl Machine {
             let note = machine.feedback(&error, cut);
             return machine.next_step(vec![given, note]);
         }
-        let text = answer.as_ref().map(|m| m.content.clone());
-        Decision::finish(
-            answer.into_iter().collect(),
-            Finish::new(TurnStatus::Completed, text, Status::Processed),
-        )
+        machine.complete(answer)
     }
 
     /// A reply with calls: its text (if not empty) and each call are
@@ -589,44 +609,6 @@ impl Machine {
                 refused: denied,
             }),
         }
-    }
-}
-
-impl Ask {
-    /// The model call failed (after the backend's retries): a note says
-    /// why, and the turn fails.
-    pub(crate) fn failed(self, error: &LlmError) -> Decision {
-        // The whole chain: a note is read where no chain is printed.
-        let said = ErrorChain(error);
-        let text = if matches!(error, LlmError::ContextOverflow { .. }) {
-            // The same request would be refused again: say what to change.
-            format!(
-                "The model refused the request as longer than its context window ({said}), and \
-                 no more of the session could be left out of it (the running turn is always \
-                 sent whole), so this turn stopped. Send a shorter prompt, set the agent's \
-                 compaction (AgentBuilder::compaction) if it is off, or continue in a new session."
-            )
-        } else {
-            format!("The model call failed, so this turn stopped: {said}")
-        };
-        let mut m = self.0.note(Role::Assistant, text, Status::Pending);
-        m.metadata.insert("error".into(), said.to_string().into());
-        let mut finish = Finish::new(TurnStatus::Failed, None, Status::Error);
-        finish.error = Some(error.clone());
-        Decision::finish(vec![m], finish)
-    }
-
-    /// A newer user message of the session came first: the turn stops,
-    /// posting nothing more.
-    #[expect(
-        clippy::unused_self,
-        reason = "taken to end the state: no reply can be fed after"
-    )]
-    pub(crate) fn interrupted(self) -> Decision {
-        Decision::finish(
-            Vec::new(),
-            Finish::new(TurnStatus::Interrupted, None, Status::Interrupted),
-        )
     }
 }
 
@@ -704,6 +686,10 @@ fn request_of(call: &Message) -> ToolRequest {
     )
 }
 
+mod failed;
+#[cfg(test)]
+mod guard_tests;
+mod guarded;
 #[cfg(test)]
 mod held_tests;
 mod hooked;

@@ -20,6 +20,8 @@ mod claim;
 mod clock;
 mod compaction;
 mod fit;
+mod guardrails;
+mod guardrails_in_turn;
 mod heal;
 mod hooks;
 mod hooks_in_turn;
@@ -52,8 +54,9 @@ use claim::Claimed;
 pub use compaction::{
     Compacted, Compaction, CompactionFuture, CompactionRequest, CompactionStrategy,
 };
+pub use guardrails::{GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrail};
 pub use hooks::{HookError, HookFuture, Hooks, ModelRequest, ToolGate};
-pub use outcome::{AgentError, HookFailure, ResumeError, TurnOutcome, TurnStatus};
+pub use outcome::{AgentError, HookFailure, ResumeError, Tripped, TurnOutcome, TurnStatus};
 use shared::Shared;
 pub use typed::{Typed, TypedError};
 
@@ -223,6 +226,58 @@ impl Agent {
             // turn lost its lease (to a stall) and is resumed.
             None => self.finished_elsewhere(&message, seq).await,
         }
+    }
+
+    /// This agent as a [`Guardrail`] named `name`: each text it checks is
+    /// a prompt to it, answered as a [`GuardCheck`] (a typed answer, see
+    /// [`send_as`](Self::send_as)); `tripped` trips the guardrail with its
+    /// `reason`. Its instructions say what to check. Each checked prompt's
+    /// texts go to a session of its own, `<prompt id>.guardrail.<name>`,
+    /// in this agent's store. An error of its turn fails the turn it
+    /// guards, naming the guardrail.
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, TurnStatus};
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let judge = ScriptedLlm::from_json(serde_json::json!([
+    ///     {"text": "{\"tripped\": true, \"reason\": \"it asks for medical advice\"}"}
+    /// ]))
+    /// .unwrap();
+    /// let judge = Agent::builder(judge)
+    ///     .system_prompt("Say whether the text asks for medical advice.")
+    ///     .build()
+    ///     .unwrap();
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Take two."}])).unwrap();
+    /// let agent = Agent::builder(model)
+    ///     .input_guardrail(judge.as_guardrail("no_medical_advice"))
+    ///     .build()
+    ///     .unwrap();
+    /// let outcome = agent.send("s", "How much aspirin should I take?").await.unwrap();
+    /// assert_eq!(outcome.status, TurnStatus::Tripped);
+    /// assert_eq!(outcome.tripped.unwrap().reason, "it asks for medical advice");
+    /// # });
+    /// ```
+    pub fn as_guardrail(&self, name: impl Into<String>) -> Guardrail {
+        let agent = self.clone();
+        let name: String = name.into();
+        let label = name.clone();
+        Guardrail::new(name, move |input: GuardInput| {
+            let agent = agent.clone();
+            let session = format!("{}.guardrail.{label}", input.prompt_id);
+            async move {
+                let checked = agent
+                    .send_as::<GuardCheck>(&session, &input.text)
+                    .await
+                    .map_err(HookError::new)?;
+                Ok(if checked.value.tripped {
+                    GuardVerdict::Trip(checked.value.reason)
+                } else {
+                    GuardVerdict::Pass
+                })
+            }
+        })
     }
 
     /// Stops the turn this agent runs for `session`, as a newer user

@@ -138,5 +138,6 @@ pub(crate) async fn end_panicked(
         messages: posted,
         error: None,
         hook_error: None,
+        tripped: None,
     })
 }

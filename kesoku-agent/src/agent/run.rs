@@ -25,8 +25,8 @@ use super::approval::{self, ApprovalCheck, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
 use super::clock::Clock;
 use super::fit;
+use super::guardrails::GuardInput;
 use super::heal::heal;
-use super::hooks_in_turn;
 use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Run, Setup};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
@@ -36,6 +36,7 @@ use super::shared::Shared;
 use super::tail;
 use super::view::View;
 use super::workspace::workspace;
+use super::{guardrails_in_turn, hooks_in_turn};
 use crate::telemetry;
 use kesoku_llm::ToolDeclaration;
 
@@ -78,6 +79,7 @@ pub(crate) async fn turn(
         declarations: Arc::default(),
         overhead: 0,
         steps: 0,
+        input_checked: std::sync::atomic::AtomicBool::new(false),
         ending,
     };
     let outcome = turn.run().instrument(span.clone()).await;
@@ -109,8 +111,11 @@ pub(crate) async fn turn(
 enum CallError {
     /// The model's (after the backend's retries).
     Model(kesoku_llm::LlmError),
-    /// A hook's, before or after it.
+    /// A hook's, before or after it (or a guardrail's).
     Hook(super::outcome::HookFailure),
+    /// An input guardrail's objection (its name, and why), while it was
+    /// in flight.
+    Tripped(String, String),
 }
 
 struct Turn<'a> {
@@ -143,6 +148,8 @@ struct Turn<'a> {
     overhead: u64,
     /// How many model calls the turn asked for so far.
     steps: usize,
+    /// Whether the input guardrails were asked of the prompt (once a turn).
+    input_checked: std::sync::atomic::AtomicBool,
     ending: &'a Ending,
 }
 
@@ -211,6 +218,7 @@ impl Turn<'_> {
             max_steps: self.shared.max_steps,
             prompt_seq: self.seq,
             approval_wait: self.shared.approval_deadline,
+            guard_retries: self.shared.output_repairs,
         };
         let mut decision = Machine::start(setup, &self.user, &view.messages, decisions);
         // Made when first needed: a turn found answered, or interrupted
@@ -255,7 +263,7 @@ impl Turn<'_> {
     async fn model_step(&mut self, ask: Ask, view: &mut View) -> Result<Decision, AgentError> {
         Ok(match self.ask_fitted(view, ask.step()).await? {
             None => ask.interrupted(),
-            Some(Ok(reply)) => self.replied(ask, reply),
+            Some(Ok(reply)) => self.replied_checked(ask, reply).await,
             Some(Err(CallError::Model(e))) => {
                 tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
                 ask.failed(&e)
@@ -264,7 +272,30 @@ impl Turn<'_> {
                 tracing::warn!(error = %failure, "a hook failed; the turn ends");
                 ask.hook_failed(failure)
             }
+            Some(Err(CallError::Tripped(guardrail, reason))) => ask.tripped(&guardrail, &reason),
         })
+    }
+
+    /// The machine's decision on the model's `reply`, once the output
+    /// guardrails checked it, when it is a final answer.
+    async fn replied_checked(&self, ask: Ask, reply: kesoku_llm::AssistantTurn) -> Decision {
+        let guardrails = &self.shared.output_guardrails;
+        if guardrails.is_empty() || !reply.calls.is_empty() || reply.text.trim().is_empty() {
+            return self.replied(ask, reply);
+        }
+        let input = GuardInput {
+            session_id: self.user.session_id.clone(),
+            prompt_id: self.user.id.clone(),
+            text: reply.text.clone(),
+        };
+        match guardrails_in_turn::objection(guardrails, &input).await {
+            Ok(None) => self.replied(ask, reply),
+            Ok(Some((guardrail, verdict))) => self.replied(ask.checked(&guardrail, verdict), reply),
+            Err(failure) => {
+                tracing::warn!(error = %failure, "a guardrail failed; the turn ends");
+                ask.hook_failed(failure)
+            }
+        }
     }
 
     /// The machine's decision on the results of `run`'s calls, run by
@@ -519,6 +550,7 @@ impl Turn<'_> {
             messages: std::mem::take(&mut self.posted),
             error: None,
             hook_error: None,
+            tripped: None,
         }
     }
 
@@ -603,6 +635,7 @@ impl Turn<'_> {
         let mut outcome = self.outcome(finish.status, finish.answer);
         outcome.error = finish.error;
         outcome.hook_error = finish.hook_error;
+        outcome.tripped = finish.tripped;
         Ok(outcome)
     }
 }

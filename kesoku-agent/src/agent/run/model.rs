@@ -3,6 +3,9 @@
 //! comes, the reply streamed to the gateway's listeners when the model
 //! streams, the telemetry around it.
 
+use std::pin::pin;
+use std::sync::atomic::Ordering;
+
 use futures_util::StreamExt as _;
 use kesoku_core::{Delta, DeltaKind, Message};
 use kesoku_llm::{AssistantTurn, LlmError, LlmOptions, StreamEvent};
@@ -11,10 +14,11 @@ use tracing::Instrument;
 use super::{CallError, Turn};
 use crate::agent::compaction::Compaction;
 use crate::agent::fit::{self, Fitted};
-use crate::agent::hooks_in_turn;
+use crate::agent::guardrails::{GuardInput, GuardVerdict};
 use crate::agent::outcome::AgentError;
 use crate::agent::posts::post;
 use crate::agent::view::View;
+use crate::agent::{guardrails_in_turn, hooks_in_turn};
 use crate::telemetry;
 
 /// The most refusals as too long one model call takes before it fails
@@ -78,10 +82,56 @@ impl Turn<'_> {
         Ok(refused.map(|e| Err(CallError::Model(e))))
     }
 
+    /// One model call; the first of a new prompt's, while the input
+    /// guardrails check the prompt: when one objects, the call is dropped
+    /// wherever it is, and its reply (if it came) is not the turn's.
+    /// `None` when a newer user message arrived first.
+    async fn ask(&self, view: &[Message], step: usize) -> Option<Result<AssistantTurn, CallError>> {
+        let asked = self.ask_hooked(view, step);
+        let guardrails = &self.shared.input_guardrails;
+        // Nothing answers the prompt yet: this is its first model call.
+        let first = view.last().is_some_and(|m| m.id == self.user.id);
+        if guardrails.is_empty() || !first || self.input_checked.swap(true, Ordering::Relaxed) {
+            return asked.await;
+        }
+        let input = GuardInput {
+            session_id: self.user.session_id.clone(),
+            prompt_id: self.user.id.clone(),
+            text: self.user.content.clone(),
+        };
+        let checked = guardrails_in_turn::objection(guardrails, &input);
+        let (mut asked, mut checked) = (pin!(asked), pin!(checked));
+        let objection = tokio::select! {
+            biased;
+            objection = &mut checked => objection,
+            reply = &mut asked => {
+                let objection = match reply {
+                    None => return None,
+                    Some(_) => checked.await,
+                };
+                if let Ok(None) = objection {
+                    return reply;
+                }
+                objection
+            }
+        };
+        match objection {
+            Ok(None | Some((_, GuardVerdict::Pass))) => asked.await,
+            Ok(Some((name, GuardVerdict::Trip(reason) | GuardVerdict::Retry(reason)))) => {
+                Some(Err(CallError::Tripped(name, reason)))
+            }
+            Err(failure) => Some(Err(CallError::Hook(failure))),
+        }
+    }
+
     /// One model call, between the hooks' before and after (a hook's reply
     /// stands for the model's); `None` when a newer user message arrived
     /// first (the call is dropped).
-    async fn ask(&self, view: &[Message], step: usize) -> Option<Result<AssistantTurn, CallError>> {
+    async fn ask_hooked(
+        &self,
+        view: &[Message],
+        step: usize,
+    ) -> Option<Result<AssistantTurn, CallError>> {
         let shared = self.shared;
         let options = self.options.as_ref().unwrap_or(&shared.options);
         if shared.hooks.is_empty() {
