@@ -2,12 +2,23 @@
 //! trip, an answer sent back while tries last (counted from the store),
 //! and a tripped turn found in the history on a restart.
 
-use kesoku_core::{Role, Status, keys};
+use kesoku_core::{Message, Role, Status, keys};
 
 use super::tests::{allow, asking, clock, finished, history, no_limit, none, prompt, reply};
-use super::{Machine, Setup};
+use super::{Ask, Machine, Setup};
 use crate::agent::guardrails::GuardVerdict;
 use crate::agent::outcome::{GUARDRAIL, Tripped, TurnStatus};
+
+/// The first model call of a new prompt `p`.
+fn fresh(p: &Message) -> Ask {
+    let (_, ask) = asking(Machine::start(
+        Setup::new(clock(), None, 5),
+        p,
+        std::slice::from_ref(p),
+        &none(),
+    ));
+    ask
+}
 
 fn retry() -> GuardVerdict {
     GuardVerdict::Retry("it is a draft".into())
@@ -16,12 +27,7 @@ fn retry() -> GuardVerdict {
 #[test]
 fn an_input_trip_stores_only_its_verdict() {
     let p = prompt();
-    let (_, ask) = asking(Machine::start(
-        Setup::new(clock(), None, 5),
-        &p,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
+    let ask = fresh(&p);
     let (post, finish) = finished(ask.tripped("no_bombs", "it mentions bombs"));
     assert_eq!(post.len(), 1);
     assert_eq!(post[0].role, Role::Assistant);
@@ -38,12 +44,7 @@ fn an_input_trip_stores_only_its_verdict() {
 #[test]
 fn an_answer_is_sent_back_while_tries_last_counted_from_the_store() {
     let p = prompt();
-    let (_, ask) = asking(Machine::start(
-        Setup::new(clock(), None, 5),
-        &p,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
+    let ask = fresh(&p);
     let (post, ask) = asking(ask.checked("g", retry()).replied(
         reply("draft", &[]),
         &allow,
@@ -81,12 +82,7 @@ fn an_answer_is_sent_back_while_tries_last_counted_from_the_store() {
 #[test]
 fn a_tripped_turn_found_in_the_history_ends_as_it_had() {
     let p = prompt();
-    let (_, ask) = asking(Machine::start(
-        Setup::new(clock(), None, 5),
-        &p,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
+    let ask = fresh(&p);
     let (post, _) = finished(ask.checked("g", GuardVerdict::Trip("no".into())).replied(
         reply("answer", &[]),
         &allow,
@@ -103,12 +99,7 @@ fn a_tripped_turn_found_in_the_history_ends_as_it_had() {
     assert_eq!(finish.status, TurnStatus::Tripped);
     assert_eq!(finish.tripped, Some(Tripped::new("g", "no")));
     // A pass changes nothing.
-    let (_, ask) = asking(Machine::start(
-        Setup::new(clock(), None, 5),
-        &p,
-        std::slice::from_ref(&p),
-        &none(),
-    ));
+    let ask = fresh(&p);
     let (post, finish) = finished(ask.checked("g", GuardVerdict::Pass).replied(
         reply("fine", &[]),
         &allow,
