@@ -4,6 +4,7 @@
 //! the calls a user left waiting by moving on to a newer prompt.
 //! What a decision means is `approval.rs`; when to ask is `machine.rs`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use kesoku_core::store::{Seq, Store};
@@ -160,12 +161,16 @@ impl ApprovedInFlight {
     /// running it leaves a mark, and the turn resumed elsewhere answers it
     /// as interrupted instead of running it again; a call already marked
     /// is left out (its result is then the machine's "interrupted").
-    pub(crate) async fn claim(
+    /// `calls` themselves (not a copy) when none was approved.
+    pub(crate) async fn claim<'c>(
         &mut self,
         shared: &Shared,
         holder: &str,
-        calls: &[Call],
-    ) -> Result<Vec<Call>, AgentError> {
+        calls: &'c [Call],
+    ) -> Result<Cow<'c, [Call]>, AgentError> {
+        if !calls.iter().any(|call| approval::is_held(&call.1)) {
+            return Ok(Cow::Borrowed(calls));
+        }
         let mut run = Vec::with_capacity(calls.len());
         for call in calls {
             if approval::is_held(&call.1) {
@@ -185,7 +190,7 @@ impl ApprovedInFlight {
             }
             run.push(call.clone());
         }
-        Ok(run)
+        Ok(Cow::Owned(run))
     }
 
     /// The begun call `message` answers, if any: it is no longer waiting
