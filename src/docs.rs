@@ -19,6 +19,9 @@ pub mod runner {}
 #[doc = include_str!("../docs/agents.md")]
 pub mod agents {}
 
+#[doc = include_str!("../docs/composition.md")]
+pub mod composition {}
+
 // Its lint example is a `#[test]` to copy into a crate's tests: the doctest
 // only compiles it.
 #[allow(clippy::test_attr_in_doctest)]

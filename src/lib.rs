@@ -65,7 +65,9 @@ pub mod llm {
     #[cfg(feature = "agent")]
     pub use kesoku_agent::{
         Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Decided,
-        PendingApproval, ResumeError, TurnOutcome, TurnStatus, Verdict,
+        GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrail, HookError, HookFailure,
+        HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError, ToolGate, Tripped,
+        TurnOutcome, TurnStatus, Verdict,
     };
     pub use kesoku_llm::*;
 }

@@ -54,6 +54,8 @@ pub mod tools;
 
 pub use agent::{
     Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Compacted, Compaction,
-    CompactionFuture, CompactionRequest, CompactionStrategy, Decided, PendingApproval, ResumeError,
-    TurnOutcome, TurnStatus, Typed, TypedError, Verdict,
+    CompactionFuture, CompactionRequest, CompactionStrategy, Decided, GuardCheck, GuardFuture,
+    GuardInput, GuardVerdict, Guardrail, HookError, HookFailure, HookFuture, Hooks, ModelRequest,
+    PendingApproval, ResumeError, ToolGate, Tripped, TurnOutcome, TurnStatus, Typed, TypedError,
+    Verdict,
 };

@@ -11,7 +11,9 @@
 //!
 //! Run with `cargo bench -p kesoku-bench --bench concurrent`
 //! (`KESOKU_BENCH_TURNS=N` for the turns timed per case, 4,096 unless
-//! set; `KESOKU_BENCH_READERS=N` for `SqliteOptions::readers`).
+//! set; `KESOKU_BENCH_READERS=N` for `SqliteOptions::readers`;
+//! `KESOKU_BENCH_ONLY=sqlite16,memory256` for only those cases, e.g. to
+//! profile one).
 
 #![allow(missing_docs)]
 
@@ -38,14 +40,23 @@ fn main() {
         "{:>8} {:>8} {:>10} {:>9} {:>14} {:>14}",
         "sessions", "store", "turns/s", "vs memory", "tick late p99", "tick late max"
     );
+    let only = std::env::var("KESOKU_BENCH_ONLY").ok();
     for sessions in SESSIONS {
-        let mut memory = 0.0;
+        let mut memory = f64::NAN;
         for sqlite in [false, true] {
-            let run = runtime.block_on(case(sessions, sqlite, turns));
             let name = if sqlite { "sqlite" } else { "memory" };
+            let wanted = format!("{name}{sessions}");
+            if only
+                .as_ref()
+                .is_some_and(|o| !o.split(',').any(|c| c == wanted))
+            {
+                continue;
+            }
+            let run = runtime.block_on(case(sessions, sqlite, turns));
             if !sqlite {
                 memory = run.rate;
             }
+            // NaN (no memory case run) prints as such.
             println!(
                 "{sessions:>8} {name:>8} {:>10.0} {:>8.0}% {:>11.2} ms {:>11.2} ms",
                 run.rate,

@@ -12,6 +12,8 @@ use tokio::sync::Semaphore;
 
 use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
 use super::compaction::Compaction;
+use super::guardrails::Guardrail;
+use super::hooks::Hooks;
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
 use super::toolset::Toolset;
@@ -45,6 +47,9 @@ pub struct AgentBuilder {
     max_parallel_calls: usize,
     max_uses_per_turn: Option<usize>,
     compaction: Compaction,
+    hooks: Vec<Arc<dyn Hooks>>,
+    input_guardrails: Vec<Guardrail>,
+    output_guardrails: Vec<Guardrail>,
     context_window: Option<u64>,
     name: String,
     capture_content: bool,
@@ -81,6 +86,9 @@ impl AgentBuilder {
             max_steps: 8,
             output_repairs: 1,
             compaction: Compaction::default(),
+            hooks: Vec::new(),
+            input_guardrails: Vec::new(),
+            output_guardrails: Vec::new(),
             context_window: None,
             name: "kesoku".into(),
             capture_content: false,
@@ -247,6 +255,77 @@ impl AgentBuilder {
     /// ```
     pub fn compaction(mut self, compaction: Compaction) -> Self {
         self.compaction = compaction;
+        self
+    }
+
+    /// Adds a hook: user code before and after each model call and tool
+    /// call, and at each turn's end ([`Hooks`]). Several run in the order
+    /// they were added.
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, HookFuture, Hooks, ModelRequest};
+    /// use kesoku_llm::{AssistantTurn, ScriptedLlm};
+    ///
+    /// /// Keeps every model call's answer short.
+    /// struct Brief;
+    ///
+    /// impl Hooks for Brief {
+    ///     fn before_model<'a>(
+    ///         &'a self,
+    ///         request: &'a mut ModelRequest<'_>,
+    ///     ) -> HookFuture<'a, Option<AssistantTurn>> {
+    ///         request.options.max_tokens = request.options.max_tokens.min(256);
+    ///         Box::pin(async { Ok(None) })
+    ///     }
+    /// }
+    ///
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Hi."}])).unwrap();
+    /// let agent = Agent::builder(model).hook(Brief).build().unwrap();
+    /// # drop(agent);
+    /// ```
+    pub fn hook(mut self, hook: impl Hooks) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Adds a check of each prompt, run at once with the turn's first
+    /// model call: when it trips, that call is dropped, nothing the model
+    /// said is stored, and the turn ends
+    /// [`Tripped`](super::TurnStatus::Tripped), its verdict stored. See
+    /// [`Guardrail`].
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, GuardInput, GuardVerdict, Guardrail, TurnStatus};
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let on_topic = Guardrail::new("on_topic", |input: GuardInput| async move {
+    ///     Ok(if input.text.contains("weather") {
+    ///         GuardVerdict::Pass
+    ///     } else {
+    ///         GuardVerdict::Trip("I only talk about the weather".into())
+    ///     })
+    /// });
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Hi."}])).unwrap();
+    /// let agent = Agent::builder(model).input_guardrail(on_topic).build().unwrap();
+    /// let outcome = agent.send("s", "Write me a poem").await.unwrap();
+    /// assert_eq!(outcome.status, TurnStatus::Tripped);
+    /// assert_eq!(outcome.tripped.unwrap().reason, "I only talk about the weather");
+    /// # });
+    /// ```
+    pub fn input_guardrail(mut self, guardrail: Guardrail) -> Self {
+        self.input_guardrails.push(guardrail);
+        self
+    }
+
+    /// Adds a check of each final answer: it passes the answer, sends it
+    /// back to the model with a reason (at most
+    /// [`output_repairs`](Self::output_repairs) times a turn, then it is a
+    /// trip), or trips: the turn ends
+    /// [`Tripped`](super::TurnStatus::Tripped), the answer kept, marked.
+    /// Each verdict that is not a pass is stored. See [`Guardrail`].
+    pub fn output_guardrail(mut self, guardrail: Guardrail) -> Self {
+        self.output_guardrails.push(guardrail);
         self
     }
 
@@ -432,6 +511,9 @@ impl AgentBuilder {
                 max_steps: self.max_steps,
                 output_repairs: self.output_repairs,
                 compaction: self.compaction,
+                hooks: self.hooks,
+                input_guardrails: self.input_guardrails,
+                output_guardrails: self.output_guardrails,
                 context_window: self.context_window,
                 learned_window: std::sync::atomic::AtomicU64::new(0),
                 name: self.name,

@@ -2,6 +2,14 @@
 //! prompt; the lease kept while the turn runs (`run.rs`), and given up
 //! after it. A turn whose lease is lost stops at once, for another worker
 //! to resume.
+//!
+//! A prompt is claimed one of three ways, each the cheapest for where it
+//! comes from: a new prompt is stored already claimed, in one write
+//! ([`Claimed::new_prompt`]); a prompt stored `pending_agent` (posted
+//! while its session was busy, put back, or decided) is leased and
+//! claimed by id ([`Claimed::pending`]); `serve` claims whichever waits
+//! longest ([`Claimed::next`]). Each gives a [`Claimed`], and there is
+//! one way into a turn: [`Claimed::run`].
 
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
@@ -14,7 +22,7 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Backoff, ErrorChain, GatewayError, Message, Status};
 
 use super::outcome::{AgentError, TurnOutcome};
-use super::posts::{Ending, end_panicked};
+use super::posts::{Ending, end_panicked, panic_message};
 use super::retry::{retried, retried_store};
 use super::run::turn;
 use super::sessions::{Slot, ViewAtClaim};
@@ -27,158 +35,248 @@ use super::shared::Shared;
 const LEASE_RETRY: Duration = Duration::from_millis(5);
 const LEASE_RETRY_MAX: Duration = Duration::from_millis(100);
 
+/// A turn this process may run now: its prompt (at `seq`) claimed, its
+/// session leased by `holder` (valid until `valid_until`, as this
+/// process's clock measures it), one of the agent's permits held.
+pub(crate) struct Claimed {
+    holder: String,
+    message: Message,
+    seq: Seq,
+    /// The view its claim brought up to date, when it did.
+    at_claim: Option<ViewAtClaim>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    valid_until: Instant,
+}
+
 /// Takes the turn of the `pending_agent` user `message` (at `seq`) and
-/// runs it to its end: under the session's lock in this process, then its
-/// lease in the store (waited for while another worker holds it), then
-/// the claim of the message. `None` when another agent claimed it first.
+/// runs it to its end ([`Claimed::pending`], then [`Claimed::run`]).
+/// `None` when another agent claimed it first, or the lease was lost.
 pub(crate) async fn take(
     shared: &Shared,
     message: Message,
     seq: Seq,
 ) -> Result<Option<TurnOutcome>, AgentError> {
-    let slot = shared.sessions.slot(&message.session_id);
-    let store = shared.gateway.store();
-    let session = message.session_id.clone();
-    let session = session.as_str();
-    let holder = shared.claim_holder();
-    let mut retry = Backoff::new(LEASE_RETRY, LEASE_RETRY_MAX);
-    // The permit, then the lease, then the claim. The lease is this
-    // claim's alone (its holder names the agent and the claim), so it also
-    // keeps two turns of one session in this process apart. The permit
-    // comes first so a worker leases (and claims) only sessions it can
-    // run now; while another turn holds the lease, this one waits without
-    // a permit. A claimed message's session is always leased, so only a
-    // dead worker's turns are requeued.
-    let (permit, valid_until) = loop {
-        // Several workers try each prompt; those that come second learn
-        // it was taken without holding a permit for it.
-        if !still_pending(shared, &message.id).await? {
-            return Ok(None);
-        }
-        let permit = shared
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
-        let requested_at = Instant::now();
-        if retried_store(shared.lease, "leasing a session", || {
-            store.lease(session, &holder, shared.lease)
-        })
-        .await?
-        {
-            // The database's clock started the lease after `requested_at`.
-            break (permit, requested_at + shared.lease);
-        }
-        drop(permit);
-        // No budget: the loop ends when the prompt is taken or leased.
-        tokio::time::sleep(retry.next_delay().unwrap_or(LEASE_RETRY_MAX)).await;
-    };
-    let (outcome, released) = if shared.gateway.claim(&message.id).await? {
-        run_leased(shared, &slot, &holder, message, seq, None, valid_until).await
-    } else {
-        (None, false)
-    };
-    // The permit first: `release` wakes `serve`, which needs it free.
-    drop(permit);
-    release(shared, session, &holder, released).await;
-    outcome.transpose()
+    match Claimed::pending(shared, message, seq).await? {
+        Some(claimed) => claimed.run(shared).await,
+        None => Ok(None),
+    }
 }
 
-/// How [`start`] went.
+impl Claimed {
+    /// Claims the `pending_agent` user `message` (at `seq`): a permit, then
+    /// its session's lease in the store (waited for while another worker
+    /// holds it), then the message. `None` when another agent claimed it
+    /// first.
+    pub(crate) async fn pending(
+        shared: &Shared,
+        message: Message,
+        seq: Seq,
+    ) -> Result<Option<Claimed>, AgentError> {
+        let store = shared.gateway.store();
+        let session = message.session_id.clone();
+        let session = session.as_str();
+        let holder = shared.claim_holder();
+        let mut retry = Backoff::new(LEASE_RETRY, LEASE_RETRY_MAX);
+        // The permit, then the lease, then the claim. The lease is this
+        // claim's alone (its holder names the agent and the claim), so it also
+        // keeps two turns of one session in this process apart. The permit
+        // comes first so a worker leases (and claims) only sessions it can
+        // run now; while another turn holds the lease, this one waits without
+        // a permit. A claimed message's session is always leased, so only a
+        // dead worker's turns are requeued.
+        let (permit, valid_until) = loop {
+            // Several workers try each prompt; those that come second learn
+            // it was taken without holding a permit for it.
+            if !still_pending(shared, &message.id).await? {
+                return Ok(None);
+            }
+            let permit = Arc::clone(&shared.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| AgentError::Config("the agent's turn limit was closed".into()))?;
+            let requested_at = Instant::now();
+            if retried_store(shared.lease, "leasing a session", || {
+                store.lease(session, &holder, shared.lease)
+            })
+            .await?
+            {
+                // The database's clock started the lease after `requested_at`.
+                break (permit, requested_at + shared.lease);
+            }
+            drop(permit);
+            // No budget: the loop ends when the prompt is taken or leased.
+            tokio::time::sleep(retry.next_delay().unwrap_or(LEASE_RETRY_MAX)).await;
+        };
+        let claimed = match shared.gateway.claim(&message.id).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                drop(permit);
+                release(shared, session, &holder, false).await;
+                return Err(e.into());
+            }
+        };
+        if !claimed {
+            // The permit first: `release` wakes `serve`, which needs it free.
+            drop(permit);
+            release(shared, session, &holder, false).await;
+            return Ok(None);
+        }
+        Ok(Some(Claimed {
+            holder,
+            message,
+            seq,
+            at_claim: None,
+            permit,
+            valid_until,
+        }))
+    }
+}
+
+/// How [`Claimed::new_prompt`] went.
 pub(crate) enum Started {
-    /// The turn ran here to its end.
-    Ran(TurnOutcome),
-    /// The prompt (at its `Seq`) was stored and its turn begun here, but
-    /// the lease was lost: the turn ends on another worker.
-    Lost(Message, Seq),
+    /// Stored and claimed: the turn is this process's to run.
+    Claimed(Claimed),
     /// The turn cannot start at once (no permit free, or the session
     /// leased); nothing was stored.
     NotNow(Message),
 }
 
-/// Starts the turn of the new `pending_agent` user `message` in one write
-/// when it can start at once, with a permit free and its session's lease
-/// free: stores it `processing` with the session leased
-/// ([`Gateway::post_claimed`](kesoku_core::Gateway::post_claimed)), and
-/// with a view of the session kept here, reads what the session stored
-/// since in the same call
-/// ([`Gateway::post_claimed_after`](kesoku_core::Gateway::post_claimed_after));
-/// then runs the turn, as [`take`] would after storing it, leasing and
-/// claiming (three writes).
-pub(crate) async fn start(shared: &Shared, message: Message) -> Result<Started, AgentError> {
-    let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
-        return Ok(Started::NotNow(message));
-    };
-    let holder = shared.claim_holder();
-    let mut claimed = message;
-    claimed.status = Status::Processing;
-    let requested_at = Instant::now();
-    let session = claimed.session_id.clone();
-    // The session's view kept here is brought up to date by the claim
-    // itself, in the same call to the store, and handed to the turn; put
-    // back if the turn does not start.
-    let kept = shared.sessions.take_view(&session);
-    let after = kept.as_ref().map(|view| view.seq);
-    let stored = store_claimed(shared, &claimed, &holder, after).await;
-    // The view goes to the turn only with what the claim read since it;
-    // otherwise it is put back, whatever happens next.
-    let kept = match (&stored, kept) {
-        (Ok(Stored::At(_, Some(_))), kept) => kept,
-        (_, Some(view)) => {
-            shared.sessions.put_view(&session, view);
-            None
-        }
-        (_, None) => None,
-    };
-    let (seq, at_claim) = match stored {
-        Ok(Stored::At(seq, Some(newer))) => {
-            let at_claim = kept.map(|view| ViewAtClaim { view, newer });
-            (seq, at_claim)
-        }
-        Ok(Stored::At(seq, None)) => (seq, None),
-        Ok(Stored::Refused) => {
-            claimed.status = Status::PendingAgent;
-            return Ok(Started::NotNow(claimed));
-        }
-        Ok(Stored::RefusedAfterFailure) if !was_stored(shared, &claimed).await? => {
-            claimed.status = Status::PendingAgent;
-            return Ok(Started::NotNow(claimed));
-        }
-        // Stored by a try whose answer was lost; the lease may have gone
-        // since (a renewal finds out), or be another worker's already.
-        Ok(Stored::Earlier | Stored::RefusedAfterFailure) => {
-            let Some(seq) = stored_seq(shared, &claimed).await? else {
-                // Not where it was stored (a store changed by hand):
-                // posting it again says so (a duplicate id).
+impl Claimed {
+    /// Claims the new `pending_agent` user `message` in one write when its
+    /// turn can start at once, with a permit free and its session's lease
+    /// free: stores it `processing` with the session leased
+    /// ([`Gateway::post_claimed`](kesoku_core::Gateway::post_claimed)), and
+    /// with a view of the session kept here, reads what the session stored
+    /// since in the same call
+    /// ([`Gateway::post_claimed_after`](kesoku_core::Gateway::post_claimed_after));
+    /// where [`pending`](Self::pending) after storing it would lease and claim
+    /// (three writes).
+    pub(crate) async fn new_prompt(
+        shared: &Shared,
+        message: Message,
+    ) -> Result<Started, AgentError> {
+        let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
+            return Ok(Started::NotNow(message));
+        };
+        let holder = shared.claim_holder();
+        let mut claimed = message;
+        claimed.status = Status::Processing;
+        let requested_at = Instant::now();
+        let session = claimed.session_id.clone();
+        // The session's view kept here is brought up to date by the claim
+        // itself, in the same call to the store, and handed to the turn; put
+        // back if the turn does not start.
+        let kept = shared.sessions.take_view(&session);
+        let after = kept.as_ref().map(|view| view.seq);
+        let stored = store_claimed(shared, &claimed, &holder, after).await;
+        // The view goes to the turn only with what the claim read since it;
+        // otherwise it is put back, whatever happens next.
+        let kept = match (&stored, kept) {
+            (Ok(Stored::At(_, Some(_))), kept) => kept,
+            (_, Some(view)) => {
+                shared.sessions.put_view(&session, view);
+                None
+            }
+            (_, None) => None,
+        };
+        let (seq, at_claim) = match stored {
+            Ok(Stored::At(seq, Some(newer))) => {
+                let at_claim = kept.map(|view| ViewAtClaim { view, newer });
+                (seq, at_claim)
+            }
+            Ok(Stored::At(seq, None)) => (seq, None),
+            Ok(Stored::Refused) => {
                 claimed.status = Status::PendingAgent;
                 return Ok(Started::NotNow(claimed));
-            };
-            (seq, None)
-        }
-        Err(e) => {
-            // A store that leases and stores in two steps may hold the
-            // lease now.
-            drop(permit);
-            release(shared, &session, &holder, false).await;
-            return Err(e.into());
-        }
-    };
-    shared.sessions.saw_user_message(&session, seq);
-    // The database's clock started the lease after `requested_at`.
-    let valid_until = requested_at + shared.lease;
-    match run_claimed(
-        shared,
-        holder,
-        claimed.clone(),
-        seq,
-        at_claim,
-        permit,
-        valid_until,
-    )
-    .await?
-    {
-        Some(outcome) => Ok(Started::Ran(outcome)),
-        None => Ok(Started::Lost(claimed, seq)),
+            }
+            Ok(Stored::RefusedAfterFailure) if !was_stored(shared, &claimed).await? => {
+                claimed.status = Status::PendingAgent;
+                return Ok(Started::NotNow(claimed));
+            }
+            // Stored by a try whose answer was lost; the lease may have gone
+            // since (a renewal finds out), or be another worker's already.
+            Ok(Stored::Earlier | Stored::RefusedAfterFailure) => {
+                let Some(seq) = stored_seq(shared, &claimed).await? else {
+                    // Not where it was stored (a store changed by hand):
+                    // posting it again says so (a duplicate id).
+                    claimed.status = Status::PendingAgent;
+                    return Ok(Started::NotNow(claimed));
+                };
+                (seq, None)
+            }
+            Err(e) => {
+                // A store that leases and stores in two steps may hold the
+                // lease now.
+                drop(permit);
+                release(shared, &session, &holder, false).await;
+                return Err(e.into());
+            }
+        };
+        shared.sessions.saw_user_message(&session, seq);
+        Ok(Started::Claimed(Claimed {
+            holder,
+            message: claimed,
+            seq,
+            at_claim,
+            permit,
+            // The database's clock started the lease after `requested_at`.
+            valid_until: requested_at + shared.lease,
+        }))
+    }
+
+    /// Claims the prompt that has waited longest, with its session's lease,
+    /// when a permit is free; `None` when none is, or nothing waits.
+    pub(crate) async fn next(shared: &Shared) -> Result<Option<Claimed>, AgentError> {
+        let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
+            return Ok(None);
+        };
+        let requested_at = Instant::now();
+        let holder = shared.claim_holder();
+        let store = shared.gateway.store();
+        let Some((seq, message)) = store
+            .claim_next(&holder, shared.lease)
+            .await
+            .map_err(GatewayError::from)?
+        else {
+            return Ok(None);
+        };
+        shared.sessions.saw_user_message(&message.session_id, seq);
+        Ok(Some(Claimed {
+            holder,
+            message,
+            seq,
+            at_claim: None,
+            permit,
+            // The database's clock started the lease after `requested_at`.
+            valid_until: requested_at + shared.lease,
+        }))
+    }
+
+    /// The claimed prompt, and where it is stored.
+    pub(crate) fn prompt(&self) -> (&Message, Seq) {
+        (&self.message, self.seq)
+    }
+
+    /// Runs the claimed turn to its end while keeping the session's lease,
+    /// then releases the lease and the permit: the one way into a turn.
+    /// `None` when the lease was lost (the turn ends on another worker).
+    pub(crate) async fn run(self, shared: &Shared) -> Result<Option<TurnOutcome>, AgentError> {
+        let Claimed {
+            holder,
+            message,
+            seq,
+            at_claim,
+            permit,
+            valid_until,
+        } = self;
+        let slot = shared.sessions.slot(&message.session_id);
+        let session = message.session_id.clone();
+        let (outcome, released) =
+            run_leased(shared, &slot, &holder, message, seq, at_claim, valid_until).await;
+        // The permit first: `release` wakes `serve`, which needs it free.
+        drop(permit);
+        release(shared, &session, &holder, released).await;
+        outcome.transpose()
     }
 }
 
@@ -262,28 +360,6 @@ async fn stored_seq(shared: &Shared, message: &Message) -> Result<Option<Seq>, A
         .map(|(seq, _)| *seq))
 }
 
-/// Runs the turn of `message` (at `seq`), which `holder` claimed with its
-/// session's lease (valid until `valid_until`) through
-/// [`Leases::claim_next`](kesoku_core::store::Leases::claim_next), holding `permit` for it; then releases the
-/// lease. `None` when the lease was lost.
-pub(crate) async fn run_claimed(
-    shared: &Shared,
-    holder: String,
-    message: Message,
-    seq: Seq,
-    at_claim: Option<ViewAtClaim>,
-    permit: tokio::sync::OwnedSemaphorePermit,
-    valid_until: Instant,
-) -> Result<Option<TurnOutcome>, AgentError> {
-    let slot = shared.sessions.slot(&message.session_id);
-    let session = message.session_id.clone();
-    let (outcome, released) =
-        run_leased(shared, &slot, &holder, message, seq, at_claim, valid_until).await;
-    drop(permit);
-    release(shared, &session, &holder, released).await;
-    outcome.transpose()
-}
-
 /// Runs the turn while keeping the session's lease; `None` when the lease
 /// could not be renewed in time. And whether the turn released the lease
 /// itself (with its last write).
@@ -347,15 +423,6 @@ async fn run_leased(
         }
     };
     (outcome, ending.released.load(Ordering::Acquire))
-}
-
-/// A panic's message, when it has one.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Gives up the session's lease unless the turn did (`released`), tried

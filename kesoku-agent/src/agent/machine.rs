@@ -23,21 +23,26 @@
 //! are one run's: a turn resumed elsewhere starts them again, as it
 //! always has.
 //!
-//! The ids and times of the messages it makes are inputs too (a
-//! [`Clock`]): fed the same, a turn makes the same messages, byte for byte.
+//! What it is given besides the history is a [`Setup`]: the ids and times
+//! of the messages it makes (a [`Clock`]), the answer asked for, the step
+//! limit, and what a call held for a person is stamped with (its prompt's
+//! place, its deadline); fed the same, a turn makes the same messages,
+//! byte for byte. The calls a history left without results are answered
+//! first, by the rule in `heal.rs`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-
+use kesoku_core::store::Seq;
 use kesoku_core::{
-    ErrorChain, Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
+    Message, MessageType, OutputError, OutputSchema, Role, Status, ToolRequest, keys,
 };
 use kesoku_llm::{AssistantTurn, LlmError, StopReason};
 
 use super::approval::{self, Approval, Verdict};
-use super::outcome::TurnStatus;
+use super::clock::Clock;
+use super::guardrails::GuardVerdict;
+use super::outcome::{GUARDRAIL, HookFailure, Tripped, TurnStatus};
 use super::typed;
 use super::view::{healing_result, orphans};
 
@@ -47,38 +52,44 @@ pub(crate) const NUDGE: &str = "Your last reply was empty. Answer the user's las
 /// A call to run: its request, and the message that records it.
 pub(crate) type Call = (ToolRequest, Message);
 
-/// A new message's id and time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stamp {
-    pub(crate) id: String,
-    pub(crate) at: DateTime<Utc>,
+/// What a turn is given besides its history: where its ids and times
+/// come from, the answer it asks for, its limits, and what it stamps on a
+/// call that waits for a person.
+#[derive(Debug, Clone)]
+pub(crate) struct Setup {
+    pub(crate) clock: Clock,
+    /// The shape a typed prompt asks for, with its repairs
+    /// (`typed::answer_shape`).
+    pub(crate) answer_shape: Option<(OutputSchema, usize)>,
+    /// The most model calls a run makes.
+    pub(crate) max_steps: usize,
+    /// Where the prompt is stored: a decision reads the session from
+    /// there on.
+    pub(crate) prompt_seq: Seq,
+    /// How long a call waits for a person before a sweep answers it as
+    /// denied; `None`, as long as it takes.
+    pub(crate) approval_wait: Option<Duration>,
+    /// How many more answers the model may give after an output
+    /// guardrail sent one back.
+    pub(crate) guard_retries: usize,
 }
 
-/// Where the messages the machine makes get their ids and times: given,
-/// so that the machine reads no clock and draws no random id (`run.rs`
-/// gives version 7 UUIDs and the wall clock; a test, a counter).
-#[derive(Clone)]
-pub(crate) struct Clock(Arc<dyn Fn() -> Stamp + Send + Sync>);
-
-impl Clock {
-    /// A clock whose every stamp is `next`'s.
-    pub(crate) fn new(next: impl Fn() -> Stamp + Send + Sync + 'static) -> Self {
-        Clock(Arc::new(next))
-    }
-
-    /// `m` with the next id and time: those `Message::new` gave it are
-    /// not kept.
-    fn stamp(&self, mut m: Message) -> Message {
-        let Stamp { id, at } = (self.0)();
-        m.id = id;
-        m.timestamp = at;
-        m
-    }
-}
-
-impl std::fmt::Debug for Clock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Clock")
+impl Setup {
+    /// A turn stamped by `clock`, with no deadline for approvals.
+    #[cfg(test)]
+    pub(crate) fn new(
+        clock: Clock,
+        answer_shape: Option<(OutputSchema, usize)>,
+        max_steps: usize,
+    ) -> Self {
+        Setup {
+            clock,
+            answer_shape,
+            max_steps,
+            prompt_seq: 0,
+            approval_wait: None,
+            guard_retries: 1,
+        }
     }
 }
 
@@ -87,6 +98,13 @@ impl std::fmt::Debug for Clock {
 pub(crate) struct Machine {
     /// The ids and times of the messages it makes.
     clock: Clock,
+    /// Where the prompt is stored, and how long a held call waits.
+    prompt_seq: Seq,
+    approval_wait: Option<Duration>,
+    /// Answers an output guardrail may still send back (counted from the
+    /// store, as repairs are), and its verdict on the reply being read.
+    guard_retries: usize,
+    guarded: Option<(String, GuardVerdict)>,
     session: String,
     /// The id of the user message the turn answers.
     prompt: String,
@@ -135,7 +153,7 @@ pub(crate) struct Run {
     calls: Vec<Call>,
     /// Calls of the step stored as waiting for a person: with some, the
     /// turn pauses after these results.
-    held: usize,
+    held: Vec<Message>,
     /// Results of calls that will not run (refused by the policy, or
     /// denied by a person), posted before the step's others.
     refused: Vec<Message>,
@@ -150,6 +168,10 @@ pub(crate) struct Finish {
     pub(crate) settle: Status,
     /// The model call's error that failed the turn.
     pub(crate) error: Option<LlmError>,
+    /// The hook that failed the turn.
+    pub(crate) hook_error: Option<HookFailure>,
+    /// The guardrail that stopped it.
+    pub(crate) tripped: Option<Tripped>,
 }
 
 impl Finish {
@@ -159,6 +181,8 @@ impl Finish {
             answer,
             settle,
             error: None,
+            hook_error: None,
+            tripped: None,
         }
     }
 
@@ -188,14 +212,12 @@ impl Machine {
     /// them (the approved ones; the denied ones are answered with their
     /// reasons); else the model is asked.
     pub(crate) fn start(
-        clock: Clock,
+        setup: Setup,
         prompt: &Message,
-        answer_shape: Option<(OutputSchema, usize)>,
-        max_steps: usize,
         history: &[Message],
         decisions: &HashMap<&str, Verdict>,
     ) -> Decision {
-        let mut machine = Machine::new(clock, prompt, answer_shape, max_steps);
+        let mut machine = Machine::new(setup, prompt);
         // Whatever answers the prompt was stored after it, and the prompt
         // is at or near the end: the rest of a long history is not read.
         let from = history
@@ -225,7 +247,7 @@ impl Machine {
                 next: Next::Run(Run {
                     machine,
                     calls: run,
-                    held: 0,
+                    held: Vec::new(),
                     refused: post,
                 }),
             };
@@ -234,15 +256,22 @@ impl Machine {
     }
 
     /// A turn of `prompt` with nothing counted yet.
-    fn new(
-        clock: Clock,
-        prompt: &Message,
-        answer_shape: Option<(OutputSchema, usize)>,
-        max_steps: usize,
-    ) -> Self {
+    fn new(setup: Setup, prompt: &Message) -> Self {
+        let Setup {
+            clock,
+            answer_shape,
+            max_steps,
+            prompt_seq,
+            approval_wait,
+            guard_retries,
+        } = setup;
         let (output, repairs) = answer_shape.map_or((None, 0), |(o, r)| (Some(o), r));
         Machine {
             clock,
+            prompt_seq,
+            approval_wait,
+            guard_retries,
+            guarded: None,
             session: prompt.session_id.clone(),
             prompt: prompt.id.clone(),
             max_steps,
@@ -261,8 +290,14 @@ impl Machine {
         let given = history
             .iter()
             .filter(answers)
-            .filter(|m| typed::is_feedback(m))
+            .filter(|m| typed::is_feedback(m) && !m.metadata.contains_key(GUARDRAIL))
             .count();
+        let sent_back = history
+            .iter()
+            .filter(answers)
+            .filter(|m| typed::is_feedback(m) && m.metadata.contains_key(GUARDRAIL))
+            .count();
+        self.guard_retries = self.guard_retries.saturating_sub(sent_back);
         let mut uses = HashMap::new();
         for call in history
             .iter()
@@ -358,6 +393,9 @@ impl Machine {
         if last.metadata.contains_key("error") {
             return Some(Finish::new(TurnStatus::Failed, None, Status::Error));
         }
+        if let Some(tripped) = Tripped::of(last) {
+            return Some(Finish::tripped(tripped));
+        }
         let answer = (!last.metadata.contains_key("step_limit")).then(|| last.content.clone());
         Some(Finish::new(
             TurnStatus::Completed,
@@ -396,6 +434,29 @@ impl Machine {
                 .with_status(status)
                 .with_parent(&self.prompt),
         )
+    }
+
+    /// Marks the call `m` as waiting for a person, with where the prompt
+    /// is stored (a decision reads the session from there on) and its
+    /// deadline, if the agent gives one (a sweep then answers it as
+    /// denied).
+    fn hold(&self, m: &mut Message) {
+        m.metadata.insert(approval::HELD.into(), "asked".into());
+        m.metadata
+            .insert(approval::AFTER.into(), self.prompt_seq.into());
+        // A deadline past what a date can hold is none.
+        let Some(deadline) = self.approval_wait.and_then(|wait| {
+            let wait = chrono::Duration::from_std(wait).ok()?;
+            self.clock.now().checked_add_signed(wait)
+        }) else {
+            return;
+        };
+        m.metadata.insert(
+            approval::DEADLINE.into(),
+            deadline
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                .into(),
+        );
     }
 
     /// `m`, one of the model's messages, as posted: answering the prompt.
@@ -483,11 +544,7 @@ impl Machine {
             let note = machine.feedback(&error, cut);
             return machine.next_step(vec![given, note]);
         }
-        let text = answer.as_ref().map(|m| m.content.clone());
-        Decision::finish(
-            answer.into_iter().collect(),
-            Finish::new(TurnStatus::Completed, text, Status::Processed),
-        )
+        machine.complete(answer)
     }
 
     /// A reply with calls: its text (if not empty) and each call are
@@ -507,7 +564,7 @@ impl Machine {
         }
         let mut calls: Vec<Call> = Vec::with_capacity(turn.calls.len());
         let mut denied = Vec::new();
-        let mut held = 0;
+        let mut held = Vec::new();
         for call in turn.calls {
             let mut m = machine.answering(call.message, Status::Responded);
             let name = &call.request.name;
@@ -533,8 +590,8 @@ impl Machine {
             match policy(&call.request) {
                 Approval::Allow => calls.push((call.request, m.clone())),
                 Approval::Ask => {
-                    m.metadata.insert(approval::HELD.into(), "asked".into());
-                    held += 1;
+                    machine.hold(&mut m);
+                    held.push(m.clone());
                 }
                 Approval::Deny(reason) => {
                     denied.push(machine.clock.stamp(approval::refused_result(
@@ -558,48 +615,31 @@ impl Machine {
     }
 }
 
-impl Ask {
-    /// The model call failed (after the backend's retries): a note says
-    /// why, and the turn fails.
-    pub(crate) fn failed(self, error: &LlmError) -> Decision {
-        // The whole chain: a note is read where no chain is printed.
-        let said = ErrorChain(error);
-        let text = if matches!(error, LlmError::ContextOverflow { .. }) {
-            // The same request would be refused again: say what to change.
-            format!(
-                "The model refused the request as longer than its context window ({said}), and \
-                 no more of the session could be left out of it (the running turn is always \
-                 sent whole), so this turn stopped. Send a shorter prompt, set the agent's \
-                 compaction (AgentBuilder::compaction) if it is off, or continue in a new session."
-            )
-        } else {
-            format!("The model call failed, so this turn stopped: {said}")
-        };
-        let mut m = self.0.note(Role::Assistant, text, Status::Pending);
-        m.metadata.insert("error".into(), said.to_string().into());
-        let mut finish = Finish::new(TurnStatus::Failed, None, Status::Error);
-        finish.error = Some(error.clone());
-        Decision::finish(vec![m], finish)
-    }
-
-    /// A newer user message of the session came first: the turn stops,
-    /// posting nothing more.
-    #[expect(
-        clippy::unused_self,
-        reason = "taken to end the state: no reply can be fed after"
-    )]
-    pub(crate) fn interrupted(self) -> Decision {
-        Decision::finish(
-            Vec::new(),
-            Finish::new(TurnStatus::Interrupted, None, Status::Interrupted),
-        )
-    }
-}
-
 impl Run {
     /// The calls to run, each with its message, in the model's order.
     pub(crate) fn calls(&self) -> &[Call] {
         &self.calls
+    }
+
+    /// The calls a person approved, among those to run: each is marked
+    /// begun in the store before any runs (`approval_in_turn.rs`), so a
+    /// worker that dies running it leaves a mark.
+    pub(crate) fn approved(&self) -> impl Iterator<Item = &Message> {
+        self.calls
+            .iter()
+            .map(|(_, m)| m)
+            .filter(|m| approval::is_held(m))
+    }
+
+    /// The approved call `id` was found marked begun already (another
+    /// worker took it first): it may have run there, so it does not run
+    /// here, and its result says so.
+    pub(crate) fn begun_elsewhere(&mut self, id: &str) {
+        if let Some(i) = self.calls.iter().position(|(_, m)| m.id == id) {
+            let (_, call) = self.calls.remove(i);
+            self.refused
+                .push(self.machine.clock.stamp(healing_result(&call)));
+        }
     }
 
     /// The calls' `results` came back: each call's result is posted
@@ -608,8 +648,19 @@ impl Run {
     /// run), and a result of no call here is kept, after them. Then the
     /// next step.
     pub(crate) fn results(mut self, results: Vec<Message>) -> Decision {
+        let post = self.paired(results, healing_result);
+        if !self.held.is_empty() {
+            return Decision::finish(post, Finish::pause());
+        }
+        self.machine.next_step(post)
+    }
+
+    /// The step's results to post: the refused ones, then one per call in
+    /// call order (`missing`'s for a call `results` has none of), then any
+    /// result of no call here.
+    fn paired(&mut self, results: Vec<Message>, missing: fn(&Message) -> Message) -> Vec<Message> {
         let mut results: Vec<Option<Message>> = results.into_iter().map(Some).collect();
-        let mut post = Vec::with_capacity(self.calls.len());
+        let mut post = Vec::with_capacity(self.calls.len() + self.refused.len());
         post.append(&mut self.refused);
         for (_, call) in &self.calls {
             let mine = results
@@ -619,13 +670,10 @@ impl Run {
                         .is_some_and(|r| r.parent_id.as_deref() == Some(call.id.as_str()))
                 })
                 .and_then(Option::take);
-            post.push(mine.unwrap_or_else(|| self.machine.clock.stamp(healing_result(call))));
+            post.push(mine.unwrap_or_else(|| self.machine.clock.stamp(missing(call))));
         }
         post.extend(results.into_iter().flatten());
-        if self.held > 0 {
-            return Decision::finish(post, Finish::pause());
-        }
-        self.machine.next_step(post)
+        post
     }
 }
 
@@ -641,6 +689,13 @@ fn request_of(call: &Message) -> ToolRequest {
     )
 }
 
+mod failed;
+#[cfg(test)]
+mod guard_tests;
+mod guarded;
+#[cfg(test)]
+mod held_tests;
+mod hooked;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

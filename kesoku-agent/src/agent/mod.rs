@@ -17,8 +17,14 @@ mod approval_api;
 mod approval_in_turn;
 mod builder;
 mod claim;
+mod clock;
 mod compaction;
 mod fit;
+mod guardrails;
+mod guardrails_in_turn;
+mod heal;
+mod hooks;
+mod hooks_in_turn;
 mod machine;
 mod outcome;
 mod posts;
@@ -44,10 +50,13 @@ use tokio::task::JoinSet;
 
 pub use approval::{Approval, ApprovalCheck, ApprovalError, Decided, PendingApproval, Verdict};
 pub use builder::AgentBuilder;
+use claim::Claimed;
 pub use compaction::{
     Compacted, Compaction, CompactionFuture, CompactionRequest, CompactionStrategy,
 };
-pub use outcome::{AgentError, ResumeError, TurnOutcome, TurnStatus};
+pub use guardrails::{GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrail};
+pub use hooks::{HookError, HookFuture, Hooks, ModelRequest, ToolGate};
+pub use outcome::{AgentError, HookFailure, ResumeError, Tripped, TurnOutcome, TurnStatus};
 use shared::Shared;
 pub use typed::{Typed, TypedError};
 
@@ -197,10 +206,15 @@ impl Agent {
         let session_id = session_id.as_str();
         // One write when the turn can start at once; else the prompt is
         // posted for whoever holds the session, and taken in turn.
-        let message = match claim::start(&self.shared, message).await? {
-            claim::Started::Ran(outcome) => return Ok(outcome),
-            claim::Started::Lost(message, seq) => {
-                return self.finished_elsewhere(&message, seq).await;
+        let message = match Claimed::new_prompt(&self.shared, message).await? {
+            claim::Started::Claimed(claimed) => {
+                let (message, seq) = claimed.prompt();
+                let (message, seq) = (message.clone(), seq);
+                return match claimed.run(&self.shared).await? {
+                    Some(outcome) => Ok(outcome),
+                    // Its lease was lost: the turn ends on another worker.
+                    None => self.finished_elsewhere(&message, seq).await,
+                };
             }
             claim::Started::NotNow(message) => message,
         };
@@ -212,6 +226,58 @@ impl Agent {
             // turn lost its lease (to a stall) and is resumed.
             None => self.finished_elsewhere(&message, seq).await,
         }
+    }
+
+    /// This agent as a [`Guardrail`] named `name`: each text it checks is
+    /// a prompt to it, answered as a [`GuardCheck`] (a typed answer, see
+    /// [`send_as`](Self::send_as)); `tripped` trips the guardrail with its
+    /// `reason`. Its instructions say what to check. Each checked prompt's
+    /// texts go to a session of its own, `<prompt id>.guardrail.<name>`,
+    /// in this agent's store. An error of its turn fails the turn it
+    /// guards, naming the guardrail.
+    ///
+    /// ```
+    /// use kesoku_agent::{Agent, TurnStatus};
+    /// use kesoku_llm::ScriptedLlm;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let judge = ScriptedLlm::from_json(serde_json::json!([
+    ///     {"text": "{\"tripped\": true, \"reason\": \"it asks for medical advice\"}"}
+    /// ]))
+    /// .unwrap();
+    /// let judge = Agent::builder(judge)
+    ///     .system_prompt("Say whether the text asks for medical advice.")
+    ///     .build()
+    ///     .unwrap();
+    /// let model = ScriptedLlm::from_json(serde_json::json!([{"text": "Take two."}])).unwrap();
+    /// let agent = Agent::builder(model)
+    ///     .input_guardrail(judge.as_guardrail("no_medical_advice"))
+    ///     .build()
+    ///     .unwrap();
+    /// let outcome = agent.send("s", "How much aspirin should I take?").await.unwrap();
+    /// assert_eq!(outcome.status, TurnStatus::Tripped);
+    /// assert_eq!(outcome.tripped.unwrap().reason, "it asks for medical advice");
+    /// # });
+    /// ```
+    pub fn as_guardrail(&self, name: impl Into<String>) -> Guardrail {
+        let agent = self.clone();
+        let name: String = name.into();
+        let label = name.clone();
+        Guardrail::new(name, move |input: GuardInput| {
+            let agent = agent.clone();
+            let session = format!("{}.guardrail.{label}", input.prompt_id);
+            async move {
+                let checked = agent
+                    .send_as::<GuardCheck>(&session, &input.text)
+                    .await
+                    .map_err(HookError::new)?;
+                Ok(if checked.value.tripped {
+                    GuardVerdict::Trip(checked.value.reason)
+                } else {
+                    GuardVerdict::Pass
+                })
+            }
+        })
     }
 
     /// Stops the turn this agent runs for `session`, as a newer user
@@ -445,35 +511,10 @@ impl Agent {
     /// Claims prompts while this agent has room for their turns, and
     /// starts them.
     async fn pull(&self, turns: &mut JoinSet<()>) -> Result<(), AgentError> {
-        let store = self.shared.gateway.store();
-        while let Ok(permit) = Arc::clone(&self.shared.permits).try_acquire_owned() {
-            let requested_at = std::time::Instant::now();
-            let holder = self.shared.claim_holder();
-            let Some((seq, message)) = store
-                .claim_next(&holder, self.shared.lease)
-                .await
-                .map_err(kesoku_core::GatewayError::from)?
-            else {
-                break;
-            };
-            self.shared
-                .sessions
-                .saw_user_message(&message.session_id, seq);
+        while let Some(claimed) = Claimed::next(&self.shared).await? {
             let agent = self.clone();
-            // The database's clock started the lease after `requested_at`.
-            let valid_until = requested_at + self.shared.lease;
             turns.spawn(async move {
-                if let Err(e) = claim::run_claimed(
-                    &agent.shared,
-                    holder,
-                    message,
-                    seq,
-                    None,
-                    permit,
-                    valid_until,
-                )
-                .await
-                {
+                if let Err(e) = claimed.run(&agent.shared).await {
                     tracing::error!(error = %ErrorChain(&e), "a turn failed to run");
                 }
             });

@@ -28,6 +28,12 @@ pub enum TurnStatus {
     /// message is `awaiting_approval` and the session's lease is released;
     /// once every waiting call is decided, any worker resumes the turn.
     AwaitingApproval,
+    /// A guardrail stopped the turn ([`TurnOutcome::tripped`] names it
+    /// and says why): an input guardrail before the model's first reply
+    /// was stored, an output guardrail after the final answer, which is
+    /// kept, marked. A note answering the prompt says so; the user
+    /// message is `processed`.
+    Tripped,
 }
 
 /// The end of one turn: how it ended, the final text, and every message
@@ -50,6 +56,68 @@ pub struct TurnOutcome {
     /// turn that did not fail, or one read back from the store (its note's
     /// metadata holds the error's text).
     pub error: Option<kesoku_llm::LlmError>,
+    /// Why the turn [`Failed`](TurnStatus::Failed), when a hook failed it
+    /// here ([`Hooks`](super::Hooks)). `None` otherwise, and for a turn
+    /// read back from the store (its note names the hook).
+    pub hook_error: Option<HookFailure>,
+    /// The guardrail that stopped the turn
+    /// ([`Tripped`](TurnStatus::Tripped)), and why; also for a turn read
+    /// back from the store.
+    pub tripped: Option<Tripped>,
+}
+
+/// A guardrail that stopped a turn, and its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tripped {
+    /// The guardrail's name.
+    pub guardrail: String,
+    /// Its reason.
+    pub reason: String,
+}
+
+/// The metadata key naming the guardrail on its stored verdict, and on
+/// an answer it stopped or sent back.
+pub(crate) const GUARDRAIL: &str = "guardrail";
+/// The metadata key of a trip's reason, on the note that ends the turn.
+pub(crate) const TRIPPED: &str = "tripped";
+
+impl Tripped {
+    pub(crate) fn new(guardrail: &str, reason: &str) -> Self {
+        Tripped {
+            guardrail: guardrail.to_owned(),
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// The trip a stored note records.
+    pub(crate) fn of(note: &Message) -> Option<Self> {
+        Some(Tripped::new(
+            note.meta_str(GUARDRAIL)?,
+            note.meta_str(TRIPPED)?,
+        ))
+    }
+}
+
+/// A hook that failed a turn: its [`name`](super::Hooks::name), and its
+/// error (or its panic's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the hook `{hook}` failed: {error}")]
+#[non_exhaustive]
+pub struct HookFailure {
+    /// The hook's name.
+    pub hook: String,
+    /// Its error, with its causes, or what its panic said.
+    pub error: String,
+}
+
+impl HookFailure {
+    pub(crate) fn new(hook: &str, error: String) -> Self {
+        HookFailure {
+            hook: hook.to_owned(),
+            error,
+        }
+    }
 }
 
 impl TurnOutcome {
@@ -189,6 +257,16 @@ pub(crate) fn outcome_from_history(
             messages.push(m);
         }
     }
+    // A trip is settled `processed`: its note says it was one.
+    let tripped = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant && m.kind == MessageType::Text)
+        .and_then(Tripped::of);
+    let status = match (status, &tripped) {
+        (TurnStatus::Completed, Some(_)) => TurnStatus::Tripped,
+        (status, _) => status,
+    };
     let answer = match status {
         TurnStatus::Completed => messages
             .iter()
@@ -202,5 +280,7 @@ pub(crate) fn outcome_from_history(
         answer,
         messages,
         error: None,
+        hook_error: None,
+        tripped,
     }
 }

@@ -14,6 +14,15 @@ use super::shared::Shared;
 use super::tail::whole;
 use super::view::{healing_result, orphans};
 
+/// A panic's message, when it has one.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
 /// How a turn ends, as its lease keeper (`claim.rs`) needs to know: once
 /// the turn's last write is on its way, that write releases the lease,
 /// so a renewal that finds it gone is not a loss; and whether it did.
@@ -134,5 +143,7 @@ pub(crate) async fn end_panicked(
         answer: None,
         messages: posted,
         error: None,
+        hook_error: None,
+        tripped: None,
     })
 }

@@ -1,12 +1,14 @@
 //! One turn's IO: load the history (only what is new since the session's
-//! last turn here, see `sessions.rs`), heal orphaned calls, then follow
-//! the turn's rules (`machine.rs`): post what they say to post, ask the
-//! model, run the calls, and settle the prompt as they decide.
+//! last turn here, see `sessions.rs`), post what answers the calls it left
+//! without results (as `heal.rs` decides), then follow the turn's rules
+//! (`machine.rs`): post what they say to post, ask the model, run the
+//! calls, and settle the prompt as they decide.
 //!
 //! Interruption is immediate: the model call in flight is dropped, calls
 //! not started get aborted results, and calls waiting are cancelled
 //! through the context's token; every call still gets exactly one result.
 
+use std::collections::HashMap;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,14 +19,15 @@ use kesoku_core::{
 };
 use tracing::Instrument;
 
-use futures_util::StreamExt as _;
-use kesoku_core::{Delta, DeltaKind, ErrorChain};
+use kesoku_core::ErrorChain;
 
 use super::approval::{self, ApprovalCheck, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
-use super::compaction::Compaction;
-use super::fit::{self, Fitted};
-use super::machine::{Ask, Call, Clock, Decision, Finish, Machine, Next, Stamp};
+use super::clock::Clock;
+use super::fit;
+use super::guardrails::GuardInput;
+use super::heal::heal;
+use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Run, Setup};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
@@ -33,20 +36,9 @@ use super::shared::Shared;
 use super::tail;
 use super::view::{self, View};
 use super::workspace::workspace;
+use super::{guardrails_in_turn, hooks_in_turn};
 use crate::telemetry;
-use kesoku_llm::{StreamEvent, ToolDeclaration};
-
-/// The most refusals as too long one model call takes before it fails
-/// (each round at least halves the request).
-const MAX_REFUSALS: usize = 24;
-
-/// The machine's ids and times in a live turn: `Message::new`'s (version 7 UUIDs).
-fn wall_clock() -> Clock {
-    Clock::new(|| Stamp {
-        id: uuid::Uuid::now_v7().to_string(),
-        at: chrono::Utc::now(),
-    })
-}
+use kesoku_llm::ToolDeclaration;
 
 /// Runs the turn of the claimed user `message` (at `seq`) to its end,
 /// from `at_claim` when its claim brought the session's view up to date.
@@ -87,10 +79,16 @@ pub(crate) async fn turn(
         declarations: Arc::default(),
         overhead: 0,
         steps: 0,
+        input_checked: std::sync::atomic::AtomicBool::new(false),
         ending,
     };
     let outcome = turn.run().instrument(span.clone()).await;
     slot.set_running(0);
+    if let Ok(outcome) = &outcome
+        && !shared.hooks.is_empty()
+    {
+        hooks_in_turn::turn_end(&shared.hooks, &turn.user.session_id, outcome).await;
+    }
     // Once, at the end: a bridge would keep each value recorded.
     span.record("kesoku.steps", telemetry::int(turn.steps));
     match &outcome {
@@ -107,6 +105,17 @@ pub(crate) async fn turn(
         }
     }
     outcome
+}
+
+/// Why a model call gave no reply.
+enum CallError {
+    /// The model's (after the backend's retries).
+    Model(kesoku_llm::LlmError),
+    /// A hook's, before or after it (or a guardrail's).
+    Hook(super::outcome::HookFailure),
+    /// An input guardrail's objection (its name, and why), while it was
+    /// in flight.
+    Tripped(String, String),
 }
 
 struct Turn<'a> {
@@ -139,6 +148,8 @@ struct Turn<'a> {
     overhead: u64,
     /// How many model calls the turn asked for so far.
     steps: usize,
+    /// Whether the input guardrails were asked of the prompt (once a turn).
+    input_checked: std::sync::atomic::AtomicBool,
     ending: &'a Ending,
 }
 
@@ -148,14 +159,20 @@ impl Turn<'_> {
     }
 
     async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
+        let clock = Clock::wall();
         let mut view = self.load_view().await?;
+        let decisions = self.heal(&clock, &mut view).await?;
         // The turn adds to the view as it goes; what it stored is read
         // back, in the store's order, by the next turn, unless the turn
         // knows it already (below).
         view.mark();
         let from = view.seq;
         self.stored = Some(Vec::new());
-        let finish = self.drive(&mut view).await;
+        let decisions = decisions
+            .iter()
+            .map(|(id, v)| (id.as_str(), v.clone()))
+            .collect();
+        let finish = self.drive(clock, &mut view, &decisions).await;
         let held = view.rewind();
         // Kept before the last write releases the lease, for the
         // session's next turn here, which may start at once.
@@ -185,21 +202,21 @@ impl Turn<'_> {
     /// history, which the turn's posts are added to) until it finishes;
     /// how, with the posts of that last decision, which the turn's last
     /// write makes (`finish`).
-    async fn drive(&mut self, view: &mut View) -> Result<(Finish, Vec<Message>), AgentError> {
-        let decisions =
-            approval_in_turn::decisions(self.shared, &self.user.id, &view.messages).await?;
-        let decided: std::collections::HashMap<&str, Verdict> = decisions
-            .iter()
-            .map(|(id, v)| (id.as_str(), v.clone()))
-            .collect();
-        let mut decision = Machine::start(
-            wall_clock(),
-            &self.user,
-            self.answer_shape.clone(),
-            self.shared.max_steps,
-            &view.messages,
-            &decided,
-        );
+    async fn drive(
+        &mut self,
+        clock: Clock,
+        view: &mut View,
+        decisions: &HashMap<&str, Verdict>,
+    ) -> Result<(Finish, Vec<Message>), AgentError> {
+        let setup = Setup {
+            clock,
+            answer_shape: self.answer_shape.clone(),
+            max_steps: self.shared.max_steps,
+            prompt_seq: self.seq,
+            approval_wait: self.shared.approval_deadline,
+            guard_retries: self.shared.output_repairs,
+        };
+        let mut decision = Machine::start(setup, &self.user, &view.messages, decisions);
         // Made when first needed: a turn found answered, or interrupted
         // before it began, reads no tools and makes no workspace.
         let mut runner = None;
@@ -207,8 +224,7 @@ impl Turn<'_> {
             if let Next::Finish(finish) = decision.next {
                 return Ok((finish, decision.post));
             }
-            for mut m in decision.post {
-                approval_in_turn::stamp(self.shared, self.seq, &mut m);
+            for m in decision.post {
                 self.post(m.clone()).await?;
                 view.push(m);
             }
@@ -222,31 +238,80 @@ impl Turn<'_> {
                         if runner.is_none() {
                             runner = Some(self.runner().await?);
                         }
-                        match self.ask_fitted(view, ask.step()).await? {
-                            None => ask.interrupted(),
-                            Some(Ok(reply)) => self.replied(ask, reply),
-                            Some(Err(e)) => {
-                                tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
-                                ask.failed(&e)
-                            }
-                        }
+                        self.model_step(ask, view).await?
                     }
                 }
-                Next::Run(run) => {
+                Next::Run(mut run) => {
                     let runner = match &runner {
                         Some(runner) => runner,
                         None => runner.insert(self.runner().await?),
                     };
-                    let calls = self
-                        .in_flight
-                        .claim(self.shared, self.holder, run.calls())
+                    self.in_flight
+                        .begin(self.shared, self.holder, &mut run)
                         .await?;
-                    let mut results = self.execute(runner, &calls).await;
-                    self.shared.metrics.tool_calls(&results);
-                    self.count_tools_usage(&mut results);
-                    run.results(results)
+                    self.tools_step(runner, run).await
                 }
             };
+        }
+    }
+
+    /// The machine's decision on a model call of the fitted `view`.
+    async fn model_step(&mut self, ask: Ask, view: &mut View) -> Result<Decision, AgentError> {
+        Ok(match self.ask_fitted(view, ask.step()).await? {
+            None => ask.interrupted(),
+            Some(Ok(reply)) => self.replied_checked(ask, reply).await,
+            Some(Err(CallError::Model(e))) => {
+                tracing::warn!(error = %ErrorChain(&e), "the model call failed; the turn ends");
+                ask.failed(&e)
+            }
+            Some(Err(CallError::Hook(failure))) => {
+                tracing::warn!(error = %failure, "a hook failed; the turn ends");
+                ask.hook_failed(failure)
+            }
+            Some(Err(CallError::Tripped(guardrail, reason))) => ask.tripped(&guardrail, &reason),
+        })
+    }
+
+    /// The machine's decision on the model's `reply`, once the output
+    /// guardrails checked it, when it is a final answer.
+    async fn replied_checked(&self, ask: Ask, reply: kesoku_llm::AssistantTurn) -> Decision {
+        let guardrails = &self.shared.output_guardrails;
+        if guardrails.is_empty() || !reply.calls.is_empty() || reply.text.trim().is_empty() {
+            return self.replied(ask, reply);
+        }
+        let input = GuardInput {
+            session_id: self.user.session_id.clone(),
+            prompt_id: self.user.id.clone(),
+            text: reply.text.clone(),
+        };
+        match guardrails_in_turn::objection(guardrails, &input).await {
+            Ok(None) => self.replied(ask, reply),
+            Ok(Some((guardrail, verdict))) => self.replied(ask.checked(&guardrail, verdict), reply),
+            Err(failure) => {
+                tracing::warn!(error = %failure, "a guardrail failed; the turn ends");
+                ask.hook_failed(failure)
+            }
+        }
+    }
+
+    /// The machine's decision on the results of `run`'s calls, run by
+    /// `runner` between the hooks' before and after.
+    async fn tools_step(&mut self, runner: &ToolRunner, mut run: Run) -> Decision {
+        let hooks = &self.shared.hooks;
+        let session = &self.user.session_id;
+        if let Err(failure) = hooks_in_turn::before_tools(hooks, session, &mut run).await {
+            tracing::warn!(error = %failure, "a hook failed; the turn ends");
+            return run.hook_failed(Vec::new(), failure);
+        }
+        let mut results = self.execute(runner, run.calls()).await;
+        self.shared.metrics.tool_calls(&results);
+        self.count_tools_usage(&mut results);
+        match hooks_in_turn::after_tools(hooks, run.calls(), &mut results).await {
+            Ok(()) => run.results(results),
+            Err(failure) => {
+                tracing::warn!(error = %failure, "a hook failed; the turn ends");
+                run.hook_failed(results, failure)
+            }
         }
     }
 
@@ -297,8 +362,9 @@ impl Turn<'_> {
 
     /// The session's history for the model: the view kept from its last
     /// turn here, brought up to date with what was stored since, else
-    /// what the store holds of it that the model may be shown (`tail.rs`);
-    /// with every unanswered call healed.
+    /// what the store holds of it that the model may be shown (`tail.rs`).
+    /// A kept view never has a call left without a result: a view that
+    /// would is read from the store.
     async fn load_view(&mut self) -> Result<View, AgentError> {
         let session = self.user.session_id.clone();
         let store = self.shared.gateway.store();
@@ -323,22 +389,41 @@ impl Turn<'_> {
         }
         let history = self.read_cold().await?;
         self.note_prompts(&history);
-        let view = View::new(history);
+        Ok(View::new(history))
+    }
+
+    /// Reads the decisions on the `view`'s calls waiting for a person, and
+    /// posts what answers its other calls left without results, as
+    /// `heal.rs` decides; the view is then read again, so each result
+    /// stands after its call. The decisions, by call id.
+    async fn heal(
+        &mut self,
+        clock: &Clock,
+        view: &mut View,
+    ) -> Result<HashMap<String, Verdict>, AgentError> {
         if !view.has_orphans() {
-            return Ok(view);
+            return Ok(HashMap::new());
         }
-        let decided =
-            approval_in_turn::decided_elsewhere(&**store, &view.messages, &self.user.id).await?;
-        let (healed, moved_on) = approval_in_turn::heal(&view.messages, &self.user.id, &decided);
-        if healed.is_empty() {
-            return Ok(view);
+        let decisions: HashMap<String, Verdict> =
+            approval_in_turn::decisions(self.shared, &view.messages)
+                .await?
+                .into_iter()
+                .collect();
+        let by_id = decisions
+            .iter()
+            .map(|(id, v)| (id.as_str(), v.clone()))
+            .collect();
+        let healing = heal(clock, &self.user.id, &view.messages, &by_id);
+        if healing.results.is_empty() {
+            return Ok(decisions);
         }
-        for result in healed {
+        for result in healing.results {
             self.post(result).await?;
         }
-        approval_in_turn::interrupt_moved_on(&**store, moved_on).await?;
-        // Read again, so each healed result stands after its call.
-        Ok(View::new(self.read_cold().await?))
+        let store = self.shared.gateway.store();
+        approval_in_turn::interrupt_moved_on(&**store, healing.moved_on).await?;
+        *view = View::new(self.read_cold().await?);
+        Ok(decisions)
     }
 
     /// The session as the store holds it, for a view: its end the model
@@ -390,154 +475,6 @@ impl Turn<'_> {
             ctx = ctx.with_workspace(dir);
         }
         Ok(ctx)
-    }
-
-    /// One model call on the view, compacted first when it passes its
-    /// budget; after the provider refused it as too long, compacted again
-    /// by what the refusal taught, and asked again, until a request is
-    /// accepted or nothing more can be cut (the refusal is then the
-    /// call's error). `None` when a newer user message arrived first.
-    async fn ask_fitted(
-        &mut self,
-        view: &mut View,
-        step: usize,
-    ) -> Result<Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>>, AgentError> {
-        let overhead = self.overhead;
-        let mut refused = None;
-        for _ in 0..MAX_REFUSALS {
-            // A summary is a model call: a newer prompt interrupts it too
-            // (the view is changed only once it is made).
-            let fitted = tokio::select! {
-                biased;
-                () = self.slot.newer_than(self.seq) => return Ok(None),
-                fitted = fit::fit(self.shared, view, &self.user, overhead, refused.is_some()) => fitted,
-            };
-            match fitted {
-                // Stored, not part of the turn's answer (as a turn read
-                // back from the store shows it).
-                Fitted::Compacted(Some(summary)) => {
-                    post(self.shared, self.holder, &summary).await?;
-                }
-                Fitted::Compacted(None) => {}
-                Fitted::Unchanged => {
-                    if let Some(e) = refused {
-                        return Ok(Some(Err(e)));
-                    }
-                }
-            }
-            let (_, raw) = view.estimate(overhead);
-            match self.ask(&view.messages, step).await {
-                Some(Ok(mut reply)) => {
-                    fit::stamp(&mut reply, raw);
-                    return Ok(Some(Ok(reply)));
-                }
-                Some(Err(e @ kesoku_llm::LlmError::ContextOverflow { tokens, limit, .. }))
-                    if !matches!(self.shared.compaction, Compaction::Off) =>
-                {
-                    tracing::warn!(
-                        ?tokens,
-                        ?limit,
-                        "the model refused the request as too long; compacting and asking again"
-                    );
-                    fit::learn(self.shared, view, raw, tokens, limit);
-                    refused = Some(e);
-                }
-                other => return Ok(other),
-            }
-        }
-        Ok(refused.map(Err))
-    }
-
-    /// One model call; `None` when a newer user message arrived first (the
-    /// call is dropped).
-    async fn ask(
-        &self,
-        view: &[Message],
-        step: usize,
-    ) -> Option<Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError>> {
-        let shared = self.shared;
-        let options = self.options.as_ref().unwrap_or(&shared.options);
-        let streams = shared.streaming && shared.llm.streams();
-        let span = telemetry::model_span(
-            shared.llm.provider(),
-            shared.llm.base_url(),
-            options,
-            &self.user.session_id,
-            Some(step),
-            streams,
-        );
-        if shared.capture_content {
-            telemetry::record_input(&span, view);
-        }
-        let call = self.reply(view, &span).instrument(span.clone());
-        let requested_at = std::time::Instant::now();
-        let reply = tokio::select! {
-            biased;
-            () = self.slot.newer_than(self.seq) => return None,
-            reply = call => reply,
-        };
-        shared.metrics.model_call(
-            shared.llm.provider(),
-            shared.llm.base_url(),
-            &options.model,
-            &reply,
-            requested_at.elapsed(),
-        );
-        match &reply {
-            Ok(turn) => telemetry::record_reply(&span, turn, shared.capture_content),
-            Err(e) => telemetry::record_error(&span, e),
-        }
-        Some(reply)
-    }
-
-    /// The model's reply: streamed when the model streams and the agent
-    /// does (each piece published to the gateway's delta listeners as it
-    /// comes), else completed. Either way, one turn.
-    async fn reply(
-        &self,
-        view: &[Message],
-        span: &tracing::Span,
-    ) -> Result<kesoku_llm::AssistantTurn, kesoku_llm::LlmError> {
-        let shared = self.shared;
-        let session = &self.user.session_id;
-        let options = self.options.as_ref().unwrap_or(&shared.options);
-        if !(shared.streaming && shared.llm.streams()) {
-            return shared
-                .llm
-                .complete(session, view, &self.declarations, options)
-                .await;
-        }
-        let mut events = shared
-            .llm
-            .stream(session, view, &self.declarations, options);
-        let gateway = &shared.gateway;
-        let requested_at = std::time::Instant::now();
-        let mut first = true;
-        while let Some(event) = events.next().await {
-            // A chunk came only when the event is one: a refusal (a 401)
-            // is an error before any.
-            if event.is_ok() && std::mem::take(&mut first) {
-                telemetry::record_first_chunk(span, requested_at.elapsed());
-            }
-            let kind = match event? {
-                StreamEvent::Done(turn) => return Ok(turn),
-                StreamEvent::Text(t) => DeltaKind::Text(t),
-                StreamEvent::Thought(t) => DeltaKind::Thought(t),
-                StreamEvent::ToolCallStart { index, id, name } => {
-                    DeltaKind::ToolCall { index, id, name }
-                }
-                StreamEvent::ToolCallArguments { index, delta } => {
-                    DeltaKind::ToolArguments { index, delta }
-                }
-                _ => continue,
-            };
-            gateway.publish(Delta::new(session.clone(), kind).replying_to(self.user.id.clone()));
-        }
-        // A stream ends with its turn or an error; this is neither.
-        Err(kesoku_llm::LlmError::Stream {
-            provider: shared.llm.provider(),
-            message: "the stream ended without a turn".into(),
-        })
     }
 
     /// Stores the tokens of the model calls the step's tools made (through
@@ -608,6 +545,8 @@ impl Turn<'_> {
             answer,
             messages: std::mem::take(&mut self.posted),
             error: None,
+            hook_error: None,
+            tripped: None,
         }
     }
 
@@ -691,6 +630,10 @@ impl Turn<'_> {
         }
         let mut outcome = self.outcome(finish.status, finish.answer);
         outcome.error = finish.error;
+        outcome.hook_error = finish.hook_error;
+        outcome.tripped = finish.tripped;
         Ok(outcome)
     }
 }
+
+mod model;

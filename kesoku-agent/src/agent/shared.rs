@@ -60,6 +60,11 @@ pub(crate) struct Shared {
     pub(crate) output_repairs: usize,
     /// How a session past the context window is fitted into it.
     pub(crate) compaction: super::compaction::Compaction,
+    /// The agent's hooks, in the order they run.
+    pub(crate) hooks: Vec<Arc<dyn super::hooks::Hooks>>,
+    /// The checks of each prompt, and of each final answer.
+    pub(crate) input_guardrails: Vec<super::guardrails::Guardrail>,
+    pub(crate) output_guardrails: Vec<super::guardrails::Guardrail>,
     /// The context window set on the agent, if any.
     pub(crate) context_window: Option<u64>,
     /// A window the provider's refusal taught (0 for none).

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use chrono::DateTime;
 
-use super::{Clock, Decision, Finish, Machine, NUDGE, Next, Run, Stamp};
+use super::{Decision, Finish, Machine, NUDGE, Next, Run, Setup};
 use crate::agent::approval::{self, Approval, Verdict};
+use crate::agent::clock::{Clock, Stamp};
 use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
 
@@ -95,10 +96,8 @@ pub(super) fn finished(d: Decision) -> (Vec<Message>, Finish) {
 pub(super) fn start(max_steps: usize) -> super::Ask {
     let p = prompt();
     let (post, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), max_steps),
         &p,
-        typed::answer_shape(&p),
-        max_steps,
         std::slice::from_ref(&p),
         &none(),
     ));
@@ -110,10 +109,8 @@ pub(super) fn start(max_steps: usize) -> super::Ask {
 fn a_new_prompt_asks_the_model_first() {
     let p = prompt();
     let (post, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         std::slice::from_ref(&p),
         &none(),
     ));
@@ -130,10 +127,8 @@ pub(super) fn prompt_id_of(ask: &super::Ask) -> String {
 fn an_answer_without_calls_completes_the_turn_and_is_posted_as_it_came() {
     let p = prompt();
     let (_, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         std::slice::from_ref(&p),
         &none(),
     ));
@@ -381,10 +376,8 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let p = prompt();
     let h = history(&p, vec![assistant("5")]);
     let (post, finish) = finished(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &none(),
     ));
@@ -397,10 +390,8 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let mut failed = assistant("The model call failed");
     failed.metadata.insert("error".into(), "boom".into());
     let (_, finish) = finished(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &history(&p, vec![failed]),
         &none(),
     ));
@@ -409,10 +400,8 @@ fn a_turn_found_answered_in_the_history_ends_as_it_had() {
     let mut limit = assistant("I stopped");
     limit.metadata.insert("step_limit".into(), true.into());
     let (_, finish) = finished(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &history(&p, vec![limit]),
         &none(),
     ));
@@ -431,10 +420,8 @@ fn a_turn_whose_last_message_is_not_an_answer_goes_on() {
     let result = result_of(&call, "5");
     let h = history(&p, vec![other, call, result]);
     let (post, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &none(),
     ));
@@ -458,10 +445,8 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
         ],
     );
     let (post, run) = ran(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &none(),
     ));
@@ -480,10 +465,8 @@ fn calls_the_history_holds_without_results_are_run_on_start() {
 fn no_steps_at_all_is_the_step_limit_at_once() {
     let p = prompt();
     let (post, finish) = finished(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 0),
         &p,
-        typed::answer_shape(&p),
-        0,
         std::slice::from_ref(&p),
         &none(),
     ));
@@ -565,10 +548,8 @@ fn a_turn_taken_before_its_calls_are_decided_pauses_again() {
     let h = history(&p, vec![c1.clone(), c2]);
     let decided = HashMap::from([(c1.id.as_str(), Verdict::Approve)]);
     let (post, finish) = finished(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &decided,
     ));
@@ -586,10 +567,8 @@ fn a_resumed_turn_runs_the_approved_calls_and_answers_the_denied_ones() {
         (c2.id.as_str(), Verdict::Deny(Some("keep it".into()))),
     ]);
     let (post, run) = ran(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &decided,
     ));
@@ -637,10 +616,8 @@ fn an_approved_call_a_dead_worker_began_is_not_run_again() {
     let h = history(&p, vec![begun.clone()]);
     let decided = HashMap::from([(begun.id.as_str(), Verdict::Approve)]);
     let (_, run) = ran(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &decided,
     ));
@@ -672,7 +649,12 @@ fn the_same_turn_fed_the_same_makes_the_same_messages() {
     };
     let turn = || {
         let mut posts = Vec::new();
-        let (post, run) = ran(Machine::start(counting(), &p, None, 2, &h, &decided));
+        let (post, run) = ran(Machine::start(
+            Setup::new(counting(), None, 2),
+            &p,
+            &h,
+            &decided,
+        ));
         posts.extend(post);
         let (post, ask) = asking(run.results(Vec::new()));
         posts.extend(post);

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::tests::{
     allow, asking, assistant, clock, finished, history, no_limit, none, prompt, reply,
 };
-use super::{Finish, Machine};
+use super::{Finish, Machine, Setup};
 use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
 
@@ -28,10 +28,8 @@ fn typed_prompt(repairs: usize) -> Message {
 fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_last() {
     let p = typed_prompt(1);
     let (_, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         std::slice::from_ref(&p),
         &none(),
     ));
@@ -69,10 +67,8 @@ fn a_typed_answer_that_does_not_fit_is_kept_and_the_model_told_why_while_tries_l
 fn a_typed_answer_that_fits_ends_the_turn() {
     let p = typed_prompt(1);
     let (_, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         std::slice::from_ref(&p),
         &none(),
     ));
@@ -93,10 +89,8 @@ fn tries_already_used_are_counted_from_the_history_on_a_restart() {
         vec![assistant("{}").with_status(Status::Responded), note],
     );
     let (_, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &none(),
     ));
@@ -114,10 +108,8 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
         .insert(crate::agent::typed::REJECTED.into(), true.into());
     let h = history(&p, vec![rejected]);
     let (post, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         &h,
         &none(),
     ));
@@ -133,10 +125,8 @@ fn a_rejected_answer_left_without_its_feedback_is_not_the_answer() {
 fn at_the_last_step_an_answer_that_does_not_fit_stands() {
     let p = typed_prompt(3);
     let (_, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 1),
         &p,
-        typed::answer_shape(&p),
-        1,
         std::slice::from_ref(&p),
         &none(),
     ));
@@ -150,10 +140,8 @@ fn at_the_last_step_an_answer_that_does_not_fit_stands() {
 fn a_refusal_is_not_repaired() {
     let p = typed_prompt(2);
     let (_, ask) = asking(Machine::start(
-        clock(),
+        Setup::new(clock(), typed::answer_shape(&p), 5),
         &p,
-        typed::answer_shape(&p),
-        5,
         std::slice::from_ref(&p),
         &none(),
     ));

@@ -148,6 +148,10 @@ pub(super) fn roots(sandbox: &Sandbox, staging: Option<&Path>) -> Roots {
 }
 
 /// Walks the absolute `path` (see the module's doc).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one loop over a path's names, each case beside the others, read as a whole"
+)]
 pub(super) fn walk(roots: &Roots, path: &Path) -> Result<Reached, Miss> {
     let mut queue: VecDeque<Step> = steps(path).collect();
     // `/` always leads to a root (or is one); so does every directory
