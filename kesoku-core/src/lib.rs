@@ -24,6 +24,7 @@ mod backoff;
 mod content;
 mod error_source;
 mod future;
+mod json_text;
 pub mod lowering;
 mod output;
 mod run;

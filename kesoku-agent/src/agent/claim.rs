@@ -294,12 +294,12 @@ async fn store_claimed(
             let posted = match after {
                 Some(after) => shared
                     .gateway
-                    .post_claimed_after(claimed.clone(), holder, shared.lease, after)
+                    .post_claimed_after_ref(claimed, holder, shared.lease, after)
                     .await
                     .map(|c| c.map(|c| (c.seq, Some(c.newer)))),
                 None => shared
                     .gateway
-                    .post_claimed(claimed.clone(), holder, shared.lease)
+                    .post_claimed_ref(claimed, holder, shared.lease)
                     .await
                     .map(|c| c.map(|seq| (seq, None))),
             };
@@ -373,7 +373,7 @@ async fn run_leased(
     valid_until: Instant,
 ) -> (Option<Result<TurnOutcome, AgentError>>, bool) {
     let session = message.session_id.clone();
-    let user = message.clone();
+    let prompt = message.id.clone();
     let ending = Ending::default();
     // A panic anywhere in the turn (a model backend, a stream's decoder,
     // the agent's own code) is caught here, with the lease still kept, so
@@ -387,13 +387,13 @@ async fn run_leased(
             Err(payload) => {
                 slot.set_running(0);
                 let panic = panic_message(&*payload);
-                match AssertUnwindSafe(end_panicked(shared, holder, &user, &panic))
+                match AssertUnwindSafe(end_panicked(shared, holder, &session, &prompt, &panic))
                     .catch_unwind()
                     .await
                 {
                     Ok(ended) => ended,
                     Err(_) => Err(AgentError::Panicked {
-                        session: user.session_id.clone(),
+                        session: session.clone(),
                         message: panic,
                     }),
                 }

@@ -569,7 +569,8 @@ impl Machine {
             let mut m = machine.answering(call.message, Status::Responded);
             let name = &call.request.name;
             let used = machine.uses.get(name).copied().unwrap_or(0);
-            if let Some(limit) = max_uses(name)
+            let limited = max_uses(name);
+            if let Some(limit) = limited
                 && used >= limit
             {
                 denied.push(machine.clock.stamp(approval::refused_result(
@@ -583,7 +584,9 @@ impl Machine {
                 post.push(m);
                 continue;
             }
-            *machine.uses.entry(name.clone()).or_default() += 1;
+            if limited.is_some() {
+                *machine.uses.entry(name.clone()).or_default() += 1;
+            }
             match policy(&call.request) {
                 Approval::Allow => calls.push((call.request, m.clone())),
                 Approval::Ask => {

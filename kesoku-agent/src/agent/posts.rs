@@ -64,7 +64,7 @@ async fn post_tried(
         shared.lease,
         "posting a turn's message",
         |again| async move {
-            match shared.gateway.post_leased(message.clone(), holder).await {
+            match shared.gateway.post_leased_ref(message, holder).await {
                 Err(GatewayError::Store(StoreError::Duplicate { .. })) if again || tried => {
                     Ok(None)
                 }
@@ -105,17 +105,23 @@ pub(crate) async fn settle(
 /// happened, and the prompt is settled `error`, all fenced by the lease
 /// as the turn's own posts are. Without this the prompt stayed
 /// `processing`, and was resumed (and panicked again) lease after lease.
+/// `prompt` is the turn's user message, of `session`.
 pub(crate) async fn end_panicked(
     shared: &Shared,
     holder: &str,
-    user: &Message,
+    session: &str,
+    prompt: &str,
     panic: &str,
 ) -> Result<TurnOutcome, AgentError> {
-    tracing::error!(session = %user.session_id, panic, "a turn panicked; its prompt is settled as failed");
+    tracing::error!(
+        session,
+        panic,
+        "a turn panicked; its prompt is settled as failed"
+    );
     let store = shared.gateway.store();
     // The view this process kept of the session may be half updated.
-    drop(shared.sessions.take_view(&user.session_id));
-    let history = whole(&**store, &user.session_id, shared.lease).await?;
+    drop(shared.sessions.take_view(session));
+    let history = whole(&**store, session, shared.lease).await?;
     let mut posted = Vec::new();
     let messages: Vec<Message> = history.into_iter().map(|(_, m)| m).collect();
     for result in orphans(&messages).into_iter().map(healing_result) {
@@ -123,15 +129,15 @@ pub(crate) async fn end_panicked(
         posted.push(result);
     }
     let text = format!("This turn stopped on an internal error (a panic): {panic}");
-    let mut m = Message::new(&user.session_id, Role::Assistant, MessageType::Text, text)
+    let mut m = Message::new(session, Role::Assistant, MessageType::Text, text)
         .with_sender("agent")
         .with_status(Status::Pending)
-        .with_parent(&user.id);
+        .with_parent(prompt);
     m.metadata
         .insert("error".into(), format!("panic: {panic}").into());
     post(shared, holder, &m).await?;
     posted.push(m);
-    settle(shared, holder, &user.id, Status::Error).await?;
+    settle(shared, holder, prompt, Status::Error).await?;
     Ok(TurnOutcome {
         status: TurnStatus::Failed,
         answer: None,

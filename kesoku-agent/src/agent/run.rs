@@ -34,7 +34,7 @@ use super::retry::{is_transient, retried, retried_store};
 use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 use super::tail;
-use super::view::View;
+use super::view::{self, View};
 use super::workspace::workspace;
 use super::{guardrails_in_turn, hooks_in_turn};
 use crate::telemetry;
@@ -132,9 +132,9 @@ struct Turn<'a> {
     seq: Seq,
     /// The view its claim brought up to date, until the turn loads it.
     at_claim: Option<ViewAtClaim>,
-    /// What the turn stored after loading its view, with the seqs the
-    /// store gave; `None` once one is not known.
-    stored: Option<Vec<(Seq, Message)>>,
+    /// The seqs the store gave what the turn stored after loading its
+    /// view, in order; `None` once one is not known.
+    stored: Option<Vec<Seq>>,
     posted: Vec<Message>,
     /// Approved calls marked begun (`processing`) whose result is not yet
     /// stored: each goes back to `responded` once it is.
@@ -173,7 +173,7 @@ impl Turn<'_> {
             .map(|(id, v)| (id.as_str(), v.clone()))
             .collect();
         let finish = self.drive(clock, &mut view, &decisions).await;
-        view.rewind();
+        let held = view.rewind();
         // Kept before the last write releases the lease, for the
         // session's next turn here, which may start at once.
         let session = self.user.session_id.clone();
@@ -185,17 +185,13 @@ impl Turn<'_> {
         // is one message's place in the store's order): the view takes
         // them as the next turn would read them back, unless a turn took
         // it meanwhile. Else the next turn reads them.
-        if let Some(stored) = self.stored.take()
+        if let Some(seqs) = self.stored.take()
             && outcome.status == TurnStatus::Completed
-            && !stored.is_empty()
-            && stored
-                .iter()
-                .zip(from + 1..)
-                .all(|((seq, _), next)| *seq == next)
+            && let Some(stored) = view::stored_by_turn(from, &seqs, held, &outcome.messages)
             && let Some(mut view) = self.shared.sessions.take_view(&session)
         {
             if view.seq == from {
-                view.extend(stored);
+                view.extend_stored(stored);
             }
             self.shared.sessions.put_view(&session, view);
         }
@@ -519,7 +515,7 @@ impl Turn<'_> {
 
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
         let seq = post(self.shared, self.holder, &message).await?;
-        self.note_stored(seq, &message);
+        self.note_stored(seq);
         if let Some(call) = self.in_flight.answered(&message) {
             retried(self.shared.lease, "settling an approved call", |_| {
                 self.shared.gateway.transition_leased(
@@ -536,9 +532,9 @@ impl Turn<'_> {
     }
 
     /// Notes a post of this turn stored at `seq` (`None`: not known).
-    fn note_stored(&mut self, seq: Option<Seq>, message: &Message) {
+    fn note_stored(&mut self, seq: Option<Seq>) {
         match (seq, &mut self.stored) {
-            (Some(seq), Some(stored)) => stored.push((seq, message.clone())),
+            (Some(seq), Some(stored)) => stored.push(seq),
             _ => self.stored = None,
         }
     }
@@ -583,8 +579,8 @@ impl Turn<'_> {
         match ended {
             Ok(seqs) => {
                 self.ending.released.store(true, Ordering::Release);
-                for (seq, m) in seqs.into_iter().zip(&last) {
-                    self.note_stored(Some(seq), m);
+                for (seq, _) in seqs.into_iter().zip(&last) {
+                    self.note_stored(Some(seq));
                 }
                 // Their results are stored: the approved calls settle (the
                 // lease is gone, so unfenced; each is one conditional

@@ -164,9 +164,15 @@ impl Sessions {
             marks: watch::Sender::new(Marks::default()),
             running: AtomicI64::new(0),
         });
-        slots
-            .by_session
-            .insert(session.to_owned(), Arc::downgrade(&slot));
+        // The entry of the session's last turn, if not swept yet, keeps
+        // its key.
+        if let Some(gone) = slots.by_session.get_mut(session) {
+            *gone = Arc::downgrade(&slot);
+        } else {
+            slots
+                .by_session
+                .insert(session.to_owned(), Arc::downgrade(&slot));
+        }
         if slots.by_session.len() >= slots.sweep_at {
             slots.by_session.retain(|_, slot| slot.strong_count() > 0);
             slots.sweep_at = (slots.by_session.len() * 2).max(SWEEP_AT);

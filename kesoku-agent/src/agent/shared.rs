@@ -81,10 +81,14 @@ impl Shared {
     /// The lease holder of a new claim: one per turn, so a turn's lease is
     /// its own even among turns of this agent.
     pub(crate) fn claim_holder(&self) -> String {
+        use std::fmt::Write as _;
         let n = self
             .claims
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("{}#{n}", self.holder)
+        // Sized at once: the agent's holder, `#`, up to 20 digits.
+        let mut holder = String::with_capacity(self.holder.len() + 21);
+        let _ = write!(holder, "{}#{n}", self.holder);
+        holder
     }
 }
 

@@ -14,6 +14,9 @@ use super::compaction;
 /// before they ran, or a crash. Each gets an error result, so every
 /// provider's rule that a call is answered holds.
 pub(crate) fn orphans(history: &[Message]) -> Vec<&Message> {
+    if !history.iter().any(|m| m.kind == MessageType::ToolCall) {
+        return Vec::new();
+    }
     let answered: HashSet<&str> = history
         .iter()
         .filter(|m| m.kind == MessageType::ToolResult)
@@ -45,26 +48,46 @@ pub(crate) fn for_model(m: &Message) -> bool {
 /// tool calls is followed by their results, in call order, wherever the
 /// results were stored (a result healed later is stored after messages
 /// that followed its call, and `OpenAI` wants results right after calls).
-pub(crate) fn model_view(history: Vec<Message>) -> Vec<Message> {
-    let calls: HashSet<&str> = history
-        .iter()
-        .filter(|m| m.kind == MessageType::ToolCall)
-        .map(|m| m.id.as_str())
-        .collect();
-    // Call id → the index of its result.
-    let mut result_of: HashMap<String, usize> = HashMap::new();
-    for (i, m) in history.iter().enumerate() {
-        if m.kind == MessageType::ToolResult
-            && let Some(parent) = m.parent_id.as_deref()
-            && calls.contains(parent)
-        {
-            result_of.entry(parent.to_owned()).or_insert(i);
+pub(crate) fn model_view(mut history: Vec<Message>) -> Vec<Message> {
+    if !history.iter().any(|m| m.kind == MessageType::ToolResult) {
+        // No result to move (a prompt, say): the order stands.
+        history.retain(for_model);
+        return history;
+    }
+    // A call's index → the index of its first result, and the reverse.
+    let mut result_of: HashMap<usize, usize> = HashMap::new();
+    let mut placed: HashSet<usize> = HashSet::new();
+    {
+        // Call id → the index of the first call of that id the model is
+        // shown (whose group its result goes out with), and whether a
+        // result of it was found (only the first is placed).
+        let mut calls: HashMap<&str, (Option<usize>, bool)> = HashMap::new();
+        for (i, m) in history.iter().enumerate() {
+            if m.kind == MessageType::ToolCall {
+                let first = &mut calls.entry(m.id.as_str()).or_default().0;
+                if first.is_none() && for_model(m) {
+                    *first = Some(i);
+                }
+            }
+        }
+        for (i, m) in history.iter().enumerate() {
+            if m.kind == MessageType::ToolResult
+                && let Some((call, answered)) =
+                    m.parent_id.as_deref().and_then(|p| calls.get_mut(p))
+                && !*answered
+            {
+                *answered = true;
+                placed.insert(i);
+                if let Some(call) = *call {
+                    result_of.insert(call, i);
+                }
+            }
         }
     }
-    let placed: HashSet<usize> = result_of.values().copied().collect();
     let mut slots: Vec<Option<Message>> = history.into_iter().map(Some).collect();
     let mut out = Vec::with_capacity(slots.len());
-    let mut group: Vec<String> = Vec::new();
+    // The indexes of the calls of the group being read.
+    let mut group: Vec<usize> = Vec::new();
     for i in 0..slots.len() {
         // A placed result goes out with its call's group.
         if placed.contains(&i) {
@@ -76,7 +99,7 @@ pub(crate) fn model_view(history: Vec<Message>) -> Vec<Message> {
         }
         let is_call = m.kind == MessageType::ToolCall;
         if is_call {
-            group.push(m.id.clone());
+            group.push(i);
         }
         out.push(m);
         let next_is_call = slots
@@ -148,12 +171,28 @@ impl View {
         self.open
     }
 
+    /// [`extend`](Self::extend) by what a turn stored ([`stored_by_turn`]).
+    pub(crate) fn extend_stored(&mut self, stored: Stored) -> bool {
+        if self.open && !stored.messages.is_empty() {
+            return false;
+        }
+        self.grow_to(stored.last, stored.messages);
+        true
+    }
+
     fn grow(&mut self, newer: Vec<(Seq, Message)>) {
         let Some(&(last, _)) = newer.last() else {
             return;
         };
+        self.grow_to(last, newer.into_iter().map(|(_, m)| m).collect());
+    }
+
+    /// Grows by `newer`, the messages up to `last`.
+    fn grow_to(&mut self, last: Seq, newer: Vec<Message>) {
+        if newer.is_empty() {
+            return;
+        }
         self.seq = last;
-        let newer: Vec<Message> = newer.into_iter().map(|(_, m)| m).collect();
         // Nothing before is open, so no result in `newer` belongs
         // before it, and the two order independently.
         self.open = !orphans(&newer).is_empty()
@@ -215,11 +254,14 @@ impl View {
         self.mark = self.messages.len();
     }
 
-    /// Drops the running turn's posts.
-    pub(crate) fn rewind(&mut self) {
-        for m in self.messages.drain(self.mark..) {
-            self.tokens = self.tokens.saturating_sub(compaction::estimate(&m));
+    /// Drops the running turn's posts, and gives them back, in order (for
+    /// [`stored_by_turn`]).
+    pub(crate) fn rewind(&mut self) -> Vec<Message> {
+        let posts = self.messages.split_off(self.mark.min(self.messages.len()));
+        for m in &posts {
+            self.tokens = self.tokens.saturating_sub(compaction::estimate(m));
         }
+        posts
     }
 
     /// Each message's estimated tokens, calibrated.
@@ -267,6 +309,44 @@ impl View {
             self.compact(from, Some(summary));
         }
     }
+}
+
+/// What a turn stored, in the store's order: `messages`, the last at
+/// `last`, one after another (for [`View::extend_stored`]).
+#[derive(Debug)]
+pub(crate) struct Stored {
+    last: Seq,
+    messages: Vec<Message>,
+}
+
+/// What a completed turn stored, for its session's view to take as the
+/// next turn would read it back: the posts the view held (`held`, as
+/// [`View::rewind`] gave them back), then the rest of what the turn's
+/// `outcome` ends with (its last write's, copied), the store having given
+/// them `seqs`, in order. `None` unless the seqs follow the view's
+/// (`from`) one after another (a seq is one message's place in the
+/// store's order, so nothing else was stored between them), and the
+/// outcome ends with the held posts and the rest: the next turn then
+/// reads them back from the store.
+pub(crate) fn stored_by_turn(
+    from: Seq,
+    seqs: &[Seq],
+    mut held: Vec<Message>,
+    outcome: &[Message],
+) -> Option<Stored> {
+    let &last = seqs.last()?;
+    if held.len() > seqs.len() || !seqs.iter().zip(from + 1..).all(|(seq, next)| *seq == next) {
+        return None;
+    }
+    let ours = &outcome[outcome.len().checked_sub(seqs.len())?..];
+    if !held.iter().zip(ours).all(|(h, m)| h.id == m.id) {
+        return None;
+    }
+    held.extend(ours[held.len()..].iter().cloned());
+    Some(Stored {
+        last,
+        messages: held,
+    })
 }
 
 /// `tokens` times `ratio`, rounded up.

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::json_text::{json_len, push_json};
 use crate::session::request::ToolRequest;
 
 /// Who wrote a message.
@@ -197,7 +198,13 @@ impl Message {
     /// ```
     pub fn tool_call(session_id: impl Into<String>, request: &ToolRequest) -> Self {
         let mut m = Message::new(session_id, Role::Assistant, MessageType::ToolCall, "");
-        m.content = format!("{}({})", request.name, request.arguments);
+        // `name(arguments)`, in a buffer sized for it at once.
+        let args = json_len(&request.arguments);
+        m.content = String::with_capacity(request.name.len() + args + 2);
+        m.content.push_str(&request.name);
+        m.content.push('(');
+        push_json(&mut m.content, &request.arguments);
+        m.content.push(')');
         m.status = Status::Processed;
         m.metadata
             .insert(keys::CALL_ID.into(), request.id.clone().into());

@@ -58,7 +58,7 @@ impl ToolOutput {
         match &self.value {
             Value::String(s) => s.clone(),
             Value::Null => String::new(),
-            other => other.to_string(),
+            other => crate::json_text::json_text(other),
         }
     }
 }

@@ -138,9 +138,18 @@ impl Gateway {
     /// Returns its [`Seq`].
     pub async fn post(&self, message: Message) -> Result<Seq, GatewayError> {
         let seq = self.inner.store.insert(&message).await?;
-        // No listener is fine: the message is stored either way.
-        let _ = self.inner.live.send((seq, Arc::new(message)));
+        self.deliver(seq, || message);
         Ok(seq)
+    }
+
+    /// Delivers the message stored at `seq` to the listeners, made (by
+    /// `message`) only when there are any. No listener is fine: the
+    /// message is stored either way, and one that subscribes after this
+    /// reads it from the store (it subscribes before it reads).
+    fn deliver(&self, seq: Seq, message: impl FnOnce() -> Message) {
+        if self.inner.live.receiver_count() > 0 {
+            let _ = self.inner.live.send((seq, Arc::new(message())));
+        }
     }
 
     /// [`post`](Self::post), only while `holder` holds the lease of the
@@ -163,7 +172,33 @@ impl Gateway {
     /// ```
     pub async fn post_leased(&self, message: Message, holder: &str) -> Result<Seq, GatewayError> {
         let seq = self.inner.store.insert_leased(&message, holder).await?;
-        let _ = self.inner.live.send((seq, Arc::new(message)));
+        self.deliver(seq, || message);
+        Ok(seq)
+    }
+
+    /// [`post_leased`](Self::post_leased) for a caller that keeps
+    /// `message`: it is copied only for the listeners, when there are
+    /// any (the store keeps its own copy, as it does of any post).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use kesoku_core::{Gateway, Message, MessageType, Role};
+    ///
+    /// let gateway = Gateway::in_memory();
+    /// gateway.store().lease("s", "worker-1", Duration::from_secs(10)).await.unwrap();
+    /// let answer = Message::new("s", Role::Assistant, MessageType::Text, "4");
+    /// gateway.post_leased_ref(&answer, "worker-1").await.unwrap();
+    /// assert_eq!(gateway.history("s").await.unwrap(), [answer]);
+    /// # });
+    /// ```
+    pub async fn post_leased_ref(
+        &self,
+        message: &Message,
+        holder: &str,
+    ) -> Result<Seq, GatewayError> {
+        let seq = self.inner.store.insert_leased(message, holder).await?;
+        self.deliver(seq, || message.clone());
         Ok(seq)
     }
 
@@ -203,7 +238,26 @@ impl Gateway {
             .insert_claimed(&message, holder, ttl)
             .await?;
         if let Some(seq) = seq {
-            let _ = self.inner.live.send((seq, Arc::new(message)));
+            self.deliver(seq, || message);
+        }
+        Ok(seq)
+    }
+
+    /// [`post_claimed`](Self::post_claimed) for a caller that keeps
+    /// `message`: it is copied only for the listeners, when there are any.
+    pub async fn post_claimed_ref(
+        &self,
+        message: &Message,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Seq>, GatewayError> {
+        let seq = self
+            .inner
+            .store
+            .insert_claimed(message, holder, ttl)
+            .await?;
+        if let Some(seq) = seq {
+            self.deliver(seq, || message.clone());
         }
         Ok(seq)
     }
@@ -251,7 +305,28 @@ impl Gateway {
             .insert_claimed_after(&message, holder, ttl, after)
             .await?;
         if let Some(claimed) = &claimed {
-            let _ = self.inner.live.send((claimed.seq, Arc::new(message)));
+            self.deliver(claimed.seq, || message);
+        }
+        Ok(claimed)
+    }
+
+    /// [`post_claimed_after`](Self::post_claimed_after) for a caller that
+    /// keeps `message`: it is copied only for the listeners, when there
+    /// are any.
+    pub async fn post_claimed_after_ref(
+        &self,
+        message: &Message,
+        holder: &str,
+        ttl: Duration,
+        after: Seq,
+    ) -> Result<Option<Claimed>, GatewayError> {
+        let claimed = self
+            .inner
+            .store
+            .insert_claimed_after(message, holder, ttl, after)
+            .await?;
+        if let Some(claimed) = &claimed {
+            self.deliver(claimed.seq, || message.clone());
         }
         Ok(claimed)
     }
@@ -297,10 +372,8 @@ impl Gateway {
             .store
             .finish_turn(session_id, holder, posts, prompt, from, to)
             .await?;
-        if self.inner.live.receiver_count() > 0 {
-            for (seq, message) in seqs.iter().zip(posts) {
-                let _ = self.inner.live.send((*seq, Arc::new(message.clone())));
-            }
+        for (seq, message) in seqs.iter().zip(posts) {
+            self.deliver(*seq, || message.clone());
         }
         Ok(seqs)
     }

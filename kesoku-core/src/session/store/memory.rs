@@ -39,12 +39,146 @@ struct Memory {
     /// Every message, in `Seq` order: entry `i` has `Seq` `i + 1`.
     log: Vec<Message>,
     /// Message id → index in `log`.
-    by_id: HashMap<String, usize>,
+    by_id: HashMap<IdKey, usize>,
     /// Session id → the indexes of its messages, in order.
     by_session: HashMap<String, Vec<usize>>,
     sessions: HashMap<String, SessionInfo>,
-    /// Session id → (holder, when its lease expires).
-    leases: HashMap<String, (String, Instant)>,
+    /// Session id → its lease.
+    leases: LeaseTable,
+}
+
+/// A message id as `by_id` keys it: inline up to [`IdKey::INLINE`] bytes
+/// (a UUID takes 36), so indexing a message allocates nothing. Looked up
+/// by the id's bytes.
+#[derive(Clone)]
+enum IdKey {
+    Inline { len: u8, bytes: [u8; IdKey::INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl IdKey {
+    const INLINE: usize = 40;
+
+    fn new(id: &str) -> Self {
+        let id = id.as_bytes();
+        match u8::try_from(id.len()) {
+            Ok(len) if id.len() <= Self::INLINE => {
+                let mut bytes = [0; Self::INLINE];
+                bytes[..id.len()].copy_from_slice(id);
+                IdKey::Inline { len, bytes }
+            }
+            _ => IdKey::Heap(id.into()),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            IdKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            IdKey::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for IdKey {
+    fn borrow(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+// Hashed and compared as its bytes, as `Borrow` requires.
+impl std::hash::Hash for IdKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes().hash(state);
+    }
+}
+
+impl PartialEq for IdKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for IdKey {}
+
+/// Session id → its lease: its holder, and when it expires. A released
+/// lease's entry stays, marked, so that the session's next lease (its
+/// next turn's) reuses its key and its holder's text rather than
+/// allocating them again.
+#[derive(Default)]
+struct LeaseTable(HashMap<String, Lease>);
+
+struct Lease {
+    holder: String,
+    until: Instant,
+    released: bool,
+}
+
+impl LeaseTable {
+    /// The lease of `session`, live or expired (not released): its holder
+    /// and when it expires.
+    fn get(&self, session: &str) -> Option<(&str, Instant)> {
+        self.0
+            .get(session)
+            .filter(|lease| !lease.released)
+            .map(|lease| (lease.holder.as_str(), lease.until))
+    }
+
+    /// Whether `holder` holds a live lease of `session` at `now`.
+    fn holds(&self, session: &str, holder: &str, now: Instant) -> bool {
+        self.get(session)
+            .is_some_and(|(h, until)| h == holder && until > now)
+    }
+
+    /// Whether anyone holds a live lease of `session` at `now`.
+    fn live(&self, session: &str, now: Instant) -> bool {
+        self.get(session).is_some_and(|(_, until)| until > now)
+    }
+
+    /// Whether `holder` may take the lease of `session` at `now`: no one
+    /// holds it, it expired, or it is `holder`'s.
+    fn free_for(&self, session: &str, holder: &str, now: Instant) -> bool {
+        self.get(session)
+            .is_none_or(|(h, until)| h == holder || until <= now)
+    }
+
+    /// Leases `session` to `holder` until `until`.
+    fn insert(&mut self, session: &str, holder: &str, until: Instant) {
+        if let Some(lease) = self.0.get_mut(session) {
+            holder.clone_into(&mut lease.holder);
+            lease.until = until;
+            lease.released = false;
+        } else {
+            let lease = Lease {
+                holder: holder.to_owned(),
+                until,
+                released: false,
+            };
+            self.0.insert(session.to_owned(), lease);
+        }
+    }
+
+    /// Extends `holder`'s live lease of `session` to `until`; whether it
+    /// was one.
+    fn renew(&mut self, session: &str, holder: &str, now: Instant, until: Instant) -> bool {
+        match self.0.get_mut(session) {
+            Some(lease) if !lease.released && lease.holder == holder && lease.until > now => {
+                lease.until = until;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Releases the lease of `session`; whether there was one.
+    fn remove(&mut self, session: &str) -> bool {
+        match self.0.get_mut(session) {
+            Some(lease) if !lease.released => {
+                lease.released = true;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl MemoryStore {
@@ -97,34 +231,29 @@ impl MemoryStore {
         ttl: Duration,
     ) -> Result<Option<Seq>, StoreError> {
         let now = Instant::now();
-        let free = m
-            .leases
-            .get(&message.session_id)
-            .is_none_or(|(h, until)| h == holder || *until <= now);
-        if !free {
+        if !m.leases.free_for(&message.session_id, holder, now) {
             Ok(None)
-        } else if m.by_id.contains_key(&message.id) {
+        } else if m.by_id.contains_key(message.id.as_bytes()) {
             // Checked first: a refused insert takes no lease.
             Err(StoreError::Duplicate {
                 id: message.id.clone(),
             })
         } else {
-            m.leases
-                .insert(message.session_id.clone(), (holder.to_owned(), now + ttl));
+            m.leases.insert(&message.session_id, holder, now + ttl);
             Self::insert_locked(m, message).map(Some)
         }
     }
 
     /// Inserts `message` under the lock already taken.
     fn insert_locked(m: &mut Memory, message: &Message) -> Result<Seq, StoreError> {
-        if m.by_id.contains_key(&message.id) {
+        if m.by_id.contains_key(message.id.as_bytes()) {
             Err(StoreError::Duplicate {
                 id: message.id.clone(),
             })
         } else {
             let index = m.log.len();
             m.log.push(message.clone());
-            m.by_id.insert(message.id.clone(), index);
+            m.by_id.insert(IdKey::new(&message.id), index);
             // A known session (the usual case) costs no key copy.
             match m.by_session.get_mut(&message.session_id) {
                 Some(indexes) => indexes.push(index),
@@ -159,7 +288,7 @@ impl MessageLog for MemoryStore {
 
     fn get<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Message>> {
         let m = self.lock();
-        let found = m.by_id.get(id).map(|&i| m.log[i].clone());
+        let found = m.by_id.get(id.as_bytes()).map(|&i| m.log[i].clone());
         Box::pin(std::future::ready(Ok(found)))
     }
 
@@ -234,7 +363,7 @@ impl MessageLog for MemoryStore {
         to: Status,
     ) -> StoreFuture<'a, bool> {
         let mut m = self.lock();
-        let changed = match m.by_id.get(id).copied() {
+        let changed = match m.by_id.get(id.as_bytes()).copied() {
             Some(i) if from.contains(&m.log[i].status) => {
                 m.log[i].status = to;
                 true
@@ -260,10 +389,7 @@ impl MessageLog for MemoryStore {
 impl Leases for MemoryStore {
     fn insert_leased<'a>(&'a self, message: &'a Message, holder: &'a str) -> StoreFuture<'a, Seq> {
         let mut m = self.lock();
-        let held = m
-            .leases
-            .get(&message.session_id)
-            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
+        let held = m.leases.holds(&message.session_id, holder, Instant::now());
         let result = if held {
             Self::insert_locked(&mut m, message)
         } else {
@@ -284,14 +410,11 @@ impl Leases for MemoryStore {
         holder: &'a str,
     ) -> StoreFuture<'a, bool> {
         let mut m = self.lock();
-        let Some(i) = m.by_id.get(id).copied() else {
+        let Some(i) = m.by_id.get(id.as_bytes()).copied() else {
             return Box::pin(std::future::ready(Ok(false)));
         };
         let session = &m.log[i].session_id;
-        let held = m
-            .leases
-            .get(session)
-            .is_some_and(|(h, until)| h == holder && *until > Instant::now());
+        let held = m.leases.holds(session, holder, Instant::now());
         let result = if !held {
             Err(StoreError::LeaseLost {
                 id: id.to_owned(),
@@ -315,13 +438,9 @@ impl Leases for MemoryStore {
     ) -> StoreFuture<'a, bool> {
         let mut m = self.lock();
         let now = Instant::now();
-        let free = m
-            .leases
-            .get(session_id)
-            .is_none_or(|(h, until)| h == holder || *until <= now);
+        let free = m.leases.free_for(session_id, holder, now);
         if free {
-            m.leases
-                .insert(session_id.to_owned(), (holder.to_owned(), now + ttl));
+            m.leases.insert(session_id, holder, now + ttl);
         }
         Box::pin(std::future::ready(Ok(free)))
     }
@@ -334,13 +453,7 @@ impl Leases for MemoryStore {
     ) -> StoreFuture<'a, bool> {
         let mut m = self.lock();
         let now = Instant::now();
-        let renewed = match m.leases.get_mut(session_id) {
-            Some((h, until)) if h == holder && *until > now => {
-                *until = now + ttl;
-                true
-            }
-            _ => false,
-        };
+        let renewed = m.leases.renew(session_id, holder, now, now + ttl);
         Box::pin(std::future::ready(Ok(renewed)))
     }
 
@@ -376,12 +489,10 @@ impl Leases for MemoryStore {
             if msg.status != Status::PendingAgent {
                 continue;
             }
-            let leased = leases
-                .get(&msg.session_id)
-                .is_some_and(|(_, until)| *until > now);
+            let leased = leases.live(&msg.session_id, now);
             if !leased && !passed.contains(msg.session_id.as_str()) {
                 msg.status = Status::Processing;
-                leases.insert(msg.session_id.clone(), (holder.to_owned(), now + ttl));
+                leases.insert(&msg.session_id, holder, now + ttl);
                 found = Some((seq_of(i), msg.clone()));
                 break;
             }
@@ -391,7 +502,7 @@ impl Leases for MemoryStore {
     }
 
     fn break_lease<'a>(&'a self, session_id: &'a str) -> StoreFuture<'a, bool> {
-        let broken = self.lock().leases.remove(session_id).is_some();
+        let broken = self.lock().leases.remove(session_id);
         Box::pin(std::future::ready(Ok(broken)))
     }
 
@@ -401,11 +512,7 @@ impl Leases for MemoryStore {
         let Memory { log, leases, .. } = &mut *m;
         let mut found = Vec::new();
         for (i, msg) in log.iter_mut().enumerate() {
-            let live = || {
-                leases
-                    .get(&msg.session_id)
-                    .is_some_and(|(_, until)| *until > now)
-            };
+            let live = || leases.live(&msg.session_id, now);
             if msg.status == Status::Processing && msg.role == Role::User && !live() {
                 msg.status = Status::PendingAgent;
                 found.push((seq_of(i), msg.clone()));
@@ -471,11 +578,7 @@ impl MemoryStore {
         to: Status,
     ) -> Result<Vec<Seq>, StoreError> {
         let now = Instant::now();
-        let held = |m: &Memory, session: &str| {
-            m.leases
-                .get(session)
-                .is_some_and(|(h, until)| h == holder && *until > now)
-        };
+        let held = |m: &Memory, session: &str| m.leases.holds(session, holder, now);
         if !held(m, session_id) {
             return Err(StoreError::LeaseLost {
                 id: prompt.to_owned(),
@@ -483,8 +586,7 @@ impl MemoryStore {
                 holder: holder.to_owned(),
             });
         }
-        let mut ids = std::collections::HashSet::new();
-        for message in posts {
+        for (i, message) in posts.iter().enumerate() {
             if !held(m, &message.session_id) {
                 return Err(StoreError::LeaseLost {
                     id: message.id.clone(),
@@ -492,13 +594,15 @@ impl MemoryStore {
                     holder: holder.to_owned(),
                 });
             }
-            if m.by_id.contains_key(&message.id) || !ids.insert(message.id.as_str()) {
+            // A turn's last write holds a few posts: no set of their ids.
+            let twice = posts[..i].iter().any(|p| p.id == message.id);
+            if twice || m.by_id.contains_key(message.id.as_bytes()) {
                 return Err(StoreError::Duplicate {
                     id: message.id.clone(),
                 });
             }
         }
-        let prompt_at = m.by_id.get(prompt).copied();
+        let prompt_at = m.by_id.get(prompt.as_bytes()).copied();
         if let Some(i) = prompt_at
             && !held(m, &m.log[i].session_id)
         {
