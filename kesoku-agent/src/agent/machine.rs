@@ -74,25 +74,6 @@ pub(crate) struct Setup {
     pub(crate) guard_retries: usize,
 }
 
-impl Setup {
-    /// A turn stamped by `clock`, with no deadline for approvals.
-    #[cfg(test)]
-    pub(crate) fn new(
-        clock: Clock,
-        answer_shape: Option<(OutputSchema, usize)>,
-        max_steps: usize,
-    ) -> Self {
-        Setup {
-            clock,
-            answer_shape,
-            max_steps,
-            prompt_seq: 0,
-            approval_wait: None,
-            guard_retries: 1,
-        }
-    }
-}
-
 /// The turn of one prompt, between two decisions.
 #[derive(Debug, Clone)]
 pub(crate) struct Machine {

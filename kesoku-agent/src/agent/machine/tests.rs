@@ -1,6 +1,6 @@
 //! Each rule of the turn, fed by hand: no store, no model, no runtime.
 
-use kesoku_core::{Message, MessageType, Role, Status, ToolRequest, keys};
+use kesoku_core::{Message, MessageType, OutputSchema, Role, Status, ToolRequest, keys};
 use kesoku_llm::{AssistantTurn, LlmError, PROVIDER_KEY};
 use serde_json::json;
 
@@ -15,6 +15,25 @@ use crate::agent::approval::{self, Approval, Verdict};
 use crate::agent::clock::{Clock, Stamp};
 use crate::agent::outcome::TurnStatus;
 use crate::agent::typed;
+
+/// The tests' setup: no prompt seq, no deadline, one retry for guardrails.
+impl Setup {
+    /// A turn stamped by `clock`, with no deadline for approvals.
+    pub(crate) fn new(
+        clock: Clock,
+        answer_shape: Option<(OutputSchema, usize)>,
+        max_steps: usize,
+    ) -> Self {
+        Setup {
+            clock,
+            answer_shape,
+            max_steps,
+            prompt_seq: 0,
+            approval_wait: None,
+            guard_retries: 1,
+        }
+    }
+}
 
 /// The `n`th stamp of a test clock: id `m<n>`, `n` seconds into 2027.
 fn nth_stamp(n: i64) -> Stamp {
