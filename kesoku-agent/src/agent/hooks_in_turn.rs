@@ -6,8 +6,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt as _;
-use kesoku_core::{ErrorChain, Message};
+use kesoku_core::{ErrorChain, Message, MessageType, Role, keys};
 use kesoku_llm::{AssistantTurn, LlmOptions, ToolDeclaration};
+use serde_json::Value;
 
 use super::hooks::{HookFuture, Hooks, ModelRequest, ToolGate};
 use super::machine::{Call, Run};
@@ -108,7 +109,10 @@ pub(crate) async fn before_tools(
 }
 
 /// Shows each hook, in order, each of `results` with the call it answers
-/// (as it ran), and lets it rewrite the result.
+/// (as it ran), and lets it rewrite the result: its content, its status
+/// and metadata, never what pairs it with its call (its id, the call it
+/// answers, its kind, role and session, the call's id and tool name), so
+/// that each call keeps exactly one result whatever a hook writes.
 pub(crate) async fn after_tools(
     hooks: &[Arc<dyn Hooks>],
     calls: &[Call],
@@ -124,11 +128,61 @@ pub(crate) async fn after_tools(
         else {
             continue;
         };
+        let pairing = Pairing::of(result);
         for hook in hooks {
-            guarded(hook.name(), || hook.after_tool(request, &mut *result)).await?;
+            let rewritten = guarded(hook.name(), || hook.after_tool(request, &mut *result)).await;
+            pairing.restore(result);
+            rewritten?;
         }
     }
     Ok(())
+}
+
+/// What pairs a result with its call.
+struct Pairing {
+    id: String,
+    parent_id: Option<String>,
+    kind: MessageType,
+    role: Role,
+    session_id: String,
+    call_id: Option<Value>,
+    tool_name: Option<Value>,
+}
+
+impl Pairing {
+    fn of(m: &Message) -> Self {
+        Pairing {
+            id: m.id.clone(),
+            parent_id: m.parent_id.clone(),
+            kind: m.kind,
+            role: m.role,
+            session_id: m.session_id.clone(),
+            call_id: m.metadata.get(keys::CALL_ID).cloned(),
+            tool_name: m.metadata.get(keys::TOOL_NAME).cloned(),
+        }
+    }
+
+    /// Puts it back on `m`, whatever a hook did to it.
+    fn restore(&self, m: &mut Message) {
+        m.id.clone_from(&self.id);
+        m.parent_id.clone_from(&self.parent_id);
+        m.kind = self.kind;
+        m.role = self.role;
+        m.session_id.clone_from(&self.session_id);
+        for (key, value) in [
+            (keys::CALL_ID, &self.call_id),
+            (keys::TOOL_NAME, &self.tool_name),
+        ] {
+            match value {
+                Some(value) => {
+                    m.metadata.insert(key.into(), value.clone());
+                }
+                None => {
+                    m.metadata.remove(key);
+                }
+            }
+        }
+    }
 }
 
 /// Shows each hook the turn's `outcome`, in order. The turn is stored as

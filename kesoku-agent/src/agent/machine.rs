@@ -215,6 +215,10 @@ impl Machine {
             let note = machine.feedback(&error, cut);
             return machine.next_step(vec![note]);
         }
+        // The same for an answer an output guardrail sent back.
+        if let Some(note) = machine.sent_back(history) {
+            return machine.next_step(vec![note]);
+        }
         if let Some(finish) = machine.answered(history) {
             return Decision::finish(Vec::new(), finish);
         }
@@ -464,10 +468,13 @@ impl Ask {
         policy: &dyn Fn(&ToolRequest) -> Approval,
         max_uses: &dyn Fn(&str) -> Option<usize>,
     ) -> Decision {
+        let mut machine = self.0;
+        // An output guardrail's verdict is on this reply's answer alone.
+        let verdict = machine.guarded.take();
         if turn.calls.is_empty() {
-            self.0.text_reply(turn)
+            machine.text_reply(turn, verdict)
         } else {
-            self.0.calls_reply(turn, policy, max_uses)
+            machine.calls_reply(turn, policy, max_uses)
         }
     }
 }
@@ -476,7 +483,7 @@ impl Machine {
     /// A reply without calls: its text is the answer; empty text gets one
     /// nudge a run, and is the (empty) answer after it; a typed answer
     /// that does not fit gets feedback while the model has tries left.
-    fn text_reply(self, turn: AssistantTurn) -> Decision {
+    fn text_reply(self, turn: AssistantTurn, verdict: Option<(String, GuardVerdict)>) -> Decision {
         let mut machine = self;
         if turn.text.trim().is_empty() && !machine.nudged {
             machine.nudged = true;
@@ -525,7 +532,9 @@ impl Machine {
             let note = machine.feedback(&error, cut);
             return machine.next_step(vec![given, note]);
         }
-        machine.complete(answer)
+        // A typed answer that does not fit is sent back above, before an
+        // output guardrail's verdict on it counts.
+        machine.complete(answer, verdict)
     }
 
     /// A reply with calls: its text (if not empty) and each call are

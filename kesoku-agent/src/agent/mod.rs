@@ -125,6 +125,22 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Interrupts a session's turn when dropped while `armed`: a check whose
+/// caller stopped waiting for it.
+struct InterruptOnDrop {
+    agent: Agent,
+    session: String,
+    armed: bool,
+}
+
+impl Drop for InterruptOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.agent.interrupt(&self.session);
+        }
+    }
+}
+
 impl Agent {
     /// The gateway the agent posts through: front ends in this process
     /// post and listen here.
@@ -267,10 +283,21 @@ impl Agent {
             let agent = agent.clone();
             let session = format!("{}.guardrail.{label}", input.prompt_id);
             async move {
-                let checked = agent
-                    .send_as::<GuardCheck>(&session, &input.text)
-                    .await
-                    .map_err(HookError::new)?;
+                // Its own task, so the check's turn ends as turns do (its
+                // prompt settled, its lease released) even when the turn
+                // it guards stops waiting for it: that interrupts it.
+                let judge = agent.clone();
+                let (s, text) = (session.clone(), input.text);
+                let check =
+                    tokio::spawn(async move { judge.send_as::<GuardCheck>(&s, &text).await });
+                let mut stop = InterruptOnDrop {
+                    agent,
+                    session,
+                    armed: true,
+                };
+                let checked = check.await;
+                stop.armed = false;
+                let checked = checked.map_err(HookError::new)?.map_err(HookError::new)?;
                 Ok(if checked.value.tripped {
                     GuardVerdict::Trip(checked.value.reason)
                 } else {

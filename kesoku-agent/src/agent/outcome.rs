@@ -81,6 +81,9 @@ pub struct Tripped {
 pub(crate) const GUARDRAIL: &str = "guardrail";
 /// The metadata key of a trip's reason, on the note that ends the turn.
 pub(crate) const TRIPPED: &str = "tripped";
+/// The metadata key of the reason an output guardrail sent an answer
+/// back, on that answer.
+pub(crate) const SENT_BACK: &str = "sent_back";
 
 impl Tripped {
     pub(crate) fn new(guardrail: &str, reason: &str) -> Self {

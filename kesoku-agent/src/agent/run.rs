@@ -80,6 +80,7 @@ pub(crate) async fn turn(
         overhead: 0,
         steps: 0,
         input_checked: std::sync::atomic::AtomicBool::new(false),
+        held: std::sync::Mutex::new(None),
         ending,
     };
     let outcome = turn.run().instrument(span.clone()).await;
@@ -150,6 +151,9 @@ struct Turn<'a> {
     steps: usize,
     /// Whether the input guardrails were asked of the prompt (once a turn).
     input_checked: std::sync::atomic::AtomicBool,
+    /// What the model streamed while the input guardrails check the
+    /// prompt: published once they pass; `None` when nothing is held.
+    held: std::sync::Mutex<Option<Vec<kesoku_core::Delta>>>,
     ending: &'a Ending,
 }
 
@@ -284,7 +288,13 @@ impl Turn<'_> {
             prompt_id: self.user.id.clone(),
             text: reply.text.clone(),
         };
-        match guardrails_in_turn::objection(guardrails, &input).await {
+        let Some(objection) = self
+            .unless_newer(guardrails_in_turn::objection(guardrails, &input))
+            .await
+        else {
+            return ask.interrupted();
+        };
+        match objection {
             Ok(None) => self.replied(ask, reply),
             Ok(Some((guardrail, verdict))) => self.replied(ask.checked(&guardrail, verdict), reply),
             Err(failure) => {
@@ -299,19 +309,33 @@ impl Turn<'_> {
     async fn tools_step(&mut self, runner: &ToolRunner, mut run: Run) -> Decision {
         let hooks = &self.shared.hooks;
         let session = &self.user.session_id;
-        if let Err(failure) = hooks_in_turn::before_tools(hooks, session, &mut run).await {
+        // A newer prompt stops the hooks: the calls are then answered as
+        // the runner answers calls an interruption kept from running.
+        let before = hooks_in_turn::before_tools(hooks, session, &mut run);
+        if let Some(Err(failure)) = self.unless_newer(before).await {
             tracing::warn!(error = %failure, "a hook failed; the turn ends");
             return run.hook_failed(Vec::new(), failure);
         }
         let mut results = self.execute(runner, run.calls()).await;
         self.shared.metrics.tool_calls(&results);
         self.count_tools_usage(&mut results);
-        match hooks_in_turn::after_tools(hooks, run.calls(), &mut results).await {
+        let after = hooks_in_turn::after_tools(hooks, run.calls(), &mut results);
+        match self.unless_newer(after).await.unwrap_or(Ok(())) {
             Ok(()) => run.results(results),
             Err(failure) => {
                 tracing::warn!(error = %failure, "a hook failed; the turn ends");
                 run.hook_failed(results, failure)
             }
+        }
+    }
+
+    /// `work`'s output, unless a newer user message arrives first (`work`
+    /// is then dropped).
+    async fn unless_newer<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            biased;
+            () = self.slot.newer_than(self.seq) => None,
+            done = work => Some(done),
         }
     }
 

@@ -10,7 +10,7 @@ use kesoku_core::{Message, Role, Status, keys};
 
 use super::{Ask, Decision, Finish, Machine};
 use crate::agent::guardrails::GuardVerdict;
-use crate::agent::outcome::{GUARDRAIL, TRIPPED, Tripped, TurnStatus};
+use crate::agent::outcome::{GUARDRAIL, SENT_BACK, TRIPPED, Tripped, TurnStatus};
 
 impl Finish {
     /// The end of a turn a guardrail stopped.
@@ -33,8 +33,11 @@ impl Machine {
 
     /// The turn ends with `answer` (the model's final one, if it gave
     /// text), as the output guardrails' verdict on it says.
-    pub(super) fn complete(mut self, answer: Option<Message>) -> Decision {
-        let verdict = self.guarded.take();
+    pub(super) fn complete(
+        mut self,
+        answer: Option<Message>,
+        verdict: Option<(String, GuardVerdict)>,
+    ) -> Decision {
         let (Some((name, verdict)), Some(mut given)) = (verdict, answer.clone()) else {
             let text = answer.as_ref().map(|m| m.content.clone());
             return Decision::finish(
@@ -54,13 +57,10 @@ impl Machine {
             GuardVerdict::Retry(why) if self.guard_retries > 0 && self.steps < self.max_steps => {
                 self.guard_retries -= 1;
                 given.status = Status::Responded;
-                let text = format!(
-                    "The guardrail `{name}` did not accept that answer: {why}. Answer again."
-                );
-                let mut note = self.note(Role::System, text, Status::Responded);
-                // Read as the user's turn, as a typed answer's feedback is.
-                note.metadata.insert(keys::FEEDBACK.into(), true.into());
-                note.metadata.insert(GUARDRAIL.into(), name.into());
+                // Its reason too: a worker that stops before the feedback
+                // is stored posts it on resuming (`sent_back`).
+                given.metadata.insert(SENT_BACK.into(), why.clone().into());
+                let note = self.guard_feedback(&name, &why);
                 self.next_step(vec![given, note])
             }
             GuardVerdict::Retry(reason) | GuardVerdict::Trip(reason) => {
@@ -71,6 +71,32 @@ impl Machine {
                 )
             }
         }
+    }
+}
+
+impl Machine {
+    /// The feedback on an answer the guardrail `name` sent back, read as
+    /// the user's turn (as a typed answer's is).
+    fn guard_feedback(&self, name: &str, why: &str) -> Message {
+        let text =
+            format!("The guardrail `{name}` did not accept that answer: {why}. Answer again.");
+        let mut note = self.note(Role::System, text, Status::Responded);
+        note.metadata.insert(keys::FEEDBACK.into(), true.into());
+        note.metadata.insert(GUARDRAIL.into(), name.into());
+        note
+    }
+
+    /// The feedback on the answer `history` (from the prompt on) ends on,
+    /// when an output guardrail sent it back and its worker stopped before
+    /// the feedback was stored: that answer is not the turn's.
+    pub(super) fn sent_back(&mut self, history: &[Message]) -> Option<Message> {
+        let last = self.last_answer(history)?;
+        let why = last.meta_str(SENT_BACK)?;
+        let name = last.meta_str(GUARDRAIL)?;
+        let note = self.guard_feedback(name, why);
+        // The try it gives was counted when the answer was sent back.
+        self.guard_retries = self.guard_retries.saturating_sub(1);
+        Some(note)
     }
 }
 

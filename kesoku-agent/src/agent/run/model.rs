@@ -4,6 +4,7 @@
 //! streams, the telemetry around it.
 
 use std::pin::pin;
+use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
 use futures_util::StreamExt as _;
@@ -100,27 +101,64 @@ impl Turn<'_> {
             text: self.user.content.clone(),
         };
         let checked = guardrails_in_turn::objection(guardrails, &input);
+        // What the model streams waits for the checks: a prompt they stop
+        // shows its user nothing of the reply.
+        self.hold_deltas();
         let (mut asked, mut checked) = (pin!(asked), pin!(checked));
         let objection = tokio::select! {
             biased;
             objection = &mut checked => objection,
             reply = &mut asked => {
                 let objection = match reply {
-                    None => return None,
-                    Some(_) => checked.await,
+                    None => None,
+                    Some(_) => self.unless_newer(checked).await,
                 };
-                if let Ok(None) = objection {
-                    return reply;
+                let passed = matches!(objection, Some(Ok(None | Some((_, GuardVerdict::Pass)))));
+                self.release_deltas(passed);
+                if passed || objection.is_none() {
+                    return reply.filter(|_| passed);
                 }
-                objection
+                objection?
             }
         };
+        let passed = matches!(objection, Ok(None | Some((_, GuardVerdict::Pass))));
+        self.release_deltas(passed);
         match objection {
             Ok(None | Some((_, GuardVerdict::Pass))) => asked.await,
             Ok(Some((name, GuardVerdict::Trip(reason) | GuardVerdict::Retry(reason)))) => {
                 Some(Err(CallError::Tripped(name, reason)))
             }
             Err(failure) => Some(Err(CallError::Hook(failure))),
+        }
+    }
+
+    /// Holds what the model streams until [`release_deltas`](Self::release_deltas).
+    fn hold_deltas(&self) {
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
+    }
+
+    /// Ends the hold: what was held is published (`publish`), or dropped.
+    fn release_deltas(&self, publish: bool) {
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if publish {
+            for delta in held.into_iter().flatten() {
+                self.shared.gateway.publish(delta);
+            }
+        }
+    }
+
+    /// Publishes a streamed piece to the gateway's listeners, or holds it.
+    fn publish(&self, delta: Delta) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = held.as_mut() {
+            held.push(delta);
+        } else {
+            drop(held);
+            self.shared.gateway.publish(delta);
         }
     }
 
@@ -164,7 +202,7 @@ impl Turn<'_> {
             },
         };
         let after = hooks_in_turn::after_model(&shared.hooks, &self.user.session_id, &reply);
-        Some(match after.await {
+        Some(match self.unless_newer(after).await? {
             Ok(()) => Ok(reply),
             Err(failure) => Err(CallError::Hook(failure)),
         })
@@ -232,7 +270,6 @@ impl Turn<'_> {
         let mut events = shared
             .llm
             .stream(session, view, &self.declarations, options);
-        let gateway = &shared.gateway;
         let requested_at = std::time::Instant::now();
         let mut first = true;
         while let Some(event) = events.next().await {
@@ -253,7 +290,7 @@ impl Turn<'_> {
                 }
                 _ => continue,
             };
-            gateway.publish(Delta::new(session.clone(), kind).replying_to(self.user.id.clone()));
+            self.publish(Delta::new(session.clone(), kind).replying_to(self.user.id.clone()));
         }
         // A stream ends with its turn or an error; this is neither.
         Err(LlmError::Stream {
