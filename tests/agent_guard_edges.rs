@@ -190,46 +190,23 @@ async fn a_rewritten_result_still_answers_its_call_once() {
     assert_eq!(answering[0].content, "[redacted]");
 }
 
-/// An output guardrail that takes `wait` to pass.
-fn slow_pass(wait: Duration) -> Guardrail {
-    Guardrail::new("slow", move |_: GuardInput| async move {
-        tokio::time::sleep(wait).await;
-        Ok(GuardVerdict::Pass)
+/// An output guardrail that says when it starts, then takes 2 s to pass.
+fn slow_pass(started: Arc<tokio::sync::Notify>) -> Guardrail {
+    Guardrail::new("slow", move |_: GuardInput| {
+        started.notify_one();
+        async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok(GuardVerdict::Pass)
+        }
     })
 }
 
-/// A newer prompt (here `interrupt`) stops the turn while an output
-/// guardrail checks the answer.
-#[tokio::test]
-async fn interrupting_during_an_output_guardrail() {
-    let model = ScriptedLlm::from_json(json!([{"text": "An answer."}])).unwrap();
-    let agent = Agent::builder(model)
-        .output_guardrail(slow_pass(Duration::from_secs(2)))
-        .build()
-        .unwrap();
-    let running = {
-        let agent = agent.clone();
-        tokio::spawn(async move { agent.send("s", "Hi").await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let started = Instant::now();
-    let stopped = agent.interrupt("s");
-    let outcome = running.await.unwrap().unwrap();
-    println!(
-        "interrupt() returned {stopped}; status={:?} answer={:?} after {:?}",
-        outcome.status,
-        outcome.answer,
-        started.elapsed()
-    );
-    assert!(stopped);
-    assert_eq!(outcome.status, TurnStatus::Interrupted);
-}
-
-/// Same, while an `after_model` hook runs.
-struct SlowAfterModel;
+/// An `after_model` hook that says when it starts, then takes 2 s.
+struct SlowAfterModel(Arc<tokio::sync::Notify>);
 
 impl Hooks for SlowAfterModel {
     fn after_model<'a>(&'a self, _: &'a str, _: &'a AssistantTurn) -> HookFuture<'a, ()> {
+        self.0.notify_one();
         Box::pin(async {
             tokio::time::sleep(Duration::from_secs(2)).await;
             Ok(())
@@ -237,26 +214,41 @@ impl Hooks for SlowAfterModel {
     }
 }
 
-#[tokio::test]
-async fn interrupting_during_an_after_model_hook() {
-    let model = ScriptedLlm::from_json(json!([{"text": "An answer."}])).unwrap();
-    let agent = Agent::builder(model).hook(SlowAfterModel).build().unwrap();
+/// Sends a prompt, and interrupts its turn once `started` says the slow
+/// part began: the turn ends interrupted, at once.
+async fn interrupted_while_slow(agent: &Agent, started: &tokio::sync::Notify) {
     let running = {
         let agent = agent.clone();
         tokio::spawn(async move { agent.send("s", "Hi").await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let started = Instant::now();
-    let stopped = agent.interrupt("s");
+    started.notified().await;
+    let at = Instant::now();
+    assert!(agent.interrupt("s"), "a turn was running");
     let outcome = running.await.unwrap().unwrap();
-    println!(
-        "interrupt() returned {stopped}; status={:?} answer={:?} after {:?}",
-        outcome.status,
-        outcome.answer,
-        started.elapsed()
-    );
-    assert!(stopped);
     assert_eq!(outcome.status, TurnStatus::Interrupted);
+    assert!(
+        at.elapsed() < Duration::from_secs(2),
+        "it did not wait for the slow part"
+    );
+}
+
+/// A newer prompt (here `interrupt`) stops the turn while an output
+/// guardrail checks the answer, or an `after_model` hook runs.
+#[tokio::test]
+async fn interrupting_during_an_output_guardrail_or_an_after_model_hook() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let model = ScriptedLlm::from_json(json!([{"text": "An answer."}])).unwrap();
+    let agent = Agent::builder(model)
+        .output_guardrail(slow_pass(Arc::clone(&started)))
+        .build()
+        .unwrap();
+    interrupted_while_slow(&agent, &started).await;
+    let model = ScriptedLlm::from_json(json!([{"text": "An answer."}])).unwrap();
+    let agent = Agent::builder(model)
+        .hook(SlowAfterModel(Arc::clone(&started)))
+        .build()
+        .unwrap();
+    interrupted_while_slow(&agent, &started).await;
 }
 
 /// A model that streams "LEAKED " at once, then finishes after 500 ms.
@@ -414,10 +406,19 @@ async fn an_interrupted_prompt_leaves_its_judges_turn_processing() {
         let agent = agent.clone();
         tokio::spawn(async move { agent.send("s", "Hi").await })
     };
+    // While the judge checks (it takes a second), however late the turn
+    // starts on a busy machine.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(agent.interrupt("s"));
+    let waited = Instant::now();
+    while !agent.interrupt("s") {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the turn never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let outcome = running.await.unwrap().unwrap();
-    println!("outer status={:?}", outcome.status);
+    assert_eq!(outcome.status, TurnStatus::Interrupted);
     let prompt = &agent.history("s").await.unwrap()[0];
     let session = format!("{}.guardrail.judge", prompt.id);
     tokio::time::sleep(Duration::from_secs(2)).await;
