@@ -149,17 +149,26 @@ impl Hooks for Redact {
     }
 }
 
+fn tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    tools.register(add::TOOL).unwrap();
+    tools
+}
+
+/// A call of `add`, then "Done."
+fn add_then_done() -> ScriptedLlm {
+    ScriptedLlm::from_json(json!([
+        {"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 2}}]},
+        {"text": "Done."}
+    ]))
+    .unwrap()
+}
+
 /// A result an `after_tool` hook replaces whole still answers its call,
 /// once (not "interrupted", with the new one answering nothing).
 #[tokio::test]
 async fn a_rewritten_result_still_answers_its_call_once() {
-    let mut tools = ToolRegistry::new();
-    tools.register(add::TOOL).unwrap();
-    let model = ScriptedLlm::from_json(json!([
-        {"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 2}}]},
-        {"text": "Done."}
-    ]))
-    .unwrap();
+    let (tools, model) = (tools(), add_then_done());
     let agent = Agent::builder(model)
         .registry(tools)
         .hook(Redact)
@@ -530,13 +539,7 @@ impl Hooks for Gate {
 #[tokio::test]
 async fn an_approved_call_denied_or_failed_by_a_hook() {
     for fail in [false, true] {
-        let mut tools = ToolRegistry::new();
-        tools.register(add::TOOL).unwrap();
-        let model = ScriptedLlm::from_json(json!([
-            {"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 2}}]},
-            {"text": "Done."}
-        ]))
-        .unwrap();
+        let (tools, model) = (tools(), add_then_done());
         let agent = Agent::builder(model)
             .registry(tools)
             .approval(|_| kesoku::llm::Approval::Ask)

@@ -66,7 +66,7 @@ fn len(text: &str) -> u64 {
 }
 
 /// The length of `value` as JSON, without building the text.
-fn json_len(value: &serde_json::Value) -> u64 {
+pub(crate) fn json_len(value: &serde_json::Value) -> u64 {
     struct Count(u64);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -13,7 +13,7 @@ use kesoku_llm::{AssistantTurn, LlmError, ToolDeclaration};
 
 use super::compaction::{
     self, COMPACT_AT, COMPACT_TO, Compacted, Compaction, CompactionRequest, CompactionStrategy,
-    DropOldest, ESTIMATE, Summarize,
+    DropOldest, ESTIMATE, Summarize, json_len,
 };
 use super::shared::Shared;
 use super::view::View;
@@ -21,32 +21,13 @@ use super::view::View;
 /// The estimated tokens of what a request sends beside the history: the
 /// instructions and the tools' declarations.
 pub(crate) fn overhead(shared: &Shared, declarations: &[ToolDeclaration]) -> u64 {
-    let system = shared.options.system.as_deref().map_or(0, str::len);
-    let tools: usize = declarations
+    let text = |t: &str| u64::try_from(t.len()).unwrap_or(u64::MAX);
+    let system = shared.options.system.as_deref().map_or(0, text);
+    let tools: u64 = declarations
         .iter()
-        .map(|d| d.name.len() + d.description.len() + json_len(&d.parameters))
+        .map(|d| text(&d.name) + text(&d.description) + json_len(&d.parameters))
         .sum();
-    u64::try_from((system + tools) / 4).unwrap_or(u64::MAX)
-}
-
-/// The length of `value` as JSON text, counted as it is written out,
-/// without keeping it (a turn estimates its tools once).
-fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // A `Value` always serializes; a writer that only counts never fails.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    (system + tools) / 4
 }
 
 /// The most tokens a request may hold: the window set on the agent, else
