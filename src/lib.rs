@@ -64,7 +64,7 @@ pub mod llm {
     pub use kesoku_agent::tools;
     #[cfg(feature = "agent")]
     pub use kesoku_agent::{
-        Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Decided,
+        Agent, AgentBuilder, AgentError, AgentTool, Approval, ApprovalCheck, ApprovalError, Decided,
         GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrail, HookError, HookFailure,
         HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError, ToolGate, Tripped,
         TurnOutcome, TurnStatus, Verdict,

@@ -1,6 +1,7 @@
 //! [`AgentBuilder`]: an agent's model, tools, store and limits, checked
 //! and put together by [`build`](AgentBuilder::build).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use super::guardrails::Guardrail;
 use super::hooks::Hooks;
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
+use super::subagent::AgentTool;
 use super::toolset::Toolset;
 use super::{Agent, AgentError};
 use crate::tools::{Sandbox, TurnModel};
@@ -52,6 +54,7 @@ pub struct AgentBuilder {
     output_guardrails: Vec<Guardrail>,
     context_window: Option<u64>,
     name: String,
+    sub_agents: Vec<AgentTool>,
     capture_content: bool,
     #[cfg(feature = "otel")]
     meter: Option<opentelemetry::metrics::Meter>,
@@ -91,6 +94,7 @@ impl AgentBuilder {
             output_guardrails: Vec::new(),
             context_window: None,
             name: "kesoku".into(),
+            sub_agents: Vec::new(),
             capture_content: false,
             #[cfg(feature = "otel")]
             meter: None,
@@ -288,6 +292,17 @@ impl AgentBuilder {
         self
     }
 
+    /// Offers another agent to the model as a tool ([`Agent::as_tool`]):
+    /// its tool joins the [`registry`](Self::registry)'s, and `serve` knows
+    /// it (and the agents it offers) by its [`name`](Self::name), so a
+    /// nested turn put back after a crash or a decision is run by the
+    /// agent it belongs to. Each agent among them needs a name of its own:
+    /// [`build`](Self::build) refuses two agents with one name.
+    pub fn sub_agent(mut self, child: AgentTool) -> Self {
+        self.sub_agents.push(child);
+        self
+    }
+
     /// Adds a check of each prompt, run at once with the turn's first
     /// model call: when it trips, that call is dropped, nothing the model
     /// said is stored, and the turn ends
@@ -471,9 +486,18 @@ impl AgentBuilder {
             .store
             .or(self.gateway)
             .unwrap_or_else(|| Gateway::new(MemoryStore::new()));
+        let roster = roster(&self.name, &self.sub_agents)?;
+        let sub_agents = self
+            .sub_agents
+            .into_iter()
+            .map(AgentTool::into_tool)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| AgentError::Config(e.to_string()))?;
         let tools = self
             .tools
-            .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())));
+            .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())))
+            .with(sub_agents)
+            .map_err(AgentError::Config)?;
         let mut options = self
             .options
             .unwrap_or_else(|| LlmOptions::new(self.llm.default_model()));
@@ -539,6 +563,8 @@ impl AgentBuilder {
                 claims: std::sync::atomic::AtomicU64::new(0),
                 lease: self.lease,
                 released: tokio::sync::Notify::new(),
+                roster,
+                upstreams: super::shared::Upstreams::default(),
             }),
         })
     }
@@ -573,6 +599,30 @@ impl AgentBuilder {
         }
         Ok(())
     }
+}
+
+/// The agents offered as tools, and theirs, by name; an error when two
+/// differ but share a name, or one has the name of the agent offering
+/// them (`name`).
+fn roster(name: &str, offered: &[AgentTool]) -> Result<HashMap<String, Arc<Shared>>, AgentError> {
+    let mut roster: HashMap<String, Arc<Shared>> = HashMap::new();
+    let known = offered.iter().flat_map(|tool| {
+        let child = &tool.agent().shared;
+        std::iter::once((&child.name, child)).chain(child.roster.iter())
+    });
+    for (child, shared) in known {
+        let clash = match roster.get(child) {
+            Some(other) => !Arc::ptr_eq(other, shared),
+            None => child == name,
+        };
+        if clash {
+            return Err(AgentError::Config(format!(
+                "two agents are named `{child}` here (this one, or one it offers as a tool): give each its own with `AgentBuilder::name`, so `serve` can tell their turns apart"
+            )));
+        }
+        roster.insert(child.clone(), Arc::clone(shared));
+    }
+    Ok(roster)
 }
 
 /// The tools' sandbox when none is set: the current directory.

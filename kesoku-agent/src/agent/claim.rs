@@ -257,6 +257,30 @@ impl Claimed {
         (&self.message, self.seq)
     }
 
+    /// Ends the claimed turn without running it, for `why` (no agent here
+    /// may run it): a note answering the prompt says so, and the prompt
+    /// is settled `error`.
+    pub(crate) async fn refuse(self, shared: &Shared, why: &str) -> Result<(), AgentError> {
+        tracing::error!(session = %self.message.session_id, prompt = %self.message.id, why, "a prompt no agent here may run");
+        let note = Message::new(
+            &self.message.session_id,
+            kesoku_core::Role::Assistant,
+            kesoku_core::MessageType::Text,
+            why,
+        )
+        .with_sender("agent")
+        .with_status(Status::Pending)
+        .with_parent(&self.message.id);
+        let ended = async {
+            super::posts::post(shared, &self.holder, &note).await?;
+            super::posts::settle(shared, &self.holder, &self.message.id, Status::Error).await
+        }
+        .await;
+        drop(self.permit);
+        release(shared, &self.message.session_id, &self.holder, false).await;
+        ended
+    }
+
     /// Runs the claimed turn to its end while keeping the session's lease,
     /// then releases the lease and the permit: the one way into a turn.
     /// `None` when the lease was lost (the turn ends on another worker).

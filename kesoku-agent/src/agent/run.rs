@@ -28,6 +28,7 @@ use super::fit;
 use super::guardrails::GuardInput;
 use super::heal::heal;
 use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Run, Setup};
+use super::nested::{Forwarding, NESTED, Position};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
@@ -82,7 +83,16 @@ pub(crate) async fn turn(
         input_checked: std::sync::atomic::AtomicBool::new(false),
         held: std::sync::Mutex::new(None),
         ending,
+        position: None,
     };
+    if message_is_nested(&turn.user) {
+        let upstream = shared.upstreams.get(&turn.user.session_id);
+        turn.position = Some(Arc::new(Position::of(
+            &shared.gateway,
+            upstream,
+            &turn.user,
+        )));
+    }
     let outcome = turn.run().instrument(span.clone()).await;
     slot.set_running(0);
     if let Ok(outcome) = &outcome
@@ -155,6 +165,9 @@ struct Turn<'a> {
     /// prompt: published once they pass; `None` when nothing is held.
     held: std::sync::Mutex<Option<Vec<kesoku_core::Delta>>>,
     ending: &'a Ending,
+    /// A nested turn's place (what it does is shown on the top session);
+    /// `None` at the top.
+    position: Option<Arc<Position>>,
 }
 
 impl Turn<'_> {
@@ -369,8 +382,9 @@ impl Turn<'_> {
     /// The runner of this turn's calls; the tools as the model sees them
     /// are read with it.
     async fn runner(&mut self) -> Result<ToolRunner, AgentError> {
-        let ctx = self.context().await?;
         let (registry, declarations) = self.shared.tools.current();
+        let nests = registry.iter().any(Tool::needs_tool_call_id);
+        let ctx = self.context(nests).await?;
         // What the tools and instructions add to each request, estimated
         // once a turn (the tools are read once a turn).
         self.overhead = fit::overhead(self.shared, &declarations);
@@ -437,7 +451,15 @@ impl Turn<'_> {
             .iter()
             .map(|(id, v)| (id.as_str(), v.clone()))
             .collect();
-        let healing = heal(clock, &self.user.id, &view.messages, &by_id);
+        // An agent called as a tool goes on from its own session's
+        // history: its call is run again, not answered as cut short.
+        let (registry, _) = self.shared.tools.current();
+        let runs_again = |call: &Message| {
+            call.meta_str(kesoku_core::keys::TOOL_NAME)
+                .and_then(|name| registry.get(name))
+                .is_some_and(Tool::needs_tool_call_id)
+        };
+        let healing = heal(clock, &self.user.id, &view.messages, &by_id, &runs_again);
         if healing.results.is_empty() {
             return Ok(decisions);
         }
@@ -477,12 +499,27 @@ impl Turn<'_> {
     }
 
     /// The tools' context for this turn.
-    async fn context(&self) -> Result<ToolContext, AgentError> {
+    async fn context(&self, nests: bool) -> Result<ToolContext, AgentError> {
         let session = &self.user.session_id;
         let mut ctx = ToolContext::new(session.clone())
             .with_original_msg_id(self.user.id.clone())
-            .with_progress(self.shared.gateway.clone())
-            .with_cancellation(self.cancel.clone())
+            .with_cancellation(self.cancel.clone());
+        ctx = match &self.position {
+            // A nested turn's progress notes are shown on the top session.
+            Some(position) => ctx.with_progress(Forwarding {
+                own: self.shared.gateway.clone(),
+                position: Arc::clone(position),
+            }),
+            None => ctx.with_progress(self.shared.gateway.clone()),
+        };
+        if nests {
+            // Agents called as tools learn where this turn stands.
+            let position = self.position.clone().unwrap_or_else(|| {
+                Arc::new(Position::of(&self.shared.gateway, None, &self.user))
+            });
+            ctx = ctx.with_state_arc(position);
+        }
+        ctx = ctx
             .with_state_arc(Arc::clone(&self.shared.sandbox))
             .with_state_arc(Arc::clone(&self.shared.turn_model));
         for add in &self.shared.states {
@@ -540,6 +577,9 @@ impl Turn<'_> {
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
         let seq = post(self.shared, self.holder, &message).await?;
         self.note_stored(seq);
+        if let Some(position) = &self.position {
+            position.message(&message);
+        }
         if let Some(call) = self.in_flight.answered(&message) {
             retried(self.shared.lease, "settling an approved call", |_| {
                 self.shared.gateway.transition_leased(
@@ -603,6 +643,9 @@ impl Turn<'_> {
         match ended {
             Ok(seqs) => {
                 self.ending.released.store(true, Ordering::Release);
+                if let Some(position) = &self.position {
+                    last.iter().for_each(|m| position.message(m));
+                }
                 for (seq, _) in seqs.into_iter().zip(&last) {
                     self.note_stored(Some(seq));
                 }
@@ -661,3 +704,9 @@ impl Turn<'_> {
 }
 
 mod model;
+
+/// Whether `prompt` is an agent's, called as a tool (its turn's events
+/// are shown on the top session).
+fn message_is_nested(prompt: &Message) -> bool {
+    prompt.metadata.contains_key(NESTED)
+}
