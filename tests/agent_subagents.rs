@@ -207,8 +207,9 @@ async fn a_child_runs_in_a_session_named_after_the_call_and_linked_back() {
     assert_eq!(nested["agent"], "researcher");
     assert_eq!(nested["path"][0]["call_id"], call.id.as_str());
     assert_eq!(nested["path"][0]["session_id"], session.as_str());
-    // The parent's store holds the child's session too (one store), and
-    // the parent's session holds only its own turn.
+    // One store holds both sessions (the parent took the child's
+    // gateway), and the parent's session holds only its own turn.
+    assert_eq!(agent.history(&session).await.unwrap(), history);
     let own = agent.history("s").await.unwrap();
     assert!(own.iter().all(|m| m.session_id == "s"));
     assert_eq!(history.last().unwrap().content, "Lyon has 522,250 people.");
@@ -344,4 +345,18 @@ async fn two_agents_with_one_name_are_refused() {
         err.to_string(),
         "invalid agent configuration: two agents are named `kesoku` here (this one, or one it offers as a tool): give each its own with `AgentBuilder::name`, so `serve` can tell their turns apart"
     );
+}
+
+#[tokio::test]
+async fn a_child_over_another_store_is_refused() {
+    let child = Agent::builder(script(json!([])))
+        .name("elsewhere")
+        .build()
+        .unwrap();
+    let err = Agent::builder(script(json!([])))
+        .gateway(kesoku::Gateway::in_memory())
+        .sub_agent(child.as_tool("helper", "Helps."))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("the agent offered as `helper` keeps its sessions in another store"), "{err}");
 }

@@ -296,8 +296,10 @@ impl AgentBuilder {
     /// its tool joins the [`registry`](Self::registry)'s, and `serve` knows
     /// it (and the agents it offers) by its [`name`](Self::name), so a
     /// nested turn put back after a crash or a decision is run by the
-    /// agent it belongs to. Each agent among them needs a name of its own:
-    /// [`build`](Self::build) refuses two agents with one name.
+    /// agent it belongs to. Each agent among them needs a name of its own,
+    /// and they all keep their sessions in one store (an agent that sets
+    /// none takes its children's gateway): [`build`](Self::build) refuses
+    /// two agents with one name, and a child over another store.
     pub fn sub_agent(mut self, child: AgentTool) -> Self {
         self.sub_agents.push(child);
         self
@@ -482,10 +484,25 @@ impl AgentBuilder {
             return Err(AgentError::StoreAndGateway);
         }
         self.check_limits()?;
+        // An agent that sets no store keeps its sessions where the agents
+        // it offers as tools keep theirs.
         let gateway = self
             .store
             .or(self.gateway)
+            .or_else(|| {
+                let first = self.sub_agents.first()?;
+                Some(first.agent().gateway().clone())
+            })
             .unwrap_or_else(|| Gateway::new(MemoryStore::new()));
+        for child in &self.sub_agents {
+            let theirs = child.agent().gateway().store();
+            if Arc::as_ptr(theirs).cast::<()>() != Arc::as_ptr(gateway.store()).cast::<()>() {
+                return Err(AgentError::Config(format!(
+                    "the agent offered as `{}` keeps its sessions in another store than this agent: build both over one (`AgentBuilder::gateway` with a clone of one gateway), so a decision or a resumed turn finds the child's session from the parent's",
+                    child.name()
+                )));
+            }
+        }
         let roster = roster(&self.name, &self.sub_agents)?;
         let sub_agents = self
             .sub_agents

@@ -5,9 +5,10 @@
 //! with that path for the root session's listeners. No IO but the
 //! gateway's live deltas.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use kesoku_core::{Delta, DeltaKind, Gateway, Message, Progress, ProgressFuture, Via};
+use kesoku_core::store::Seq;
+use kesoku_core::{Delta, DeltaKind, Gateway, Message, Progress, ProgressFuture, Via, keys};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -27,6 +28,9 @@ pub(crate) struct Lineage {
     pub(crate) parent_session: String,
     /// The prompt whose turn made that call.
     pub(crate) parent_prompt: String,
+    /// Where that prompt is stored (what its turn wrote follows it).
+    #[serde(default)]
+    pub(crate) parent_after: Seq,
     /// The calls from the root to this prompt's session, outermost first
     /// (the last is the parent's call).
     pub(crate) path: Vec<Via>,
@@ -45,37 +49,85 @@ impl Lineage {
     }
 }
 
+/// The session of the agent that the call `call_id` of `tool`, in
+/// `parent_session`, runs.
+pub(crate) fn child_session(parent_session: &str, tool: &str, call_id: &str) -> String {
+    format!("{parent_session}/{tool}/{call_id}")
+}
+
+/// The id of the one prompt of a nested `session`.
+pub(crate) fn prompt_id(session: &str) -> String {
+    format!("{session}/prompt")
+}
+
+/// The prompt of the agent that the stored `call` runs, if it runs one.
+pub(crate) fn child_prompt(call: &Message) -> String {
+    let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
+    prompt_id(&child_session(&call.session_id, tool, &call.id))
+}
+
 /// Where a turn's tools stand, given to them as state: the gateway the
 /// root session's listeners hear (where nested turns' events go), the
 /// root session and prompt, and the path to this turn's session (empty
-/// at the top).
-#[derive(Debug, Clone)]
+/// at the top); and the calls whose agents paused for a person.
+#[derive(Debug)]
 pub(crate) struct Position {
     pub(crate) gateway: Gateway,
     pub(crate) root_session: String,
     pub(crate) root_prompt: String,
     pub(crate) path: Vec<Via>,
+    /// Where the turn's prompt is stored.
+    pub(crate) prompt_seq: Seq,
+    /// The calls (by message id) whose agent paused for a person: the
+    /// turn pauses with them open.
+    paused: Mutex<Vec<String>>,
 }
 
 impl Position {
     /// The position of the turn of `prompt`, posting through `own`; a
     /// nested turn's events go to `upstream` when given (the gateway of
     /// the turn that called it, in this process), else to `own`.
-    pub(crate) fn of(own: &Gateway, upstream: Option<Gateway>, prompt: &Message) -> Position {
-        match Lineage::of(prompt) {
-            Some(lineage) => Position {
-                gateway: upstream.unwrap_or_else(|| own.clone()),
-                root_session: lineage.root_session,
-                root_prompt: lineage.root_prompt,
-                path: lineage.path,
-            },
-            None => Position {
-                gateway: own.clone(),
-                root_session: prompt.session_id.clone(),
-                root_prompt: prompt.id.clone(),
-                path: Vec::new(),
-            },
+    pub(crate) fn of(
+        own: &Gateway,
+        upstream: Option<Gateway>,
+        prompt: &Message,
+        prompt_seq: Seq,
+    ) -> Position {
+        let (gateway, root_session, root_prompt, path) = match Lineage::of(prompt) {
+            Some(lineage) => (
+                upstream.unwrap_or_else(|| own.clone()),
+                lineage.root_session,
+                lineage.root_prompt,
+                lineage.path,
+            ),
+            None => (
+                own.clone(),
+                prompt.session_id.clone(),
+                prompt.id.clone(),
+                Vec::new(),
+            ),
+        };
+        Position {
+            gateway,
+            root_session,
+            root_prompt,
+            path,
+            prompt_seq,
+            paused: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Notes that the agent of the call `call_id` paused for a person.
+    pub(crate) fn pause(&self, call_id: &str) {
+        self.paused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(call_id.to_owned());
+    }
+
+    /// The calls whose agents paused since last asked.
+    pub(crate) fn take_paused(&self) -> Vec<String> {
+        std::mem::take(&mut *self.paused.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Whether the turn is nested (its events are forwarded).

@@ -91,6 +91,7 @@ pub(crate) async fn turn(
             &shared.gateway,
             upstream,
             &turn.user,
+            seq,
         )));
     }
     let outcome = turn.run().instrument(span.clone()).await;
@@ -330,6 +331,14 @@ impl Turn<'_> {
             return run.hook_failed(Vec::new(), failure);
         }
         let mut results = self.execute(runner, run.calls()).await;
+        if let Some(paused) = self.position.as_ref().map(|p| p.take_paused())
+            && !paused.is_empty()
+        {
+            // Agents called as tools that paused for a person: their calls
+            // stay open, and the turn pauses after the others' results.
+            results.retain(|r| !r.parent_id.as_ref().is_some_and(|p| paused.contains(p)));
+            run.wait_on_nested(&paused);
+        }
         self.shared.metrics.tool_calls(&results);
         self.count_tools_usage(&mut results);
         let after = hooks_in_turn::after_tools(hooks, run.calls(), &mut results);
@@ -383,8 +392,12 @@ impl Turn<'_> {
     /// are read with it.
     async fn runner(&mut self) -> Result<ToolRunner, AgentError> {
         let (registry, declarations) = self.shared.tools.current();
-        let nests = registry.iter().any(Tool::needs_tool_call_id);
-        let ctx = self.context(nests).await?;
+        // Agents called as tools learn where this turn stands.
+        if registry.iter().any(Tool::needs_tool_call_id) && self.position.is_none() {
+            let top = Position::of(&self.shared.gateway, None, &self.user, self.seq);
+            self.position = Some(Arc::new(top));
+        }
+        let ctx = self.context().await?;
         // What the tools and instructions add to each request, estimated
         // once a turn (the tools are read once a turn).
         self.overhead = fit::overhead(self.shared, &declarations);
@@ -499,25 +512,21 @@ impl Turn<'_> {
     }
 
     /// The tools' context for this turn.
-    async fn context(&self, nests: bool) -> Result<ToolContext, AgentError> {
+    async fn context(&self) -> Result<ToolContext, AgentError> {
         let session = &self.user.session_id;
         let mut ctx = ToolContext::new(session.clone())
             .with_original_msg_id(self.user.id.clone())
             .with_cancellation(self.cancel.clone());
         ctx = match &self.position {
             // A nested turn's progress notes are shown on the top session.
-            Some(position) => ctx.with_progress(Forwarding {
+            Some(position) if position.is_nested() => ctx.with_progress(Forwarding {
                 own: self.shared.gateway.clone(),
                 position: Arc::clone(position),
             }),
-            None => ctx.with_progress(self.shared.gateway.clone()),
+            _ => ctx.with_progress(self.shared.gateway.clone()),
         };
-        if nests {
-            // Agents called as tools learn where this turn stands.
-            let position = self.position.clone().unwrap_or_else(|| {
-                Arc::new(Position::of(&self.shared.gateway, None, &self.user))
-            });
-            ctx = ctx.with_state_arc(position);
+        if let Some(position) = &self.position {
+            ctx = ctx.with_state_arc(Arc::clone(position));
         }
         ctx = ctx
             .with_state_arc(Arc::clone(&self.shared.sandbox))

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::Agent;
 use super::approval;
-use super::nested::{Lineage, Position};
+use super::nested::{self, Lineage, Position};
 use super::outcome::{self, AgentError, TurnOutcome, TurnStatus};
 use super::retry::retried_store;
 use super::typed;
@@ -226,11 +226,12 @@ impl AgentTool {
                 self.max_depth
             )));
         }
-        let session = format!("{}/{}/{call_id}", ctx.session_id(), self.name);
+        let session = nested::child_session(ctx.session_id(), &self.name, call_id);
         path.push(Via::new(self.name.clone(), call_id, session.clone()));
         let prompt = self.prompt(&args, &ctx, parent.as_deref(), path, &session);
         let child = self.agent.clone();
-        let upstream = parent.map(|p| p.gateway.clone());
+        let upstream = parent.as_ref().map(|p| p.gateway.clone());
+        let parent_position = parent;
         let run = tokio::spawn({
             let session = session.clone();
             async move {
@@ -254,6 +255,13 @@ impl AgentTool {
                     kesoku_core::ErrorChain(&e)
                 ))
             })?;
+        if outcome.status == TurnStatus::AwaitingApproval
+            && let Some(parent) = &parent_position
+        {
+            // The parent's turn pauses with this call open; its result
+            // (below) is not posted.
+            parent.pause(call_id);
+        }
         self.result(outcome)
     }
 
@@ -274,7 +282,7 @@ impl AgentTool {
         let mut prompt = Message::new(session, Role::User, MessageType::Text, text)
             .with_sender(ctx.session_id())
             .with_status(Status::PendingAgent);
-        prompt.id = format!("{session}/prompt");
+        prompt.id = nested::prompt_id(session);
         let parent_prompt = ctx.original_msg_id().unwrap_or_default().to_owned();
         let (root_session, root_prompt) = match parent {
             Some(p) => (p.root_session.clone(), p.root_prompt.clone()),
@@ -286,6 +294,7 @@ impl AgentTool {
             root_prompt,
             parent_session: ctx.session_id().to_owned(),
             parent_prompt,
+            parent_after: parent.map_or(0, |p| p.prompt_seq),
             path,
         }
         .stamp(&mut prompt);

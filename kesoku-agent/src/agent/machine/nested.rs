@@ -1,0 +1,15 @@
+//! A step whose calls ran agents that paused for a person: those calls
+//! stay open (no result), and the turn pauses after the others' results.
+//! Resumed, the turn runs them again, and each agent goes on from its
+//! own session.
+
+use super::Run;
+
+impl Run {
+    /// The calls `ids` ran agents that paused: they get no result now,
+    /// and the step ends the turn's run with a pause.
+    pub(crate) fn wait_on_nested(&mut self, ids: &[String]) {
+        self.calls.retain(|(_, m)| !ids.contains(&m.id));
+        self.nested_waits = true;
+    }
+}
