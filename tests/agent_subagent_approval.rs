@@ -82,7 +82,10 @@ async fn an_approval_inside_a_child_pauses_both_and_its_decision_resumes_both() 
     );
     let resumed = agent.resume(&history[0].id).await.unwrap();
     assert_eq!(resumed.status, TurnStatus::Completed);
-    assert_eq!(resumed.answer.as_deref(), Some("Done: Charged: charged 500."));
+    assert_eq!(
+        resumed.answer.as_deref(),
+        Some("Done: Charged: charged 500.")
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert!(agent.pending_approvals("s").await.unwrap().is_empty());
     // One result answers the parent's call.
@@ -92,7 +95,10 @@ async fn an_approval_inside_a_child_pauses_both_and_its_decision_resumes_both() 
         .filter(|m| m.kind == MessageType::ToolResult)
         .collect();
     assert_eq!(results.len(), 1);
-    assert_eq!(results[0].parent_id.as_deref(), Some(history[1].id.as_str()));
+    assert_eq!(
+        results[0].parent_id.as_deref(),
+        Some(history[1].id.as_str())
+    );
 }
 
 #[tokio::test]

@@ -85,7 +85,10 @@ fn lookup(release: Arc<Notify>) -> ToolRegistry {
             async move {
                 ctx.post("searching the census").await.unwrap();
                 release.notified().await;
-                Ok(ToolOutput::new(json!(format!("{} has 522,250 people", args["city"]))))
+                Ok(ToolOutput::new(json!(format!(
+                    "{} has 522,250 people",
+                    args["city"]
+                ))))
             }
         },
     )
@@ -146,7 +149,10 @@ async fn a_childs_events_reach_the_parents_listeners_in_order_while_it_runs() {
     // Everything up to the child's progress note arrives while its tool
     // still waits: the turn is not over.
     let mut seen = Vec::new();
-    while !seen.iter().any(|s: &String| s.contains("searching the census")) {
+    while !seen
+        .iter()
+        .any(|s: &String| s.contains("searching the census"))
+    {
         let delta = tokio::time::timeout(Duration::from_secs(10), deltas.next())
             .await
             .expect("the child's events come while it runs")
@@ -161,7 +167,8 @@ async fn a_childs_events_reach_the_parents_listeners_in_order_while_it_runs() {
     let outcome = turn.await.unwrap().unwrap();
     assert_eq!(outcome.status, TurnStatus::Completed);
     assert_eq!(outcome.answer.as_deref(), Some("About half a million."));
-    while let Ok(Some(delta)) = tokio::time::timeout(Duration::from_millis(200), deltas.next()).await
+    while let Ok(Some(delta)) =
+        tokio::time::timeout(Duration::from_millis(200), deltas.next()).await
     {
         if !delta.path.is_empty() {
             seen.push(shown(&delta.kind));
@@ -287,7 +294,13 @@ async fn nesting_past_the_limit_is_an_error_the_model_reads() {
         "Error: the agent tool `ask_inner` would nest 2 agents deep (ask_middle > ask_inner), past its limit of 1: answer without it"
     );
     // The inner agent never ran.
-    assert!(inner.history(&format!("{session}/ask_inner/x")).await.unwrap().is_empty());
+    assert!(
+        inner
+            .history(&format!("{session}/ask_inner/x"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// What the child is asked, typed (its schema is the tool's).
@@ -325,7 +338,10 @@ async fn typed_input_and_a_typed_answer() {
     let agent = Agent::builder(model).sub_agent(tool).build().unwrap();
     let outcome = agent.send("s", "Lyon in 2021?").await.unwrap();
     let result = &outcome.messages[1];
-    assert_eq!(result.metadata["tool_result"], json!({"population": 522_250}));
+    assert_eq!(
+        result.metadata["tool_result"],
+        json!({"population": 522_250})
+    );
     let session = format!("s/census/{}", outcome.messages[0].id);
     let prompt = &child.history(&session).await.unwrap()[0];
     let asked: Value = serde_json::from_str(&prompt.content).unwrap();
@@ -358,5 +374,9 @@ async fn a_child_over_another_store_is_refused() {
         .sub_agent(child.as_tool("helper", "Helps."))
         .build()
         .unwrap_err();
-    assert!(err.to_string().contains("the agent offered as `helper` keeps its sessions in another store"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("the agent offered as `helper` keeps its sessions in another store"),
+        "{err}"
+    );
 }

@@ -55,9 +55,9 @@ mod telemetry;
 pub mod tools;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentError, AgentTool, Approval, ApprovalCheck, ApprovalError, Compacted, Compaction,
-    CompactionFuture, CompactionRequest, CompactionStrategy, Decided, GuardCheck, GuardFuture,
-    GuardInput, GuardVerdict, Guardrail, HookError, HookFailure, HookFuture, Hooks, ModelRequest,
-    PendingApproval, ResumeError, ToolGate, Tripped, TurnOutcome, TurnStatus, Typed, TypedError,
-    Verdict,
+    Agent, AgentBuilder, AgentError, AgentTool, Approval, ApprovalCheck, ApprovalError, Compacted,
+    Compaction, CompactionFuture, CompactionRequest, CompactionStrategy, Decided, GuardCheck,
+    GuardFuture, GuardInput, GuardVerdict, Guardrail, HookError, HookFailure, HookFuture, Hooks,
+    ModelRequest, PendingApproval, ResumeError, ToolGate, Tripped, TurnOutcome, TurnStatus, Typed,
+    TypedError, Verdict,
 };
