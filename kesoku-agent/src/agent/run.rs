@@ -9,26 +9,23 @@
 //! through the context's token; every call still gets exactly one result.
 
 use std::collections::HashMap;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use kesoku_core::store::Seq;
-use kesoku_core::{
-    CancellationToken, GatewayError, Message, Role, Status, Tool, ToolContext, ToolRunner,
-};
+use kesoku_core::{CancellationToken, GatewayError, Message, Role, Status, Tool};
 use tracing::Instrument;
 
 use kesoku_core::ErrorChain;
 
-use super::approval::{self, ApprovalCheck, Verdict};
+use super::approval::{self, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
 use super::clock::Clock;
 use super::fit;
 use super::guardrails::GuardInput;
 use super::heal::heal;
-use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Run, Setup};
-use super::nested::{Forwarding, NESTED, Position};
+use super::machine::{Ask, Decision, Finish, Machine, Next, Setup};
+use super::nested::{NESTED, Position};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
@@ -36,7 +33,6 @@ use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 use super::tail;
 use super::view::{self, View};
-use super::workspace::workspace;
 use super::{guardrails_in_turn, hooks_in_turn};
 use crate::telemetry;
 use kesoku_llm::ToolDeclaration;
@@ -318,39 +314,6 @@ impl Turn<'_> {
         }
     }
 
-    /// The machine's decision on the results of `run`'s calls, run by
-    /// `runner` between the hooks' before and after.
-    async fn tools_step(&mut self, runner: &ToolRunner, mut run: Run) -> Decision {
-        let hooks = &self.shared.hooks;
-        let session = &self.user.session_id;
-        // A newer prompt stops the hooks: the calls are then answered as
-        // the runner answers calls an interruption kept from running.
-        let before = hooks_in_turn::before_tools(hooks, session, &mut run);
-        if let Some(Err(failure)) = self.unless_newer(before).await {
-            tracing::warn!(error = %failure, "a hook failed; the turn ends");
-            return run.hook_failed(Vec::new(), failure);
-        }
-        let mut results = self.execute(runner, run.calls()).await;
-        if let Some(paused) = self.position.as_ref().map(|p| p.take_paused())
-            && !paused.is_empty()
-        {
-            // Agents called as tools that paused for a person: their calls
-            // stay open, and the turn pauses after the others' results.
-            results.retain(|r| !r.parent_id.as_ref().is_some_and(|p| paused.contains(p)));
-            run.wait_on_nested(&paused);
-        }
-        self.shared.metrics.tool_calls(&results);
-        self.count_tools_usage(&mut results);
-        let after = hooks_in_turn::after_tools(hooks, run.calls(), &mut results);
-        match self.unless_newer(after).await.unwrap_or(Ok(())) {
-            Ok(()) => run.results(results),
-            Err(failure) => {
-                tracing::warn!(error = %failure, "a hook failed; the turn ends");
-                run.hook_failed(results, failure)
-            }
-        }
-    }
-
     /// `work`'s output, unless a newer user message arrives first (`work`
     /// is then dropped).
     async fn unless_newer<T>(&self, work: impl Future<Output = T>) -> Option<T> {
@@ -359,56 +322,6 @@ impl Turn<'_> {
             () = self.slot.newer_than(self.seq) => None,
             done = work => Some(done),
         }
-    }
-
-    /// The machine's decision on the model's `reply`, under the agent's
-    /// approval policy and each tool's use limit (the tools read as the
-    /// turn started).
-    fn replied(&self, ask: Ask, reply: kesoku_llm::AssistantTurn) -> Decision {
-        let registry = self.shared.tools.current().0;
-        let policy = &self.shared.approval;
-        let default_uses = self.shared.max_uses_per_turn;
-        ask.replied(
-            reply,
-            &|request| {
-                let tool = registry.get(&request.name);
-                policy(&ApprovalCheck {
-                    request,
-                    hints: tool.map(Tool::hints).unwrap_or_default(),
-                    marked: tool.is_some_and(Tool::needs_approval),
-                })
-            },
-            &|name| {
-                registry
-                    .get(name)
-                    .and_then(Tool::max_uses)
-                    .map(|n| n as usize)
-                    .or(default_uses)
-            },
-        )
-    }
-
-    /// The runner of this turn's calls; the tools as the model sees them
-    /// are read with it.
-    async fn runner(&mut self) -> Result<ToolRunner, AgentError> {
-        let (registry, declarations) = self.shared.tools.current();
-        // Agents called as tools learn where this turn stands.
-        if registry.iter().any(Tool::needs_tool_call_id) && self.position.is_none() {
-            let top = Position::of(&self.shared.gateway, None, &self.user, self.seq);
-            self.position = Some(Arc::new(top));
-        }
-        let ctx = self.context().await?;
-        // What the tools and instructions add to each request, estimated
-        // once a turn (the tools are read once a turn).
-        self.overhead = fit::overhead(self.shared, &declarations);
-        self.declarations = declarations;
-        let mut runner = ToolRunner::new(registry, ctx)
-            .with_max_concurrency(self.shared.max_parallel_calls)
-            .with_content_capture(self.shared.capture_content);
-        if let Some(limit) = self.shared.tool_timeout {
-            runner = runner.with_default_timeout(limit);
-        }
-        Ok(runner)
     }
 
     /// The session's history for the model: the view kept from its last
@@ -509,78 +422,6 @@ impl Turn<'_> {
                 .sessions
                 .saw_user_message(&self.user.session_id, *seq);
         }
-    }
-
-    /// The tools' context for this turn.
-    async fn context(&self) -> Result<ToolContext, AgentError> {
-        let session = &self.user.session_id;
-        let mut ctx = ToolContext::new(session.clone())
-            .with_original_msg_id(self.user.id.clone())
-            .with_cancellation(self.cancel.clone());
-        ctx = match &self.position {
-            // A nested turn's progress notes are shown on the top session.
-            Some(position) if position.is_nested() => ctx.with_progress(Forwarding {
-                own: self.shared.gateway.clone(),
-                position: Arc::clone(position),
-            }),
-            _ => ctx.with_progress(self.shared.gateway.clone()),
-        };
-        if let Some(position) = &self.position {
-            ctx = ctx.with_state_arc(Arc::clone(position));
-        }
-        ctx = ctx
-            .with_state_arc(Arc::clone(&self.shared.sandbox))
-            .with_state_arc(Arc::clone(&self.shared.turn_model));
-        for add in &self.shared.states {
-            ctx = add(ctx);
-        }
-        if let Some(dir) = workspace(self.shared, session) {
-            tokio::fs::create_dir_all(&dir)
-                .await
-                .map_err(|e| AgentError::Workspace {
-                    session: session.clone(),
-                    path: dir.display().to_string(),
-                    message: e.to_string(),
-                })?;
-            ctx = ctx.with_workspace(dir);
-        }
-        Ok(ctx)
-    }
-
-    /// Stores the tokens of the model calls the step's tools made (through
-    /// the turn's [`TurnModel`](crate::tools::TurnModel)) with its first
-    /// result, as a model call's are with its first message, so that
-    /// [`Agent::usage`](super::Agent::usage) and the outcome's count them.
-    /// One turn of a session runs here at a time, so what the session's
-    /// tools spent since the step began is this step's.
-    fn count_tools_usage(&self, results: &mut [Message]) {
-        let Some(spent) = self.shared.turn_model.take_usage(&self.user.session_id) else {
-            return;
-        };
-        let Some(first) = results.first_mut() else {
-            return;
-        };
-        let total = kesoku_llm::Usage::of(first).unwrap_or_default() + spent;
-        if let Ok(value) = serde_json::to_value(total) {
-            first
-                .metadata
-                .insert(kesoku_core::keys::USAGE.into(), value);
-        }
-    }
-
-    /// Runs the calls; on interruption, cancels the waiting ones and still
-    /// returns one result per call.
-    async fn execute(&self, runner: &ToolRunner, calls: &[Call]) -> Vec<Message> {
-        let slot = self.slot;
-        let seq = self.seq;
-        let is_interrupted = move || slot.is_newer_than(seq);
-        let mut running = pin!(runner.execute_all(calls, Some(&is_interrupted)));
-        tokio::select! {
-            biased;
-            results = &mut running => return results,
-            () = slot.newer_than(seq) => self.cancel.cancel(),
-        }
-        running.await
     }
 
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
@@ -713,6 +554,7 @@ impl Turn<'_> {
 }
 
 mod model;
+mod tools;
 
 /// Whether `prompt` is an agent's, called as a tool (its turn's events
 /// are shown on the top session).
