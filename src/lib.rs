@@ -66,7 +66,7 @@ pub mod llm {
     pub use kesoku_agent::{
         Agent, AgentBuilder, AgentError, AgentTool, Approval, ApprovalCheck, ApprovalError,
         Decided, GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrail, HookError,
-        HookFailure, HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError, ToolGate,
+        HookFailure, HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError, Team, ToolGate,
         Tripped, TurnOutcome, TurnStatus, Verdict,
     };
     pub use kesoku_llm::*;

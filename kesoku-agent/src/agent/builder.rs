@@ -1,23 +1,24 @@
 //! [`AgentBuilder`]: an agent's model, tools, store and limits, checked
 //! and put together by [`build`](AgentBuilder::build).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kesoku_core::gateway::Gateway;
-use kesoku_core::store::{MemoryStore, Store};
-use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry, ToolRunner};
+use kesoku_core::store::Store;
+use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRunner};
 use tokio::sync::Semaphore;
 
 use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
 use super::compaction::Compaction;
+use super::compose::{self, Composed, Handoff, Parts};
 use super::guardrails::Guardrail;
 use super::hooks::Hooks;
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
 use super::subagent::AgentTool;
+use super::team::Team;
 use super::toolset::Toolset;
 use super::{Agent, AgentError};
 use crate::tools::{Sandbox, TurnModel};
@@ -55,6 +56,8 @@ pub struct AgentBuilder {
     context_window: Option<u64>,
     name: String,
     sub_agents: Vec<AgentTool>,
+    handoffs: Vec<Handoff>,
+    team: Option<Team>,
     capture_content: bool,
     #[cfg(feature = "otel")]
     meter: Option<opentelemetry::metrics::Meter>,
@@ -95,6 +98,8 @@ impl AgentBuilder {
             context_window: None,
             name: "kesoku".into(),
             sub_agents: Vec::new(),
+            handoffs: Vec::new(),
+            team: None,
             capture_content: false,
             #[cfg(feature = "otel")]
             meter: None,
@@ -305,6 +310,73 @@ impl AgentBuilder {
         self
     }
 
+    /// Lets the model hand the conversation to `target`, through a tool
+    /// `transfer_to_<its name>` described by `description`: once called,
+    /// the turn goes on with `target`'s instructions, tools and model, and
+    /// so does every later turn of the session, whichever worker takes
+    /// it (a worker's `serve` finds which agent the session was handed to
+    /// in its history, and runs that one; the agents must be known to it
+    /// here, by their names). Handing off back to an agent the same turn
+    /// was handed to already is refused, as a cycle. As with
+    /// [`sub_agent`](Self::sub_agent), the agents share one store and
+    /// each has a name of its own.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use kesoku_agent::Agent;
+    /// use kesoku_llm::ScriptedLlm;
+    /// use serde_json::json;
+    ///
+    /// let billing = Agent::builder(ScriptedLlm::from_json(json!([
+    ///     {"text": "Billing here: your invoice is paid."},
+    ///     {"text": "Still billing: nothing is due."}
+    /// ])).unwrap())
+    /// .name("billing")
+    /// .build()
+    /// .unwrap();
+    /// let triage = Agent::builder(ScriptedLlm::from_json(json!([
+    ///     {"tool_calls": [{"id": "h1", "name": "transfer_to_billing", "arguments": {}}]}
+    /// ])).unwrap())
+    /// .name("triage")
+    /// .handoff(&billing, "invoices and payments")
+    /// .build()
+    /// .unwrap();
+    /// let first = triage.send("s", "Is my invoice paid?").await.unwrap();
+    /// assert_eq!(first.answer.as_deref(), Some("Billing here: your invoice is paid."));
+    /// // The session stays with billing.
+    /// let next = triage.send("s", "Anything due?").await.unwrap();
+    /// assert_eq!(next.answer.as_deref(), Some("Still billing: nothing is due."));
+    /// # });
+    /// ```
+    pub fn handoff(mut self, target: &Agent, description: impl Into<String>) -> Self {
+        self.handoffs
+            .push(Handoff::To(target.clone(), description.into()));
+        self
+    }
+
+    /// Lets the model hand the conversation to the member of this
+    /// agent's [`team`](Self::team) named `agent`, as
+    /// [`handoff`](Self::handoff) does: named, so two agents may hand
+    /// sessions back and forth (neither need exist when the other is
+    /// built). A name no member has when the model calls its tool is an
+    /// error the model reads; [`build`](Self::build) refuses it without a
+    /// team. See [`Team`].
+    pub fn handoff_to(mut self, agent: impl Into<String>, description: impl Into<String>) -> Self {
+        self.handoffs
+            .push(Handoff::Named(agent.into(), description.into()));
+        self
+    }
+
+    /// Joins `team` as the agent is built: its members know it by its
+    /// [`name`](Self::name) (no other member may have it), may hand it
+    /// sessions ([`handoff_to`](Self::handoff_to)), and run its turns when
+    /// they serve. The members share one store: an agent that sets none
+    /// takes theirs.
+    pub fn team(mut self, team: &Team) -> Self {
+        self.team = Some(team.clone());
+        self
+    }
+
     /// Adds a check of each prompt, run at once with the turn's first
     /// model call: when it trips, that call is dropped, nothing the model
     /// said is stored, and the turn ends
@@ -484,37 +556,20 @@ impl AgentBuilder {
             return Err(AgentError::StoreAndGateway);
         }
         self.check_limits()?;
-        // An agent that sets no store keeps its sessions where the agents
-        // it offers as tools keep theirs.
-        let gateway = self
-            .store
-            .or(self.gateway)
-            .or_else(|| {
-                let first = self.sub_agents.first()?;
-                Some(first.agent().gateway().clone())
-            })
-            .unwrap_or_else(|| Gateway::new(MemoryStore::new()));
-        for child in &self.sub_agents {
-            let theirs = child.agent().gateway().store();
-            if Arc::as_ptr(theirs).cast::<()>() != Arc::as_ptr(gateway.store()).cast::<()>() {
-                return Err(AgentError::Config(format!(
-                    "the agent offered as `{}` keeps its sessions in another store than this agent: build both over one (`AgentBuilder::gateway` with a clone of one gateway), so a decision or a resumed turn finds the child's session from the parent's",
-                    child.name()
-                )));
-            }
-        }
-        let roster = roster(&self.name, &self.sub_agents)?;
-        let sub_agents = self
-            .sub_agents
-            .into_iter()
-            .map(AgentTool::into_tool)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| AgentError::Config(e.to_string()))?;
-        let tools = self
-            .tools
-            .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())))
-            .with(sub_agents)
-            .map_err(AgentError::Config)?;
+        let team = self.team.clone();
+        let Composed {
+            gateway,
+            tools,
+            roster,
+            handoffs,
+        } = compose::compose(Parts {
+            name: &self.name,
+            gateway: self.store.or(self.gateway),
+            team: self.team.as_ref(),
+            tools: self.tools,
+            sub_agents: self.sub_agents,
+            handoffs: self.handoffs,
+        })?;
         let mut options = self
             .options
             .unwrap_or_else(|| LlmOptions::new(self.llm.default_model()));
@@ -543,7 +598,7 @@ impl AgentBuilder {
             metrics.clone(),
             self.capture_content,
         ));
-        Ok(Agent {
+        let agent = Agent {
             shared: Arc::new(Shared {
                 llm: self.llm,
                 tools,
@@ -581,9 +636,15 @@ impl AgentBuilder {
                 lease: self.lease,
                 released: tokio::sync::Notify::new(),
                 roster,
+                handoffs,
+                team: team.clone(),
                 upstreams: super::shared::Upstreams::default(),
             }),
-        })
+        };
+        if let Some(team) = &team {
+            team.join(&agent.shared).map_err(AgentError::Config)?;
+        }
+        Ok(agent)
     }
 
     /// An error for the first limit set out of its range.
@@ -616,30 +677,6 @@ impl AgentBuilder {
         }
         Ok(())
     }
-}
-
-/// The agents offered as tools, and theirs, by name; an error when two
-/// differ but share a name, or one has the name of the agent offering
-/// them (`name`).
-fn roster(name: &str, offered: &[AgentTool]) -> Result<HashMap<String, Arc<Shared>>, AgentError> {
-    let mut roster: HashMap<String, Arc<Shared>> = HashMap::new();
-    let known = offered.iter().flat_map(|tool| {
-        let child = &tool.agent().shared;
-        std::iter::once((&child.name, child)).chain(child.roster.iter())
-    });
-    for (child, shared) in known {
-        let clash = match roster.get(child) {
-            Some(other) => !Arc::ptr_eq(other, shared),
-            None => child == name,
-        };
-        if clash {
-            return Err(AgentError::Config(format!(
-                "two agents are named `{child}` here (this one, or one it offers as a tool): give each its own with `AgentBuilder::name`, so `serve` can tell their turns apart"
-            )));
-        }
-        roster.insert(child.clone(), Arc::clone(shared));
-    }
-    Ok(roster)
 }
 
 /// The tools' sandbox when none is set: the current directory.

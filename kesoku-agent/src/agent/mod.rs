@@ -19,9 +19,11 @@ mod builder;
 mod claim;
 mod clock;
 mod compaction;
+mod compose;
 mod fit;
 mod guardrails;
 mod guardrails_in_turn;
+mod handoff;
 mod heal;
 mod hooks;
 mod hooks_in_turn;
@@ -35,6 +37,7 @@ mod sessions;
 mod shared;
 mod subagent;
 mod tail;
+mod team;
 mod toolset;
 mod typed;
 mod view;
@@ -61,6 +64,7 @@ pub use hooks::{HookError, HookFuture, Hooks, ModelRequest, ToolGate};
 pub use outcome::{AgentError, HookFailure, ResumeError, Tripped, TurnOutcome, TurnStatus};
 use shared::Shared;
 pub use subagent::AgentTool;
+pub use team::Team;
 pub use typed::{Typed, TypedError};
 
 use kesoku_llm::Llm;
@@ -568,7 +572,7 @@ impl Agent {
         if lineage.agent == self.shared.name {
             return Ok(Arc::clone(&self.shared));
         }
-        self.shared.roster.get(&lineage.agent).cloned().ok_or_else(|| {
+        self.shared.agent_named(&lineage.agent).ok_or_else(|| {
             format!(
                 "This prompt is for the agent `{}`, which the agent serving here (`{}`) does not offer as a tool (`AgentBuilder::sub_agent`), so no agent here may answer it.",
                 lineage.agent, self.shared.name

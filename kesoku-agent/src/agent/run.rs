@@ -47,7 +47,7 @@ pub(crate) async fn turn(
     seq: Seq,
     at_claim: Option<ViewAtClaim>,
     ending: &Ending,
-) -> Result<TurnOutcome, AgentError> {
+) -> Result<Turned, AgentError> {
     let span = telemetry::turn_span(
         &shared.name,
         shared.llm.provider(),
@@ -80,6 +80,10 @@ pub(crate) async fn turn(
         held: std::sync::Mutex::new(None),
         ending,
         position: None,
+        visited: Vec::new(),
+        handing_to: None,
+        stamps: false,
+        unknown_owner: None,
     };
     if message_is_nested(&turn.user) {
         let upstream = shared.upstreams.get(&turn.user.session_id);
@@ -90,7 +94,13 @@ pub(crate) async fn turn(
             seq,
         )));
     }
-    let outcome = turn.run().instrument(span.clone()).await;
+    let turned = turn.run().instrument(span.clone()).await;
+    let outcome = match turned {
+        Ok(Turned::Over(outcome)) => Ok(outcome),
+        // The agent it was handed to goes on with it.
+        handed @ Ok(Turned::Handed { .. }) => return handed,
+        Err(e) => Err(e),
+    };
     slot.set_running(0);
     if let Ok(outcome) = &outcome
         && !shared.hooks.is_empty()
@@ -112,7 +122,7 @@ pub(crate) async fn turn(
             telemetry::record_status_error(&span, &ErrorChain(e).to_string());
         }
     }
-    outcome
+    outcome.map(Turned::Over)
 }
 
 /// Why a model call gave no reply.
@@ -124,6 +134,26 @@ enum CallError {
     /// An input guardrail's objection (its name, and why), while it was
     /// in flight.
     Tripped(String, String),
+}
+
+/// How a turn's run here ended: over, or handed (by a handoff) to
+/// another agent, which goes on with it under the same lease; with what
+/// it posted.
+pub(crate) enum Turned {
+    Over(TurnOutcome),
+    Handed {
+        to: Arc<Shared>,
+        posted: Vec<Message>,
+        /// The prompt, for the agent it was handed to.
+        user: Message,
+    },
+}
+
+/// How following the machine's decisions ended: the turn is over (how,
+/// with the posts of the last write), or handed to another agent.
+enum Driven {
+    Over(Finish, Vec<Message>),
+    Handed(Arc<Shared>),
 }
 
 struct Turn<'a> {
@@ -165,6 +195,16 @@ struct Turn<'a> {
     /// A nested turn's place (what it does is shown on the top session);
     /// `None` at the top.
     position: Option<Arc<Position>>,
+    /// The agents this turn was handed to, in order, from the one that
+    /// took it (`run/handoff.rs`); empty until a handoff.
+    visited: Vec<String>,
+    /// The agent the step's handoff goes to, once its results are posted.
+    handing_to: Option<Arc<Shared>>,
+    /// Whether the turn's posts name their agent.
+    stamps: bool,
+    /// Why no agent here may answer (its session was handed to one
+    /// unknown here).
+    unknown_owner: Option<String>,
 }
 
 impl Turn<'_> {
@@ -172,9 +212,19 @@ impl Turn<'_> {
         self.slot.is_newer_than(self.seq)
     }
 
-    async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
+    async fn run(&mut self) -> Result<Turned, AgentError> {
         let clock = Clock::wall();
         let mut view = self.load_view().await?;
+        if let Some(to) = self.follow_owner(&view.messages) {
+            // The session was handed to `to`: its turn, from the start.
+            let session = self.user.session_id.clone();
+            self.shared.sessions.put_view(&session, view);
+            return Ok(Turned::Handed {
+                to,
+                posted: Vec::new(),
+                user: self.user.clone(),
+            });
+        }
         let decisions = self.heal(&clock, &mut view).await?;
         // The turn adds to the view as it goes; what it stored is read
         // back, in the store's order, by the next turn, unless the turn
@@ -192,7 +242,14 @@ impl Turn<'_> {
         // session's next turn here, which may start at once.
         let session = self.user.session_id.clone();
         self.shared.sessions.put_view(&session, view);
-        let (finish, last) = finish?;
+        let (finish, last) = match finish? {
+            Driven::Over(finish, last) => (finish, last),
+            Driven::Handed(to) => {
+                let posted = std::mem::take(&mut self.posted);
+                let user = self.user.clone();
+                return Ok(Turned::Handed { to, posted, user });
+            }
+        };
         let outcome = self.finish(finish, last).await?;
         // A completed turn whose posts took the seqs right after the
         // view's, one after another, left nothing else in between (a seq
@@ -209,7 +266,7 @@ impl Turn<'_> {
             }
             self.shared.sessions.put_view(&session, view);
         }
-        Ok(outcome)
+        Ok(Turned::Over(outcome))
     }
 
     /// Follows the machine's decisions from the `view` (the session's
@@ -221,7 +278,7 @@ impl Turn<'_> {
         clock: Clock,
         view: &mut View,
         decisions: &HashMap<&str, Verdict>,
-    ) -> Result<(Finish, Vec<Message>), AgentError> {
+    ) -> Result<Driven, AgentError> {
         let setup = Setup {
             clock,
             answer_shape: self.answer_shape.clone(),
@@ -230,17 +287,26 @@ impl Turn<'_> {
             approval_wait: self.shared.approval_deadline,
             guard_retries: self.shared.output_repairs,
         };
-        let mut decision = Machine::start(setup, &self.user, &view.messages, decisions);
+        let mut decision = match self.unknown_owner.take() {
+            Some(why) => Machine::refuse(setup, &self.user, why),
+            None => Machine::start(setup, &self.user, &view.messages, decisions),
+        };
         // Made when first needed: a turn found answered, or interrupted
         // before it began, reads no tools and makes no workspace.
         let mut runner = None;
         loop {
             if let Next::Finish(finish) = decision.next {
-                return Ok((finish, decision.post));
+                return Ok(Driven::Over(finish, decision.post));
             }
-            for m in decision.post {
+            for mut m in decision.post {
+                self.stamp(&mut m);
                 self.post(m.clone()).await?;
                 view.push(m);
+            }
+            if let Some(to) = self.handing_to.take() {
+                // The rest of the turn is the agent's it was handed to,
+                // under this lease (`claim.rs`).
+                return Ok(Driven::Handed(to));
             }
             decision = match decision.next {
                 Next::Finish(_) => unreachable!("returned above"),
@@ -472,8 +538,11 @@ impl Turn<'_> {
     async fn finish(
         &mut self,
         finish: Finish,
-        last: Vec<Message>,
+        mut last: Vec<Message>,
     ) -> Result<TurnOutcome, AgentError> {
+        for m in &mut last {
+            self.stamp(m);
+        }
         if finish.status == TurnStatus::Interrupted {
             self.cancel.cancel();
         }
@@ -553,6 +622,7 @@ impl Turn<'_> {
     }
 }
 
+mod handoff;
 mod model;
 mod tools;
 

@@ -79,6 +79,11 @@ pub(crate) struct Shared {
     /// The agents offered as tools ([`AgentBuilder::sub_agent`](super::AgentBuilder::sub_agent)), theirs
     /// too, by name: `serve` runs a nested prompt with the agent it names.
     pub(crate) roster: HashMap<String, Arc<Shared>>,
+    /// The handoff tools ([`AgentBuilder::handoff`](super::AgentBuilder::handoff)), by name, and the agent
+    /// each hands to.
+    pub(crate) handoffs: HashMap<String, String>,
+    /// The team it joined, whose members it knows by name.
+    pub(crate) team: Option<super::team::Team>,
     /// Where the nested turns of a session running here show what they
     /// do, while the call that runs them waits here: its caller's gateway.
     pub(crate) upstreams: Upstreams,
@@ -107,6 +112,15 @@ impl Upstreams {
 }
 
 impl Shared {
+    /// The agent named `name` that this one knows: one it offers as a
+    /// tool or hands sessions to (and theirs), or a member of its team.
+    pub(crate) fn agent_named(&self, name: &str) -> Option<Arc<Shared>> {
+        self.roster
+            .get(name)
+            .cloned()
+            .or_else(|| self.team.as_ref()?.get(name))
+    }
+
     /// The lease holder of a new claim: one per turn, so a turn's lease is
     /// its own even among turns of this agent.
     pub(crate) fn claim_holder(&self) -> String {

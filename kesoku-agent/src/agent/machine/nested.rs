@@ -13,3 +13,26 @@ impl Run {
         self.nested_waits = true;
     }
 }
+
+impl super::Machine {
+    /// A turn no agent here may answer (its session was handed to an
+    /// agent unknown here): a note says `why`, and the turn fails.
+    pub(crate) fn refuse(
+        setup: super::Setup,
+        prompt: &kesoku_core::Message,
+        why: String,
+    ) -> super::Decision {
+        let machine = super::Machine::new(setup, prompt);
+        let note = machine.note(
+            kesoku_core::Role::Assistant,
+            why,
+            kesoku_core::Status::Pending,
+        );
+        let finish = super::Finish::new(
+            crate::agent::outcome::TurnStatus::Failed,
+            None,
+            kesoku_core::Status::Error,
+        );
+        super::Decision::finish(vec![note], finish)
+    }
+}

@@ -44,7 +44,10 @@ impl Turn<'_> {
         self.count_tools_usage(&mut results);
         let after = hooks_in_turn::after_tools(hooks, run.calls(), &mut results);
         match self.unless_newer(after).await.unwrap_or(Ok(())) {
-            Ok(()) => run.results(results),
+            Ok(()) => {
+                self.handoffs_in(&mut results);
+                run.results(results)
+            }
             Err(failure) => {
                 tracing::warn!(error = %failure, "a hook failed; the turn ends");
                 run.hook_failed(results, failure)
