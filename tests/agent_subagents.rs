@@ -359,7 +359,7 @@ async fn two_agents_with_one_name_are_refused() {
     assert!(matches!(err, AgentError::Config(_)));
     assert_eq!(
         err.to_string(),
-        "invalid agent configuration: two agents are named `kesoku` here (this one, or one it offers as a tool): give each its own with `AgentBuilder::name`, so `serve` can tell their turns apart"
+        "invalid agent configuration: two agents are named `kesoku` here (this one, or one it offers as a tool or hands sessions to): give each its own with `AgentBuilder::name`, so `serve` can tell their turns apart"
     );
 }
 
@@ -376,7 +376,7 @@ async fn a_child_over_another_store_is_refused() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains("the agent offered as `helper` keeps its sessions in another store"),
+            .contains("the agent `helper` keeps its sessions in another store"),
         "{err}"
     );
 }
