@@ -136,8 +136,7 @@ async fn the_agent_handed_to_goes_on_with_its_instructions_tools_and_model() {
         agents(&outcome.messages),
         ["triage", "billing", "billing", "billing", "billing"]
     );
-    let asked = asked.lock().unwrap();
-    let (system, tools, history) = &asked[0];
+    let (system, tools, history) = asked.lock().unwrap()[0].clone();
     assert_eq!(system.as_deref(), Some("You handle invoices."));
     assert!(tools.contains(&"invoice_status".to_owned()), "{tools:?}");
     assert!(

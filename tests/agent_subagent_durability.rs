@@ -1,5 +1,5 @@
-//! Agents called as tools survive their process, on SQLite and on
-//! PostgreSQL:
+//! Agents called as tools survive their process, on `SQLite` and on
+//! `PostgreSQL`:
 //! - a worker killed with SIGKILL while a child runs: a new worker
 //!   resumes the parent, and the child goes on from its stored history
 //!   (its model is asked only what is left), and the parent's call gets

@@ -425,9 +425,7 @@ impl Agent {
             .saw_user_message(&prompt.session_id, seq);
         let id = prompt.id.clone();
         // A nested prompt's turn is its own agent's.
-        let shared = self
-            .runner_of(&prompt)
-            .map_err(|why| AgentError::Config(why))?;
+        let shared = self.runner_of(&prompt).map_err(AgentError::Config)?;
         claim::take(&shared, prompt, seq)
             .await?
             .ok_or(ResumeError::Taken { prompt: id })

@@ -556,6 +556,7 @@ impl AgentBuilder {
             return Err(AgentError::StoreAndGateway);
         }
         self.check_limits()?;
+        let metrics = self.metrics();
         let team = self.team.clone();
         let Composed {
             gateway,
@@ -570,26 +571,11 @@ impl AgentBuilder {
             sub_agents: self.sub_agents,
             handoffs: self.handoffs,
         })?;
-        let mut options = self
-            .options
-            .unwrap_or_else(|| LlmOptions::new(self.llm.default_model()));
-        if options.model.is_empty() {
-            self.llm.default_model().clone_into(&mut options.model);
-        }
-        if self.system_prompt.is_some() {
-            options.system = self.system_prompt;
-        }
+        let options = llm_options(&*self.llm, self.options, self.system_prompt);
         let sandbox = match self.sandbox {
             Some(s) => s,
             None => default_sandbox()?,
         };
-        #[cfg(feature = "otel")]
-        let metrics = match &self.meter {
-            Some(meter) => crate::telemetry::Metrics::new(meter),
-            None => crate::telemetry::Metrics::global(),
-        };
-        #[cfg(not(feature = "otel"))]
-        let metrics = crate::telemetry::Metrics::new();
         // The tools' model calls are recorded as the agent's are, and
         // their tokens counted into the session's usage (`run.rs`).
         let turn_model = Arc::new(TurnModel::for_agent(
@@ -647,6 +633,21 @@ impl AgentBuilder {
         Ok(agent)
     }
 
+    /// The GenAI metrics, on the meter given (with the `otel` feature).
+    #[cfg_attr(
+        not(feature = "otel"),
+        expect(clippy::unused_self, reason = "it reads the meter with `otel`")
+    )]
+    fn metrics(&self) -> crate::telemetry::Metrics {
+        #[cfg(feature = "otel")]
+        return match &self.meter {
+            Some(meter) => crate::telemetry::Metrics::new(meter),
+            None => crate::telemetry::Metrics::global(),
+        };
+        #[cfg(not(feature = "otel"))]
+        crate::telemetry::Metrics::new()
+    }
+
     /// An error for the first limit set out of its range.
     fn check_limits(&self) -> Result<(), AgentError> {
         if self.lease < MIN_LEASE {
@@ -677,6 +678,19 @@ impl AgentBuilder {
         }
         Ok(())
     }
+}
+
+/// The model options: those given (else the model's defaults), with the
+/// model's default model when they name none, and the system prompt.
+fn llm_options(llm: &dyn Llm, options: Option<LlmOptions>, system: Option<String>) -> LlmOptions {
+    let mut options = options.unwrap_or_else(|| LlmOptions::new(llm.default_model()));
+    if options.model.is_empty() {
+        llm.default_model().clone_into(&mut options.model);
+    }
+    if system.is_some() {
+        options.system = system;
+    }
+    options
 }
 
 /// The tools' sandbox when none is set: the current directory.

@@ -151,6 +151,10 @@ pub(crate) enum Turned {
 
 /// How following the machine's decisions ended: the turn is over (how,
 /// with the posts of the last write), or handed to another agent.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one a turn, moved once: boxing would allocate for every turn"
+)]
 enum Driven {
     Over(Finish, Vec<Message>),
     Handed(Arc<Shared>),
@@ -563,7 +567,9 @@ impl Turn<'_> {
             Ok(seqs) => {
                 self.ending.released.store(true, Ordering::Release);
                 if let Some(position) = &self.position {
-                    last.iter().for_each(|m| position.message(m));
+                    for m in &last {
+                        position.message(m);
+                    }
                 }
                 for (seq, _) in seqs.into_iter().zip(&last) {
                     self.note_stored(Some(seq));
