@@ -628,7 +628,9 @@ impl AgentBuilder {
             }),
         };
         if let Some(team) = &team {
-            team.join(&agent.shared).map_err(AgentError::Config)?;
+            let member: Arc<dyn std::any::Any + Send + Sync> = agent.shared.clone();
+            team.join(&agent.shared.name, &member)
+                .map_err(AgentError::Config)?;
         }
         Ok(agent)
     }

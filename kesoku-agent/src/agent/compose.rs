@@ -58,7 +58,10 @@ pub(crate) fn compose(parts: Parts<'_>) -> Result<Composed, AgentError> {
             Handoff::Named(..) => None,
         }))
         .collect();
-    let team_store = parts.team.and_then(Team::any);
+    let team_store = parts
+        .team
+        .and_then(Team::any)
+        .and_then(|m| m.downcast::<Shared>().ok());
     // An agent that sets no store keeps its sessions where the agents it
     // knows keep theirs.
     let gateway = parts

@@ -118,7 +118,7 @@ impl Shared {
         self.roster
             .get(name)
             .cloned()
-            .or_else(|| self.team.as_ref()?.get(name))
+            .or_else(|| self.team.as_ref()?.get(name)?.downcast().ok())
     }
 
     /// The lease holder of a new claim: one per turn, so a turn's lease is

@@ -4,10 +4,13 @@
 //! built with the other), and any of them serving runs every member's
 //! turns.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use super::shared::Shared;
+/// A member, as the team keeps it: what every clone of an agent shares
+/// (`shared.rs` reads it back), held weakly, so a dropped agent leaves.
+type Member = Weak<dyn Any + Send + Sync>;
 
 /// Agents that know each other by name: each joins as it is built
 /// ([`AgentBuilder::team`](super::AgentBuilder::team)), and hands sessions to the others by name
@@ -45,7 +48,7 @@ use super::shared::Shared;
 /// ```
 #[derive(Clone, Default)]
 pub struct Team {
-    members: Arc<Mutex<HashMap<String, Weak<Shared>>>>,
+    members: Arc<Mutex<HashMap<String, Member>>>,
 }
 
 impl std::fmt::Debug for Team {
@@ -75,32 +78,33 @@ impl Team {
     }
 
     /// The member named `name`, if it is still alive.
-    pub(crate) fn get(&self, name: &str) -> Option<Arc<Shared>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn Any + Send + Sync>> {
         self.lock().get(name)?.upgrade()
     }
 
-    /// Any live member: the store its members share.
-    pub(crate) fn any(&self) -> Option<Arc<Shared>> {
+    /// Any live member.
+    pub(crate) fn any(&self) -> Option<Arc<dyn Any + Send + Sync>> {
         self.lock().values().find_map(Weak::upgrade)
     }
 
-    /// Adds `member`; an error when another live member has its name.
-    pub(crate) fn join(&self, member: &Arc<Shared>) -> Result<(), String> {
+    /// Adds `member` as `name`; an error when another live member has
+    /// that name.
+    pub(crate) fn join(
+        &self,
+        name: &str,
+        member: &Arc<dyn Any + Send + Sync>,
+    ) -> Result<(), String> {
         let mut members = self.lock();
-        if members
-            .get(&member.name)
-            .is_some_and(|m| m.strong_count() > 0)
-        {
+        if members.get(name).is_some_and(|m| m.strong_count() > 0) {
             return Err(format!(
-                "the team has an agent named `{}` already: give each member its own name (`AgentBuilder::name`)",
-                member.name
+                "the team has an agent named `{name}` already: give each member its own name (`AgentBuilder::name`)"
             ));
         }
-        members.insert(member.name.clone(), Arc::downgrade(member));
+        members.insert(name.to_owned(), Arc::downgrade(member));
         Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<Shared>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Member>> {
         self.members.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
