@@ -39,7 +39,8 @@ pub(crate) struct Lineage {
 impl Lineage {
     /// The lineage `prompt` stores, if it is a nested prompt.
     pub(crate) fn of(prompt: &Message) -> Option<Lineage> {
-        serde_json::from_value(prompt.metadata.get(NESTED)?.clone()).ok()
+        // Read in place: the stored value is not copied first.
+        Lineage::deserialize(prompt.metadata.get(NESTED)?).ok()
     }
 
     /// Stores it on `prompt`.

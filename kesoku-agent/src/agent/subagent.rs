@@ -374,23 +374,24 @@ impl Agent {
     /// or a decision): read back when finished, resumed when put back or
     /// decided, waited for while another worker runs it.
     pub(crate) async fn run_nested(&self, prompt: Message) -> Result<TurnOutcome, AgentError> {
-        let store = self.shared.gateway.store();
-        loop {
-            let stored = retried_store(self.shared.lease, "reading a nested prompt", || {
-                store.get(&prompt.id)
-            })
-            .await?;
-            let Some(stored) = stored else {
-                match self.send_message(prompt.clone()).await {
-                    // Another worker stored it first.
-                    Err(AgentError::Gateway(GatewayError::Store(StoreError::Duplicate {
-                        ..
-                    }))) => continue,
-                    ran => return ran,
-                }
-            };
-            return self.go_on(stored).await;
+        // Posted as new, without a read first: a prompt stored already
+        // (its id is the call's) is refused as a duplicate, then read.
+        let id = prompt.id.clone();
+        match self.send_message(prompt).await {
+            Err(AgentError::Gateway(GatewayError::Store(StoreError::Duplicate { .. }))) => {}
+            ran => return ran,
         }
+        let store = self.shared.gateway.store();
+        let stored = retried_store(self.shared.lease, "reading a nested prompt", || {
+            store.get(&id)
+        })
+        .await?
+        .ok_or_else(|| {
+            AgentError::Config(format!(
+                "the nested prompt `{id}` was refused as stored already, and is not"
+            ))
+        })?;
+        self.go_on(stored).await
     }
 
     /// Goes on with the stored nested `prompt` where it stands.

@@ -13,7 +13,7 @@ use super::super::approval::ApprovalCheck;
 use super::super::fit;
 use super::super::hooks_in_turn;
 use super::super::machine::{Ask, Call, Decision, Run};
-use super::super::nested::{Forwarding, Position};
+use super::super::nested::Forwarding;
 use super::super::outcome::AgentError;
 use super::super::workspace::workspace;
 use super::Turn;
@@ -88,8 +88,7 @@ impl Turn<'_> {
         let (registry, declarations) = self.shared.tools.current();
         // Agents called as tools learn where this turn stands.
         if registry.iter().any(Tool::needs_tool_call_id) && self.position.is_none() {
-            let top = Position::of(&self.shared.gateway, None, &self.user, self.seq);
-            self.position = Some(Arc::new(top));
+            self.position = Some(Arc::new(self.place()));
         }
         let ctx = self.context().await?;
         // What the tools and instructions add to each request, estimated
