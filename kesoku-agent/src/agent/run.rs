@@ -84,6 +84,7 @@ pub(crate) async fn turn(
         handing_to: None,
         stamps: false,
         unknown_owner: None,
+        nested_waiting: Vec::new(),
     };
     if message_is_nested(&turn.user) {
         // Read only when what the turn does is shown (or its tools run
@@ -212,6 +213,8 @@ struct Turn<'a> {
     /// Why no agent here may answer (its session was handed to one
     /// unknown here).
     unknown_owner: Option<String>,
+    /// What the agents this turn called as tools left waiting for a person.
+    nested_waiting: Vec<super::approval::PendingApproval>,
 }
 
 impl Turn<'_> {
@@ -543,6 +546,7 @@ impl Turn<'_> {
             error: None,
             hook_error: None,
             tripped: None,
+            nested: std::mem::take(&mut self.nested_waiting),
         }
     }
 

@@ -37,8 +37,10 @@ impl Turn<'_> {
         {
             // Agents called as tools that paused for a person: their calls
             // stay open, and the turn pauses after the others' results.
-            results.retain(|r| !r.parent_id.as_ref().is_some_and(|p| paused.contains(p)));
-            run.wait_on_nested(&paused);
+            let (calls, waiting): (Vec<String>, Vec<_>) = paused.into_iter().unzip();
+            results.retain(|r| !r.parent_id.as_ref().is_some_and(|p| calls.contains(p)));
+            run.wait_on_nested(&calls);
+            self.nested_waiting.extend(waiting.into_iter().flatten());
         }
         self.shared.metrics.tool_calls(&results);
         self.count_tools_usage(&mut results);
