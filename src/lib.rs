@@ -71,6 +71,10 @@ pub mod llm {
     };
     pub use kesoku_llm::*;
 }
+/// A web console for agents (the `console` feature): sessions, a turn as
+/// it runs, approvals; see [`Console`](console::Console).
+#[cfg(feature = "console")]
+pub use kesoku_console as console;
 /// MCP both ways: [`McpServer`](mcp::McpServer) serves a registry over stdio
 /// or streamable HTTP, [`McpClient`](mcp::McpClient) imports a server's tools
 /// (the `mcp` feature, on by default).
