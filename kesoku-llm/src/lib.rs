@@ -41,6 +41,7 @@
 //! | `http` | the seam: [`HttpTransport`], [`HttpRequest`], [`HttpResponse`], [`TransportError`] |
 //! | `future` | [`LlmFuture`] |
 
+mod azure;
 mod backend;
 mod blocks;
 mod claude;
@@ -59,6 +60,8 @@ mod openai;
 mod options;
 mod prefix;
 mod reqwest_transport;
+mod responses;
+mod responses_output;
 mod retry;
 mod schemas;
 mod scripted;
@@ -72,6 +75,7 @@ mod tower_transport;
 mod turn;
 mod wire;
 
+pub use azure::{AzureOpenAiLlm, AzureResponsesLlm};
 pub use blocks::content_blocks;
 pub use claude::ClaudeLlm;
 pub use declaration::ToolDeclaration;
@@ -81,11 +85,12 @@ pub use gemini::GeminiLlm;
 pub use http::{BoxError, HttpBody, HttpRequest, HttpResponse, HttpTransport, TransportError};
 pub use http_options::HttpOptions;
 pub use kesoku_core::ContentBlock;
-pub use key::ApiKey;
+pub use key::{ApiKey, TokenProvider};
 pub use llm::{Llm, LlmFuture};
 pub use openai::OpenAiLlm;
 pub use options::{LlmOptions, ToolChoice};
 pub use reqwest_transport::{ReqwestTransport, install_crypto_provider};
+pub use responses::OpenAiResponsesLlm;
 pub use retry::{Retry, RetryPolicy};
 pub use scripted::{ScriptError, ScriptedLlm};
 pub use stream::{EventStream, StreamEvent};
