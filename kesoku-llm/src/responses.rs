@@ -4,8 +4,8 @@
 //! worker can take a session's next turn. How a reply's output items are
 //! read, and kept for replay, is `responses_output.rs`.
 
-use kesoku_core::lowering::{Dialect, ToolNames};
 use kesoku_core::Message;
+use kesoku_core::lowering::{Dialect, ToolNames};
 use serde_json::{Map, Value, json};
 
 use crate::backend::public_backend;

@@ -155,14 +155,15 @@ pub(crate) fn failed(provider: &'static str, error: &Value) -> LlmError {
     }
 }
 
-/// The Responses usage: `input_tokens` counts the cached part, and
-/// `output_tokens` the reasoning.
+/// The Responses usage: `input_tokens` counts the cached part (and what
+/// was written to the cache), and `output_tokens` the reasoning.
 fn usage(usage: &Value) -> Usage {
     let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    let input = &usage["input_tokens_details"];
     Usage::new(count("input_tokens"), count("output_tokens"))
         .with_cache(
-            usage["input_tokens_details"]["cached_tokens"].as_u64(),
-            None,
+            input["cached_tokens"].as_u64(),
+            input["cache_write_tokens"].as_u64().filter(|&n| n > 0),
         )
         .with_reasoning(usage["output_tokens_details"]["reasoning_tokens"].as_u64())
 }
@@ -206,7 +207,10 @@ fn call_input(item: &Value) -> Value {
 /// A reasoning item as an input item: its id, summary and encrypted
 /// content (what a stateless request needs to replay it).
 fn reasoning_input(item: &Value) -> Value {
-    let mut r = only(item, &["type", "id", "summary", "encrypted_content", "content"]);
+    let mut r = only(
+        item,
+        &["type", "id", "summary", "encrypted_content", "content"],
+    );
     r.entry("summary").or_insert_with(|| json!([]));
     if r.get("content").is_some_and(Value::is_null) {
         r.remove("content");

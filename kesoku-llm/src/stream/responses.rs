@@ -136,7 +136,12 @@ impl Decoder {
     }
 
     /// A text delta of a message's content part.
-    fn text(&mut self, v: &Value, key: &str, out: &mut Vec<StreamEvent>) -> Result<(), StreamError> {
+    fn text(
+        &mut self,
+        v: &Value,
+        key: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), StreamError> {
         let delta = v["delta"].as_str().unwrap_or_default();
         let index = usize::try_from(v["content_index"].as_u64().unwrap_or(0)).unwrap_or(usize::MAX);
         let Item::Message { parts, .. } = self.item(v)? else {
@@ -145,7 +150,11 @@ impl Decoder {
         // A part the deltas begin (`content_part.added` is not needed),
         // within reason.
         if index >= parts.len() && index <= parts.len().saturating_add(64) {
-            let kind = if key == "refusal" { "refusal" } else { "output_text" };
+            let kind = if key == "refusal" {
+                "refusal"
+            } else {
+                "output_text"
+            };
             parts.resize_with(index + 1, || {
                 let mut part = Map::new();
                 part.insert("type".into(), kind.into());
@@ -180,7 +189,10 @@ impl Decoder {
 /// (`{error: {code, message}}`), as the stream's `error` event comes
 /// either way.
 pub(crate) fn error_fields(error: &Value) -> (Option<String>, String) {
-    let e = error.get("error").filter(|e| e.is_object()).unwrap_or(error);
+    let e = error
+        .get("error")
+        .filter(|e| e.is_object())
+        .unwrap_or(error);
     let code = e["code"]
         .as_str()
         .or_else(|| e["type"].as_str())
