@@ -365,7 +365,10 @@ macro_rules! azure_backend {
 #[derive(Debug)]
 pub struct AzureOpenAiLlm(Backend<AzureChat>);
 
-backend_methods!(AzureOpenAiLlm(AzureChat));
+backend_methods!(
+    AzureOpenAiLlm(AzureChat),
+    "kesoku_llm::AzureOpenAiLlm::new(\"https://res.openai.azure.com\", \"key\")"
+);
 azure_backend!(
     AzureOpenAiLlm(AzureChat),
     "// POST {endpoint}/openai/deployments/{model}/chat/completions?api-version=2024-10-21\nlet llm = kesoku_llm::AzureOpenAiLlm::new(\"https://res.openai.azure.com\", \"key\")\n    .with_api_version(\"2024-10-21\");\n# let _ = llm;"
@@ -377,7 +380,10 @@ azure_backend!(
 #[derive(Debug)]
 pub struct AzureResponsesLlm(Backend<AzureResponses>);
 
-backend_methods!(AzureResponsesLlm(AzureResponses));
+backend_methods!(
+    AzureResponsesLlm(AzureResponses),
+    "kesoku_llm::AzureResponsesLlm::new(\"https://res.openai.azure.com\", \"key\")"
+);
 azure_backend!(
     AzureResponsesLlm(AzureResponses),
     "// POST {endpoint}/openai/responses?api-version=2025-04-01-preview\nlet llm = kesoku_llm::AzureResponsesLlm::new(\"https://res.openai.azure.com\", \"key\")\n    .with_api_version(\"2025-04-01-preview\");\n# let _ = llm;"

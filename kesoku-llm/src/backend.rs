@@ -542,7 +542,10 @@ macro_rules! public_backend {
             }
         }
 
-        crate::backend::backend_methods!($name($format));
+        crate::backend::backend_methods!(
+            $name($format),
+            concat!("kesoku_llm::", stringify!($name), "::new(\"key\")")
+        );
     };
 }
 
@@ -551,7 +554,7 @@ macro_rules! public_backend {
 /// with constructors of its own, such as Azure's, declares its struct and
 /// uses this alone).
 macro_rules! backend_methods {
-    ($name:ident($format:ty)) => {
+    ($name:ident($format:ty), $new:expr) => {
         impl $name {
 
             /// Sets the base address (for proxies and compatible servers).
@@ -589,7 +592,7 @@ macro_rules! backend_methods {
             /// before anything is sent. Lowered once per shape and kept.
             ///
             /// ```
-            #[doc = concat!("let model = kesoku_llm::", stringify!($name), "::new(\"key\");")]
+            #[doc = concat!("let model = ", $new, ";")]
             /// let output = kesoku_core::OutputSchema::new("Point", serde_json::json!({
             ///     "type": "object",
             ///     "properties": {"x": {"type": "integer", "minimum": 0}},
