@@ -42,7 +42,7 @@ struct Encoded {
 /// stream) the whole reply.
 enum Opened<F: WireFormat> {
     Stream(Box<Reading<F>>),
-    Whole(AssistantTurn),
+    Whole(Box<AssistantTurn>),
 }
 
 /// Where a streamed call is.
@@ -407,7 +407,7 @@ impl<F: WireFormat> Backend<F> {
                         .format
                         .decode(session_id, &body, &request.lowered.names)?;
                     turn.fallbacks = request.fallbacks;
-                    return Ok(Opened::Whole(turn));
+                    return Ok(Opened::Whole(Box::new(turn)));
                 }
             };
             Ok(Opened::Stream(Box::new(Reading::<F> {
@@ -439,7 +439,7 @@ impl<F: WireFormat> Backend<F> {
             match state {
                 Step::Start(start) => match start.await {
                     Ok(Opened::Stream(reading)) => state = Step::Reading(reading),
-                    Ok(Opened::Whole(turn)) => state = Step::Tail(events_of(turn).into()),
+                    Ok(Opened::Whole(turn)) => state = Step::Tail(events_of(*turn).into()),
                     Err(e) => return Some((Err(e), Step::Ended)),
                 },
                 Step::Reading(mut r) => {

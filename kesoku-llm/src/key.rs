@@ -1,4 +1,6 @@
-//! [`ApiKey`]: a secret that never shows in `Debug`, logs or errors.
+//! [`ApiKey`]: a secret that never shows in `Debug`, logs or errors; and
+//! [`TokenProvider`], where a backend gets a fresh bearer token for each
+//! request.
 
 use std::fmt;
 

@@ -1,5 +1,6 @@
-//! LLM backends of kesoku: Claude, Gemini and OpenAI-compatible servers
-//! behind one [`Llm`] trait, with multimodal [`ContentBlock`]s. The agent
+//! LLM backends of kesoku: Claude, Gemini, OpenAI (Chat Completions and
+//! the Responses API), Azure OpenAI and OpenAI-compatible servers behind
+//! one [`Llm`] trait, with multimodal [`ContentBlock`]s. The agent
 //! that runs turns over them is `kesoku-agent`'s.
 //!
 //! Every backend is the same mechanism over a different wire format: it
@@ -21,6 +22,9 @@
 //! | --- | --- |
 //! | `testing` | record a session to a cassette, replay it, capture requests (feature `testing`) |
 //! | `scripted` | [`ScriptedLlm`], a model that plays a script |
+//! | `azure` | Azure OpenAI: OpenAI's Chat Completions and Responses formats at Azure's addresses, with its key or an Entra ID token |
+//! | `responses` | OpenAI's Responses API: its wire format and public backend |
+//! | `responses_output` | a Responses reply's output items read into a turn, each message keeping the items it is sent back as |
 //! | `claude`, `openai`, `gemini` | each provider's wire format and public backend |
 //! | `backend` | the one [`Llm`] implementation over a wire format |
 //! | `prefix` | each session's history as already encoded, reused by its next request |
@@ -33,7 +37,7 @@
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
 //! | `options`, `declaration` | [`LlmOptions`], [`ToolChoice`], [`ToolDeclaration`] |
 //! | `endpoint` | a provider's address and key over the transport and its retries; errors that name the provider's |
-//! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`] |
+//! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`], [`TokenProvider`] |
 //! | `reqwest_transport` | [`ReqwestTransport`], the default transport |
 //! | `tower_transport` | `TowerTransport`, any tower `Service` as a transport (feature `tower`) |
 //! | `http_options` | [`HttpOptions`] |

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use kesoku_core::{ContentBlock, Message, MessageType, OutputSchema, Role, ToolRequest, keys};
 use kesoku_llm::{
     HttpOptions, Llm, LlmError, LlmOptions, OpenAiResponsesLlm, StopReason, ToolChoice,
@@ -263,7 +264,6 @@ async fn a_context_overflow_is_typed_one_shot_and_streamed() {
         .unwrap_err();
     assert!(matches!(err, LlmError::ContextOverflow { .. }), "{err:?}");
 
-    use futures_util::StreamExt as _;
     let streamed = MockServer::start().await;
     let sse = "event: error\ndata: {\"type\": \"error\", \"code\": \"context_length_exceeded\", \"message\": \"Your input exceeds the context window of this model.\", \"param\": \"input\", \"sequence_number\": 0}\n\n";
     Mock::given(method("POST"))

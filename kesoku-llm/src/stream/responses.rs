@@ -101,14 +101,14 @@ impl Decoder {
 
     /// `response.output_item.done`: the whole item, in place of what the
     /// deltas built.
-    fn done(&mut self, v: &Value, out: &mut Vec<StreamEvent>) -> Result<(), StreamError> {
+    fn done(&mut self, v: &Value, out: &mut Vec<StreamEvent>) {
         let done = v["item"].clone();
         let id = done["id"].as_str().unwrap_or_default();
         let Some(&p) = self.ids.get(id) else {
             // An item never announced: kept, in its place at the end.
             self.ids.insert(id.to_owned(), self.items.len());
             self.items.push(Item::Other(done));
-            return Ok(());
+            return;
         };
         match &mut self.items[p] {
             Item::Call {
@@ -132,7 +132,6 @@ impl Decoder {
             }
             Item::Other(item) => *item = done,
         }
-        Ok(())
     }
 
     /// A text delta of a message's content part.
@@ -236,7 +235,7 @@ impl StreamDecoder for Decoder {
                 }
             }
             "response.output_item.added" => self.added(&v, out)?,
-            "response.output_item.done" => self.done(&v, out)?,
+            "response.output_item.done" => self.done(&v, out),
             "response.output_text.delta" => self.text(&v, "text", out)?,
             "response.refusal.delta" => self.text(&v, "refusal", out)?,
             "response.function_call_arguments.delta" => {
