@@ -286,6 +286,15 @@ async fn after_a_responses_turn(tools: &[ToolDeclaration]) -> Vec<Message> {
     history
 }
 
+/// A scenario: its name, the backend, the history, the tools, the options.
+type Scenario<'a> = (
+    &'a str,
+    &'a dyn Llm,
+    &'a [Message],
+    &'a [ToolDeclaration],
+    &'a LlmOptions,
+);
+
 /// Responses and Azure's bodies: the scenarios each one-shot and
 /// streamed, every input item kind among them.
 async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
@@ -315,7 +324,7 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
     let azure = AzureResponsesLlm::new("https://res.openai.azure.com", "k")
         .with_api_version("2025-04-01-preview")
         .with_transport(Arc::clone(&capture));
-    let scenarios: [(&str, &dyn Llm, &[Message], &[ToolDeclaration], &LlmOptions); 10] = [
+    let scenarios: [Scenario<'_>; 10] = [
         ("text_only", &plain, &simple[..], &[][..], &options),
         ("conversation", &plain, history, tools, &options),
         ("forced_tool", &plain, &simple[..], tools, &forced),
@@ -356,7 +365,16 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
         ]
     );
     assert!(sent["input"][1]["encrypted_content"].is_string());
+    capture_azure_chat(tools, history, &options, &typed).await;
+}
 
+/// Azure's Chat Completions bodies, one-shot and streamed.
+async fn capture_azure_chat(
+    tools: &[ToolDeclaration],
+    history: &[Message],
+    options: &LlmOptions,
+    typed: &LlmOptions,
+) {
     let to_chat = Arc::new(CaptureTransport::json(&reply("openai")));
     let azure_chat = AzureOpenAiLlm::new("https://res.openai.azure.com", "k")
         .with_api_version("2024-10-21")
@@ -367,7 +385,7 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
         "azure_conversation",
         history,
         tools,
-        &options,
+        options,
     )
     .await;
     save("openai", "azure_conversation", &body);
@@ -377,7 +395,7 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
         "azure_typed_output",
         history,
         tools,
-        &typed,
+        typed,
     )
     .await;
     save("openai", "azure_typed_output", &body);
@@ -387,7 +405,7 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
         "azure_stream",
         history,
         tools,
-        &options,
+        options,
     )
     .await;
     save("openai", "azure_stream", &body);

@@ -162,33 +162,38 @@ fn history(steps: &[Step]) -> Vec<Message> {
                 out.push(text);
                 out.extend(turn_messages);
             }
-            Step::Items(calls_in_turn) => {
-                let reasoning = |k: u8| json!({"type": "reasoning", "id": format!("rs_{i}_{k}"), "summary": [], "encrypted_content": "enc"});
-                let mut text = Message::new(s, Role::Assistant, MessageType::Text, "on it");
-                let message = json!({"type": "message", "id": format!("msg_{i}"), "role": "assistant",
-                    "status": "completed", "content": [{"type": "output_text", "text": "on it", "annotations": []}]});
-                text.metadata.insert(
-                    PROVIDER_KEY.into(),
-                    json!({"output_items": [reasoning(9), message], "response_id": format!("resp_{i}")}),
-                );
-                out.push(text);
-                for k in 0..*calls_in_turn {
-                    let request =
-                        ToolRequest::new(format!("r{i}-{k}"), "get_weather", json!({"city": "y"}));
-                    let mut call = Message::tool_call(s, &request);
-                    let item = json!({"type": "function_call", "id": format!("fc_{i}_{k}"),
-                        "call_id": format!("r{i}-{k}"), "name": "get_weather", "arguments": "{}"});
-                    call.metadata.insert(
-                        PROVIDER_KEY.into(),
-                        json!({"output_items": [reasoning(k), item], "response_id": format!("resp_{i}")}),
-                    );
-                    calls.push(call.id.clone());
-                    out.push(call);
-                }
-            }
+            Step::Items(calls_in_turn) => responses_turn(&mut out, &mut calls, i, *calls_in_turn),
         }
     }
     out
+}
+
+/// A Responses turn at step `i`: its text with a reasoning item and the
+/// message item, then `calls_in_turn` calls, each with its reasoning and
+/// function call items.
+fn responses_turn(out: &mut Vec<Message>, calls: &mut Vec<String>, i: usize, calls_in_turn: u8) {
+    let s = "s";
+    let reasoning = |k: u8| json!({"type": "reasoning", "id": format!("rs_{i}_{k}"), "summary": [], "encrypted_content": "enc"});
+    let mut text = Message::new(s, Role::Assistant, MessageType::Text, "on it");
+    let message = json!({"type": "message", "id": format!("msg_{i}"), "role": "assistant",
+        "status": "completed", "content": [{"type": "output_text", "text": "on it", "annotations": []}]});
+    text.metadata.insert(
+        PROVIDER_KEY.into(),
+        json!({"output_items": [reasoning(9), message], "response_id": format!("resp_{i}")}),
+    );
+    out.push(text);
+    for k in 0..calls_in_turn {
+        let request = ToolRequest::new(format!("r{i}-{k}"), "get_weather", json!({"city": "y"}));
+        let mut call = Message::tool_call(s, &request);
+        let item = json!({"type": "function_call", "id": format!("fc_{i}_{k}"),
+            "call_id": format!("r{i}-{k}"), "name": "get_weather", "arguments": "{}"});
+        call.metadata.insert(
+            PROVIDER_KEY.into(),
+            json!({"output_items": [reasoning(k), item], "response_id": format!("resp_{i}")}),
+        );
+        calls.push(call.id.clone());
+        out.push(call);
+    }
 }
 
 fn tools() -> Vec<ToolDeclaration> {
