@@ -64,10 +64,10 @@ pub mod llm {
     pub use kesoku_agent::tools;
     #[cfg(feature = "agent")]
     pub use kesoku_agent::{
-        Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Decided,
-        GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrail, HookError, HookFailure,
-        HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError, ToolGate, Tripped,
-        TurnOutcome, TurnStatus, Verdict,
+        Agent, AgentBuilder, AgentError, AgentTool, Approval, ApprovalCheck, ApprovalError,
+        Decided, GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrail, HookError,
+        HookFailure, HookFuture, Hooks, ModelRequest, PendingApproval, ResumeError, Team, ToolGate,
+        Tripped, TurnOutcome, TurnStatus, Verdict,
     };
     pub use kesoku_llm::*;
 }

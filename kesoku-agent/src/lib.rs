@@ -28,6 +28,8 @@
 //! | `agent` | [`Agent`]: `send`, `serve`, the session's history |
 //! | `agent::approval_api` | the agent's methods a person's decisions go through: `decide`, `approve`, `deny`, `pending_approvals`, `expire_approvals`, `resume` |
 //! | `agent::builder` | [`AgentBuilder`] |
+//! | `agent::compose` | what an agent is made of as it is built: the agents it offers as tools and hands sessions to checked (one store, names of their own), their tools added, the agents it knows by name |
+//! | `agent::subagent` | [`AgentTool`]: an agent offered to another as a tool, its turn run, resumed or read back in a session of its own |
 //! | `agent::claim` | leases and claims: which worker runs a session's turn |
 //! | `agent::run` | one turn's IO (the store, the gateway, the model call, streaming, the runner), following `machine`'s decisions |
 //! | `agent::posts` | a turn's posts, fenced by its lease and tried again; its prompt settled; how a turn ends, as its lease keeper needs to know; the end of a turn that panicked |
@@ -35,6 +37,9 @@
 //! | `agent::machine` | one turn's rules, with no IO (its messages' ids and times are given, by a `Clock`): ask the model, run these calls, or finish with a status |
 //! | `agent::workspace` | each session's workspace directory, a session id made a safe name |
 //! | `agent::fit` | a turn's requests kept inside the context window: when to compact, what a refusal teaches |
+//! | `agent::team` | [`Team`]: agents that know each other by name |
+//! | `agent::handoff` | handoffs' rules: the tool per target, the agent a session was handed to, a cycle refused |
+//! | `agent::nested` | where a turn stands among nested agents: a nested prompt's lineage, and what its turn does shown on the top session, tagged with its path |
 //! | `agent::shared` | what every turn of an agent shares |
 //! | `agent::sessions` | per-session state kept between turns (views, the newest prompt); a kept view brought up to date by a turn's claim |
 //! | `agent::tail` | a session read for a turn with no view kept: its end the model may be shown, bounded by the window |
@@ -53,9 +58,9 @@ mod telemetry;
 pub mod tools;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentError, Approval, ApprovalCheck, ApprovalError, Compacted, Compaction,
-    CompactionFuture, CompactionRequest, CompactionStrategy, Decided, GuardCheck, GuardFuture,
-    GuardInput, GuardVerdict, Guardrail, HookError, HookFailure, HookFuture, Hooks, ModelRequest,
-    PendingApproval, ResumeError, ToolGate, Tripped, TurnOutcome, TurnStatus, Typed, TypedError,
-    Verdict,
+    Agent, AgentBuilder, AgentError, AgentTool, Approval, ApprovalCheck, ApprovalError, Compacted,
+    Compaction, CompactionFuture, CompactionRequest, CompactionStrategy, Decided, GuardCheck,
+    GuardFuture, GuardInput, GuardVerdict, Guardrail, HookError, HookFailure, HookFuture, Hooks,
+    ModelRequest, PendingApproval, ResumeError, Team, ToolGate, Tripped, TurnOutcome, TurnStatus,
+    Typed, TypedError, Verdict,
 };

@@ -51,7 +51,7 @@ pub use schema::tool_schema::{Location, ToolSchema};
 pub use schema::tree::{
     ArraySchema, Field, JSON_SCHEMA_DIALECT, NamedSchema, ObjectSchema, Schema, StringSchema,
 };
-pub use session::delta::{Delta, DeltaKind};
+pub use session::delta::{Delta, DeltaKind, Via};
 pub use session::gateway::{Deltas, Gateway, GatewayError};
 pub use session::message::{Message, MessageType, Role, Status, keys};
 pub use session::progress::{Progress, ProgressError, ProgressFuture};

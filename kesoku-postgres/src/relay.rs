@@ -149,6 +149,7 @@ fn merge(batch: Vec<Delta>) -> Vec<Delta> {
         if let Some(last) = out.last_mut()
             && last.session_id == delta.session_id
             && last.reply_to == delta.reply_to
+            && last.path == delta.path
             && continues(&last.kind, &delta.kind)
             && let Some(more) = text_of(&delta.kind)
         {

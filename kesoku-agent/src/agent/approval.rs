@@ -15,12 +15,19 @@
 //! Once every waiting call of the step is decided, the prompt goes back
 //! to `pending_agent`, and whichever worker takes it runs the approved
 //! calls and answers the denied ones with their reasons.
+//!
+//! A turn also pauses when an agent it called as a tool paused: that
+//! call is left open (no result, not held), and the child's prompt, in
+//! its own session (`nested.rs`), waits for the decisions. The turn
+//! counts as decided once every call it waits on, at every depth, is.
 
 use std::sync::Arc;
 
 use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Message, MessageType, Role, Status, ToolHints, ToolRequest, keys};
 use serde_json::Value;
+
+use super::nested::child_prompt;
 
 /// The metadata key marking a call held for a person's decision (its
 /// stored value is `"asked"`); the mark stays once the call is decided.
@@ -112,6 +119,10 @@ pub struct PendingApproval {
     /// agent's [`approval_deadline`](super::AgentBuilder::approval_deadline)),
     /// if it has one.
     pub deadline: Option<chrono::DateTime<chrono::Utc>>,
+    /// For a call of an agent called as a tool ([`AgentTool`](super::AgentTool)), the
+    /// calls that lead to its session from the one asked about, outermost
+    /// first; empty for that session's own calls.
+    pub path: Vec<kesoku_core::Via>,
 }
 
 impl PendingApproval {
@@ -132,6 +143,7 @@ impl PendingApproval {
             session_id: call.session_id.clone(),
             prompt_id: call.parent_id.clone().unwrap_or_default(),
             deadline: deadline(call),
+            path: Vec::new(),
         }
     }
 }
@@ -358,6 +370,15 @@ pub(crate) fn moved_on_result(call: &Message, verdict: Option<&Verdict>) -> Mess
 /// The calls of `prompt` in `history` that wait for a person and have
 /// no result.
 pub(crate) fn waiting<'h>(history: &'h [Message], prompt: &str) -> Vec<&'h Message> {
+    unanswered(history, prompt, is_held)
+}
+
+/// The calls of `prompt` in `history` that have no result and are `which`.
+fn unanswered<'h>(
+    history: &'h [Message],
+    prompt: &str,
+    which: impl Fn(&Message) -> bool,
+) -> Vec<&'h Message> {
     let answered: std::collections::HashSet<&str> = history
         .iter()
         .filter(|m| m.kind == MessageType::ToolResult)
@@ -366,7 +387,8 @@ pub(crate) fn waiting<'h>(history: &'h [Message], prompt: &str) -> Vec<&'h Messa
     history
         .iter()
         .filter(|m| {
-            is_held(m)
+            m.kind == MessageType::ToolCall
+                && which(m)
                 && m.parent_id.as_deref() == Some(prompt)
                 && !answered.contains(m.id.as_str())
         })
@@ -391,12 +413,7 @@ pub(crate) async fn put_back_if_decided(
         .into_iter()
         .map(|(_, m)| m)
         .collect();
-    let mut undecided = 0;
-    for call in waiting(&history, prompt) {
-        if store.get(&decision_id(&call.id)).await?.is_none() {
-            undecided += 1;
-        }
-    }
+    let undecided = undecided_in(store, &history, prompt).await?;
     let put_back = undecided == 0
         && store
             .transition(prompt, &[Status::AwaitingApproval], Status::PendingAgent)
@@ -405,6 +422,51 @@ pub(crate) async fn put_back_if_decided(
         undecided,
         put_back,
     })
+}
+
+/// How many decisions the turn of `prompt` (whose messages `history`
+/// holds) waits for: its held calls' not yet given, and those the agents
+/// it called wait for, at every depth.
+pub(crate) async fn undecided_in(
+    store: &dyn Store,
+    history: &[Message],
+    prompt: &str,
+) -> Result<usize, StoreError> {
+    let mut undecided = 0;
+    for call in waiting(history, prompt) {
+        if store.get(&decision_id(&call.id)).await?.is_none() {
+            undecided += 1;
+        }
+    }
+    for child in paused_children(store, history, prompt).await? {
+        // A nested session holds one prompt and its turn: read whole.
+        let history: Vec<Message> = store
+            .history_after(&child.session_id, 0)
+            .await?
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect();
+        undecided += Box::pin(undecided_in(store, &history, &child.id)).await?;
+    }
+    Ok(undecided)
+}
+
+/// The prompts of the agents that `prompt`'s open calls (in `history`)
+/// run, paused for a person.
+pub(crate) async fn paused_children(
+    store: &dyn Store,
+    history: &[Message],
+    prompt: &str,
+) -> Result<Vec<Message>, StoreError> {
+    let mut paused = Vec::new();
+    for call in unanswered(history, prompt, |m| !is_held(m)) {
+        if let Some(child) = store.get(&child_prompt(call)).await?
+            && child.status == Status::AwaitingApproval
+        {
+            paused.push(child);
+        }
+    }
+    Ok(paused)
 }
 
 /// What [`put_back_if_decided`] found and did.

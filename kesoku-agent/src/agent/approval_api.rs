@@ -8,6 +8,7 @@ use kesoku_core::{GatewayError, Message, MessageType, Role, Status};
 use super::Agent;
 use super::approval::{self, ApprovalError, Decided, PendingApproval, Verdict};
 use super::claim;
+use super::nested::Lineage;
 use super::outcome::{AgentError, ResumeError, TurnOutcome};
 
 impl Agent {
@@ -105,6 +106,13 @@ impl Agent {
             // This process's `serve` takes it at once.
             self.shared.released.notify_one();
         }
+        // A call of an agent called as a tool: the turns above it wait
+        // too, and the top one is what resumes them all.
+        let (prompt, undecided) = self.put_back_above(&prompt, found.undecided).await?;
+        let found = approval::PutBack {
+            undecided,
+            put_back: found.put_back,
+        };
         if expired {
             return Err(ApprovalError::Expired { id: id.to_owned() });
         }
@@ -116,6 +124,34 @@ impl Agent {
                 undecided: found.undecided,
             }
         })
+    }
+
+    /// Walks up from the nested `prompt` (whose turn waits for
+    /// `undecided` decisions), putting back each turn above it that waits
+    /// for nothing more; the top prompt, and the decisions it waits for.
+    /// For a prompt that is not nested, itself.
+    async fn put_back_above(
+        &self,
+        prompt: &str,
+        mut undecided: usize,
+    ) -> Result<(String, usize), GatewayError> {
+        let store = self.shared.gateway.store();
+        let mut id = prompt.to_owned();
+        while let Some(lineage) = store.get(&id).await?.as_ref().and_then(Lineage::of) {
+            let found = approval::put_back_if_decided(
+                &**store,
+                &lineage.parent_session,
+                &lineage.parent_prompt,
+                lineage.parent_after,
+            )
+            .await?;
+            if found.put_back {
+                self.shared.released.notify_one();
+            }
+            undecided = found.undecided;
+            id = lineage.parent_prompt;
+        }
+        Ok((id, undecided))
     }
 
     /// The held call `id` (in `session`, when given), while no decision
@@ -205,12 +241,13 @@ impl Agent {
             }
             // Also a turn whose decider stored its decision but could not
             // put it back (the store failed between the two writes).
-            if approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id, seq)
-                .await
-                .map_err(GatewayError::from)?
-                .put_back
-            {
+            let found =
+                approval::put_back_if_decided(&**store, &prompt.session_id, &prompt.id, seq)
+                    .await
+                    .map_err(GatewayError::from)?;
+            if found.put_back {
                 self.shared.released.notify_one();
+                self.put_back_above(&prompt.id, 0).await?;
             }
         }
         Ok(denied)
@@ -256,14 +293,28 @@ impl Agent {
         session_id: &str,
     ) -> Result<Vec<PendingApproval>, AgentError> {
         let history = self.shared.gateway.history(session_id).await?;
-        let store = self.shared.gateway.store();
-        let now = chrono::Utc::now();
         let mut out = Vec::new();
+        self.pending_in(&history, &[], chrono::Utc::now(), &mut out)
+            .await?;
+        Ok(out)
+    }
+
+    /// The waiting calls of the paused turns in `history` (a session
+    /// reached through `path`), and those of the agents they called, at
+    /// every depth, into `out`.
+    async fn pending_in(
+        &self,
+        history: &[Message],
+        path: &[kesoku_core::Via],
+        now: chrono::DateTime<chrono::Utc>,
+        out: &mut Vec<PendingApproval>,
+    ) -> Result<(), AgentError> {
+        let store = self.shared.gateway.store();
         let paused = history
             .iter()
             .filter(|m| m.role == Role::User && m.status == Status::AwaitingApproval);
         for prompt in paused {
-            for call in approval::waiting(&history, &prompt.id) {
+            for call in approval::waiting(history, &prompt.id) {
                 if approval::expired(call, now) {
                     continue;
                 }
@@ -272,11 +323,25 @@ impl Agent {
                     .await
                     .map_err(GatewayError::from)?;
                 if decided.is_none() {
-                    out.push(PendingApproval::of(call));
+                    let mut pending = PendingApproval::of(call);
+                    pending.path = path.to_vec();
+                    out.push(pending);
                 }
             }
+            let children = approval::paused_children(&**store, history, &prompt.id)
+                .await
+                .map_err(GatewayError::from)?;
+            for child in children {
+                let Some(via) = Lineage::of(&child).and_then(|l| l.path.last().cloned()) else {
+                    continue;
+                };
+                let nested = self.shared.gateway.history(&child.session_id).await?;
+                let mut deeper = path.to_vec();
+                deeper.push(via);
+                Box::pin(self.pending_in(&nested, &deeper, now, out)).await?;
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Runs here the turn of `prompt_id` that the decisions put back
@@ -359,7 +424,9 @@ impl Agent {
             .sessions
             .saw_user_message(&prompt.session_id, seq);
         let id = prompt.id.clone();
-        claim::take(&self.shared, prompt, seq)
+        // A nested prompt's turn is its own agent's.
+        let shared = self.runner_of(&prompt).map_err(AgentError::Config)?;
+        claim::take(&shared, prompt, seq)
             .await?
             .ok_or(ResumeError::Taken { prompt: id })
     }

@@ -6,16 +6,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kesoku_core::gateway::Gateway;
-use kesoku_core::store::{MemoryStore, Store};
-use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRegistry, ToolRunner};
+use kesoku_core::store::Store;
+use kesoku_core::{LiveRegistry, RegistryRef, ToolContext, ToolRunner};
 use tokio::sync::Semaphore;
 
 use super::approval::{Approval, ApprovalCheck, Policy, marked_only};
 use super::compaction::Compaction;
+use super::compose::{self, Composed, Handoff, Parts};
 use super::guardrails::Guardrail;
 use super::hooks::Hooks;
 use super::sessions::{Sessions, VIEW_BUDGET};
 use super::shared::{AddState, MIN_LEASE, Shared};
+use super::subagent::AgentTool;
+use super::team::Team;
 use super::toolset::Toolset;
 use super::{Agent, AgentError};
 use crate::tools::{Sandbox, TurnModel};
@@ -52,6 +55,9 @@ pub struct AgentBuilder {
     output_guardrails: Vec<Guardrail>,
     context_window: Option<u64>,
     name: String,
+    sub_agents: Vec<AgentTool>,
+    handoffs: Vec<Handoff>,
+    team: Option<Team>,
     capture_content: bool,
     #[cfg(feature = "otel")]
     meter: Option<opentelemetry::metrics::Meter>,
@@ -91,6 +97,9 @@ impl AgentBuilder {
             output_guardrails: Vec::new(),
             context_window: None,
             name: "kesoku".into(),
+            sub_agents: Vec::new(),
+            handoffs: Vec::new(),
+            team: None,
             capture_content: false,
             #[cfg(feature = "otel")]
             meter: None,
@@ -288,6 +297,86 @@ impl AgentBuilder {
         self
     }
 
+    /// Offers another agent to the model as a tool ([`Agent::as_tool`]):
+    /// its tool joins the [`registry`](Self::registry)'s, and `serve` knows
+    /// it (and the agents it offers) by its [`name`](Self::name), so a
+    /// nested turn put back after a crash or a decision is run by the
+    /// agent it belongs to. Each agent among them needs a name of its own,
+    /// and they all keep their sessions in one store (an agent that sets
+    /// none takes its children's gateway): [`build`](Self::build) refuses
+    /// two agents with one name, and a child over another store.
+    pub fn sub_agent(mut self, child: AgentTool) -> Self {
+        self.sub_agents.push(child);
+        self
+    }
+
+    /// Lets the model hand the conversation to `target`, through a tool
+    /// `transfer_to_<its name>` described by `description`: once called,
+    /// the turn goes on with `target`'s instructions, tools and model, and
+    /// so does every later turn of the session, whichever worker takes
+    /// it (a worker's `serve` finds which agent the session was handed to
+    /// in its history, and runs that one; the agents must be known to it
+    /// here, by their names). Handing off back to an agent the same turn
+    /// was handed to already is refused, as a cycle. As with
+    /// [`sub_agent`](Self::sub_agent), the agents share one store and
+    /// each has a name of its own.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use kesoku_agent::Agent;
+    /// use kesoku_llm::ScriptedLlm;
+    /// use serde_json::json;
+    ///
+    /// let billing = Agent::builder(ScriptedLlm::from_json(json!([
+    ///     {"text": "Billing here: your invoice is paid."},
+    ///     {"text": "Still billing: nothing is due."}
+    /// ])).unwrap())
+    /// .name("billing")
+    /// .build()
+    /// .unwrap();
+    /// let triage = Agent::builder(ScriptedLlm::from_json(json!([
+    ///     {"tool_calls": [{"id": "h1", "name": "transfer_to_billing", "arguments": {}}]}
+    /// ])).unwrap())
+    /// .name("triage")
+    /// .handoff(&billing, "invoices and payments")
+    /// .build()
+    /// .unwrap();
+    /// let first = triage.send("s", "Is my invoice paid?").await.unwrap();
+    /// assert_eq!(first.answer.as_deref(), Some("Billing here: your invoice is paid."));
+    /// // The session stays with billing.
+    /// let next = triage.send("s", "Anything due?").await.unwrap();
+    /// assert_eq!(next.answer.as_deref(), Some("Still billing: nothing is due."));
+    /// # });
+    /// ```
+    pub fn handoff(mut self, target: &Agent, description: impl Into<String>) -> Self {
+        self.handoffs
+            .push(Handoff::To(target.clone(), description.into()));
+        self
+    }
+
+    /// Lets the model hand the conversation to the member of this
+    /// agent's [`team`](Self::team) named `agent`, as
+    /// [`handoff`](Self::handoff) does: named, so two agents may hand
+    /// sessions back and forth (neither need exist when the other is
+    /// built). A name no member has when the model calls its tool is an
+    /// error the model reads; [`build`](Self::build) refuses it without a
+    /// team. See [`Team`].
+    pub fn handoff_to(mut self, agent: impl Into<String>, description: impl Into<String>) -> Self {
+        self.handoffs
+            .push(Handoff::Named(agent.into(), description.into()));
+        self
+    }
+
+    /// Joins `team` as the agent is built: its members know it by its
+    /// [`name`](Self::name) (no other member may have it), may hand it
+    /// sessions ([`handoff_to`](Self::handoff_to)), and run its turns when
+    /// they serve. The members share one store: an agent that sets none
+    /// takes theirs.
+    pub fn team(mut self, team: &Team) -> Self {
+        self.team = Some(team.clone());
+        self
+    }
+
     /// Adds a check of each prompt, run at once with the turn's first
     /// model call: when it trips, that call is dropped, nothing the model
     /// said is stored, and the turn ends
@@ -467,33 +556,26 @@ impl AgentBuilder {
             return Err(AgentError::StoreAndGateway);
         }
         self.check_limits()?;
-        let gateway = self
-            .store
-            .or(self.gateway)
-            .unwrap_or_else(|| Gateway::new(MemoryStore::new()));
-        let tools = self
-            .tools
-            .unwrap_or_else(|| Toolset::fixed(RegistryRef::from(ToolRegistry::new())));
-        let mut options = self
-            .options
-            .unwrap_or_else(|| LlmOptions::new(self.llm.default_model()));
-        if options.model.is_empty() {
-            self.llm.default_model().clone_into(&mut options.model);
-        }
-        if self.system_prompt.is_some() {
-            options.system = self.system_prompt;
-        }
+        let metrics = self.metrics();
+        let team = self.team.clone();
+        let Composed {
+            gateway,
+            tools,
+            roster,
+            handoffs,
+        } = compose::compose(Parts {
+            name: &self.name,
+            gateway: self.store.or(self.gateway),
+            team: self.team.as_ref(),
+            tools: self.tools,
+            sub_agents: self.sub_agents,
+            handoffs: self.handoffs,
+        })?;
+        let options = llm_options(&*self.llm, self.options, self.system_prompt);
         let sandbox = match self.sandbox {
             Some(s) => s,
             None => default_sandbox()?,
         };
-        #[cfg(feature = "otel")]
-        let metrics = match &self.meter {
-            Some(meter) => crate::telemetry::Metrics::new(meter),
-            None => crate::telemetry::Metrics::global(),
-        };
-        #[cfg(not(feature = "otel"))]
-        let metrics = crate::telemetry::Metrics::new();
         // The tools' model calls are recorded as the agent's are, and
         // their tokens counted into the session's usage (`run.rs`).
         let turn_model = Arc::new(TurnModel::for_agent(
@@ -502,7 +584,7 @@ impl AgentBuilder {
             metrics.clone(),
             self.capture_content,
         ));
-        Ok(Agent {
+        let agent = Agent {
             shared: Arc::new(Shared {
                 llm: self.llm,
                 tools,
@@ -539,8 +621,33 @@ impl AgentBuilder {
                 claims: std::sync::atomic::AtomicU64::new(0),
                 lease: self.lease,
                 released: tokio::sync::Notify::new(),
+                roster,
+                handoffs,
+                team: team.clone(),
+                upstreams: super::shared::Upstreams::default(),
             }),
-        })
+        };
+        if let Some(team) = &team {
+            let member: Arc<dyn std::any::Any + Send + Sync> = agent.shared.clone();
+            team.join(&agent.shared.name, &member)
+                .map_err(AgentError::Config)?;
+        }
+        Ok(agent)
+    }
+
+    /// The GenAI metrics, on the meter given (with the `otel` feature).
+    #[cfg_attr(
+        not(feature = "otel"),
+        expect(clippy::unused_self, reason = "it reads the meter with `otel`")
+    )]
+    fn metrics(&self) -> crate::telemetry::Metrics {
+        #[cfg(feature = "otel")]
+        return match &self.meter {
+            Some(meter) => crate::telemetry::Metrics::new(meter),
+            None => crate::telemetry::Metrics::global(),
+        };
+        #[cfg(not(feature = "otel"))]
+        crate::telemetry::Metrics::new()
     }
 
     /// An error for the first limit set out of its range.
@@ -573,6 +680,19 @@ impl AgentBuilder {
         }
         Ok(())
     }
+}
+
+/// The model options: those given (else the model's defaults), with the
+/// model's default model when they name none, and the system prompt.
+fn llm_options(llm: &dyn Llm, options: Option<LlmOptions>, system: Option<String>) -> LlmOptions {
+    let mut options = options.unwrap_or_else(|| LlmOptions::new(llm.default_model()));
+    if options.model.is_empty() {
+        llm.default_model().clone_into(&mut options.model);
+    }
+    if system.is_some() {
+        options.system = system;
+    }
+    options
 }
 
 /// The tools' sandbox when none is set: the current directory.

@@ -24,7 +24,7 @@ use kesoku_core::{Backoff, ErrorChain, GatewayError, Message, Status};
 use super::outcome::{AgentError, TurnOutcome};
 use super::posts::{Ending, end_panicked, panic_message};
 use super::retry::{retried, retried_store};
-use super::run::turn;
+use super::run::{Turned, turn};
 use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 
@@ -257,6 +257,30 @@ impl Claimed {
         (&self.message, self.seq)
     }
 
+    /// Ends the claimed turn without running it, for `why` (no agent here
+    /// may run it): a note answering the prompt says so, and the prompt
+    /// is settled `error`.
+    pub(crate) async fn refuse(self, shared: &Shared, why: &str) -> Result<(), AgentError> {
+        tracing::error!(session = %self.message.session_id, prompt = %self.message.id, why, "a prompt no agent here may run");
+        let note = Message::new(
+            &self.message.session_id,
+            kesoku_core::Role::Assistant,
+            kesoku_core::MessageType::Text,
+            why,
+        )
+        .with_sender("agent")
+        .with_status(Status::Pending)
+        .with_parent(&self.message.id);
+        let ended = async {
+            super::posts::post(shared, &self.holder, &note).await?;
+            super::posts::settle(shared, &self.holder, &self.message.id, Status::Error).await
+        }
+        .await;
+        drop(self.permit);
+        release(shared, &self.message.session_id, &self.holder, false).await;
+        ended
+    }
+
     /// Runs the claimed turn to its end while keeping the session's lease,
     /// then releases the lease and the permit: the one way into a turn.
     /// `None` when the lease was lost (the turn ends on another worker).
@@ -360,6 +384,40 @@ async fn stored_seq(shared: &Shared, message: &Message) -> Result<Option<Seq>, A
         .map(|(seq, _)| *seq))
 }
 
+/// Runs the turn, and on with each agent it is handed to (a handoff), under
+/// the one lease; the outcome has every agent's posts.
+async fn handed_on(
+    shared: &Shared,
+    slot: &Slot,
+    holder: &str,
+    message: Message,
+    seq: Seq,
+    mut at_claim: Option<ViewAtClaim>,
+    ending: &Ending,
+) -> Result<TurnOutcome, AgentError> {
+    let mut agent: Option<Arc<Shared>> = None;
+    let mut before = Vec::new();
+    let mut message = message;
+    loop {
+        let now = agent.as_deref().unwrap_or(shared);
+        let turned = turn(now, slot, holder, message, seq, at_claim.take(), ending);
+        match turned.await? {
+            Turned::Over(mut outcome) => {
+                if !before.is_empty() {
+                    before.append(&mut outcome.messages);
+                    outcome.messages = before;
+                }
+                return Ok(outcome);
+            }
+            Turned::Handed { to, posted, user } => {
+                before.extend(posted);
+                agent = Some(to);
+                message = user;
+            }
+        }
+    }
+}
+
 /// Runs the turn while keeping the session's lease; `None` when the lease
 /// could not be renewed in time. And whether the turn released the lease
 /// itself (with its last write).
@@ -379,9 +437,11 @@ async fn run_leased(
     // the agent's own code) is caught here, with the lease still kept, so
     // the prompt is settled and its calls answered (`end_panicked`).
     let work = async {
-        match AssertUnwindSafe(turn(shared, slot, holder, message, seq, at_claim, &ending))
-            .catch_unwind()
-            .await
+        match AssertUnwindSafe(handed_on(
+            shared, slot, holder, message, seq, at_claim, &ending,
+        ))
+        .catch_unwind()
+        .await
         {
             Ok(outcome) => outcome,
             Err(payload) => {

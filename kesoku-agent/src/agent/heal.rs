@@ -28,18 +28,24 @@ pub(crate) struct Healing {
 /// waits for a person is the turn's to answer (`Machine::start`) and is
 /// left alone; another prompt's was left by a user who moved on, and is
 /// answered as `decisions` says (undecided, denied with its reason, or
-/// approved but never run); any other call was cut short (a crash, an
+/// approved but never run); a call of `prompt` that `runs_again` (an
+/// agent called as a tool, which goes on from its own stored history) is
+/// the turn's to run again; any other call was cut short (a crash, an
 /// interruption) and may or may not have run.
 pub(crate) fn heal(
     clock: &Clock,
     prompt: &str,
     history: &[Message],
     decisions: &HashMap<&str, Verdict>,
+    runs_again: &dyn Fn(&Message) -> bool,
 ) -> Healing {
     let mut moved_on = Vec::new();
     let results = orphans(history)
         .into_iter()
-        .filter(|m| !(approval::is_held(m) && m.parent_id.as_deref() == Some(prompt)))
+        .filter(|m| {
+            let ours = m.parent_id.as_deref() == Some(prompt);
+            !(ours && (approval::is_held(m) || runs_again(m)))
+        })
         .map(|m| {
             clock.stamp(if approval::is_held(m) {
                 moved_on.extend(m.parent_id.clone());

@@ -138,6 +138,8 @@ pub(crate) struct Run {
     /// Results of calls that will not run (refused by the policy, or
     /// denied by a person), posted before the step's others.
     refused: Vec<Message>,
+    /// Whether an agent called as a tool paused for a person (`nested.rs`).
+    nested_waits: bool,
 }
 
 /// How the turn ends: its status and answer, and the status its prompt
@@ -234,6 +236,7 @@ impl Machine {
                     calls: run,
                     held: Vec::new(),
                     refused: post,
+                    nested_waits: false,
                 }),
             };
         }
@@ -600,6 +603,7 @@ impl Machine {
                 calls,
                 held,
                 refused: denied,
+                nested_waits: false,
             }),
         }
     }
@@ -639,7 +643,7 @@ impl Run {
     /// next step.
     pub(crate) fn results(mut self, results: Vec<Message>) -> Decision {
         let post = self.paired(results, healing_result);
-        if !self.held.is_empty() {
+        if !self.held.is_empty() || self.nested_waits {
             return Decision::finish(post, Finish::pause());
         }
         self.machine.next_step(post)
@@ -686,6 +690,7 @@ mod guarded;
 #[cfg(test)]
 mod held_tests;
 mod hooked;
+mod nested;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

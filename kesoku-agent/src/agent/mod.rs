@@ -19,20 +19,25 @@ mod builder;
 mod claim;
 mod clock;
 mod compaction;
+mod compose;
 mod fit;
 mod guardrails;
 mod guardrails_in_turn;
+mod handoff;
 mod heal;
 mod hooks;
 mod hooks_in_turn;
 mod machine;
+mod nested;
 mod outcome;
 mod posts;
 mod retry;
 mod run;
 mod sessions;
 mod shared;
+mod subagent;
 mod tail;
+mod team;
 mod toolset;
 mod typed;
 mod view;
@@ -58,6 +63,8 @@ pub use guardrails::{GuardCheck, GuardFuture, GuardInput, GuardVerdict, Guardrai
 pub use hooks::{HookError, HookFuture, Hooks, ModelRequest, ToolGate};
 pub use outcome::{AgentError, HookFailure, ResumeError, Tripped, TurnOutcome, TurnStatus};
 use shared::Shared;
+pub use subagent::AgentTool;
+pub use team::Team;
 pub use typed::{Typed, TypedError};
 
 use kesoku_llm::Llm;
@@ -539,14 +546,38 @@ impl Agent {
     /// starts them.
     async fn pull(&self, turns: &mut JoinSet<()>) -> Result<(), AgentError> {
         while let Some(claimed) = Claimed::next(&self.shared).await? {
-            let agent = self.clone();
+            let shared = match self.runner_of(claimed.prompt().0) {
+                Ok(shared) => shared,
+                Err(why) => {
+                    claimed.refuse(&self.shared, &why).await?;
+                    continue;
+                }
+            };
             turns.spawn(async move {
-                if let Err(e) = claimed.run(&agent.shared).await {
+                if let Err(e) = claimed.run(&shared).await {
                     tracing::error!(error = %ErrorChain(&e), "a turn failed to run");
                 }
             });
         }
         Ok(())
+    }
+
+    /// The agent whose turn answers `prompt`: this one, or for a nested
+    /// prompt the agent it names among those this one offers as tools;
+    /// else why none here may run it.
+    fn runner_of(&self, prompt: &Message) -> Result<Arc<Shared>, String> {
+        let Some(lineage) = nested::Lineage::of(prompt) else {
+            return Ok(Arc::clone(&self.shared));
+        };
+        if lineage.agent == self.shared.name {
+            return Ok(Arc::clone(&self.shared));
+        }
+        self.shared.agent_named(&lineage.agent).ok_or_else(|| {
+            format!(
+                "This prompt is for the agent `{}`, which the agent serving here (`{}`) does not offer as a tool (`AgentBuilder::sub_agent`), so no agent here may answer it.",
+                lineage.agent, self.shared.name
+            )
+        })
     }
 
     /// Puts back the turns of workers that died.
@@ -591,6 +622,8 @@ impl Agent {
                 Some(Status::Processed) => Some(TurnStatus::Completed),
                 Some(Status::Interrupted) => Some(TurnStatus::Interrupted),
                 Some(Status::Error) => Some(TurnStatus::Failed),
+                // Paused where it ran, for a person's decision.
+                Some(Status::AwaitingApproval) => Some(TurnStatus::AwaitingApproval),
                 _ => None,
             };
             if let Some(status) = finished {

@@ -9,25 +9,23 @@
 //! through the context's token; every call still gets exactly one result.
 
 use std::collections::HashMap;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use kesoku_core::store::Seq;
-use kesoku_core::{
-    CancellationToken, GatewayError, Message, Role, Status, Tool, ToolContext, ToolRunner,
-};
+use kesoku_core::{CancellationToken, GatewayError, Message, Role, Status, Tool};
 use tracing::Instrument;
 
 use kesoku_core::ErrorChain;
 
-use super::approval::{self, ApprovalCheck, Verdict};
+use super::approval::{self, Verdict};
 use super::approval_in_turn::{self, ApprovedInFlight};
 use super::clock::Clock;
 use super::fit;
 use super::guardrails::GuardInput;
 use super::heal::heal;
-use super::machine::{Ask, Call, Decision, Finish, Machine, Next, Run, Setup};
+use super::machine::{Ask, Decision, Finish, Machine, Next, Setup};
+use super::nested::{NESTED, Position};
 use super::outcome::{AgentError, TurnOutcome, TurnStatus};
 use super::posts::{Ending, SETTLED_FROM, post, post_again, settle};
 use super::retry::{is_transient, retried, retried_store};
@@ -35,7 +33,6 @@ use super::sessions::{Slot, ViewAtClaim};
 use super::shared::Shared;
 use super::tail;
 use super::view::{self, View};
-use super::workspace::workspace;
 use super::{guardrails_in_turn, hooks_in_turn};
 use crate::telemetry;
 use kesoku_llm::ToolDeclaration;
@@ -50,7 +47,7 @@ pub(crate) async fn turn(
     seq: Seq,
     at_claim: Option<ViewAtClaim>,
     ending: &Ending,
-) -> Result<TurnOutcome, AgentError> {
+) -> Result<Turned, AgentError> {
     let span = telemetry::turn_span(
         &shared.name,
         shared.llm.provider(),
@@ -82,8 +79,28 @@ pub(crate) async fn turn(
         input_checked: std::sync::atomic::AtomicBool::new(false),
         held: std::sync::Mutex::new(None),
         ending,
+        position: None,
+        visited: Vec::new(),
+        handing_to: None,
+        stamps: false,
+        unknown_owner: None,
     };
-    let outcome = turn.run().instrument(span.clone()).await;
+    if message_is_nested(&turn.user) {
+        let upstream = shared.upstreams.get(&turn.user.session_id);
+        turn.position = Some(Arc::new(Position::of(
+            &shared.gateway,
+            upstream,
+            &turn.user,
+            seq,
+        )));
+    }
+    let turned = turn.run().instrument(span.clone()).await;
+    let outcome = match turned {
+        Ok(Turned::Over(outcome)) => Ok(outcome),
+        // The agent it was handed to goes on with it.
+        handed @ Ok(Turned::Handed { .. }) => return handed,
+        Err(e) => Err(e),
+    };
     slot.set_running(0);
     if let Ok(outcome) = &outcome
         && !shared.hooks.is_empty()
@@ -105,7 +122,7 @@ pub(crate) async fn turn(
             telemetry::record_status_error(&span, &ErrorChain(e).to_string());
         }
     }
-    outcome
+    outcome.map(Turned::Over)
 }
 
 /// Why a model call gave no reply.
@@ -117,6 +134,30 @@ enum CallError {
     /// An input guardrail's objection (its name, and why), while it was
     /// in flight.
     Tripped(String, String),
+}
+
+/// How a turn's run here ended: over, or handed (by a handoff) to
+/// another agent, which goes on with it under the same lease; with what
+/// it posted.
+pub(crate) enum Turned {
+    Over(TurnOutcome),
+    Handed {
+        to: Arc<Shared>,
+        posted: Vec<Message>,
+        /// The prompt, for the agent it was handed to.
+        user: Message,
+    },
+}
+
+/// How following the machine's decisions ended: the turn is over (how,
+/// with the posts of the last write), or handed to another agent.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one a turn, moved once: boxing would allocate for every turn"
+)]
+enum Driven {
+    Over(Finish, Vec<Message>),
+    Handed(Arc<Shared>),
 }
 
 struct Turn<'a> {
@@ -155,6 +196,19 @@ struct Turn<'a> {
     /// prompt: published once they pass; `None` when nothing is held.
     held: std::sync::Mutex<Option<Vec<kesoku_core::Delta>>>,
     ending: &'a Ending,
+    /// A nested turn's place (what it does is shown on the top session);
+    /// `None` at the top.
+    position: Option<Arc<Position>>,
+    /// The agents this turn was handed to, in order, from the one that
+    /// took it (`run/handoff.rs`); empty until a handoff.
+    visited: Vec<String>,
+    /// The agent the step's handoff goes to, once its results are posted.
+    handing_to: Option<Arc<Shared>>,
+    /// Whether the turn's posts name their agent.
+    stamps: bool,
+    /// Why no agent here may answer (its session was handed to one
+    /// unknown here).
+    unknown_owner: Option<String>,
 }
 
 impl Turn<'_> {
@@ -162,9 +216,19 @@ impl Turn<'_> {
         self.slot.is_newer_than(self.seq)
     }
 
-    async fn run(&mut self) -> Result<TurnOutcome, AgentError> {
+    async fn run(&mut self) -> Result<Turned, AgentError> {
         let clock = Clock::wall();
         let mut view = self.load_view().await?;
+        if let Some(to) = self.follow_owner(&view.messages) {
+            // The session was handed to `to`: its turn, from the start.
+            let session = self.user.session_id.clone();
+            self.shared.sessions.put_view(&session, view);
+            return Ok(Turned::Handed {
+                to,
+                posted: Vec::new(),
+                user: self.user.clone(),
+            });
+        }
         let decisions = self.heal(&clock, &mut view).await?;
         // The turn adds to the view as it goes; what it stored is read
         // back, in the store's order, by the next turn, unless the turn
@@ -182,7 +246,14 @@ impl Turn<'_> {
         // session's next turn here, which may start at once.
         let session = self.user.session_id.clone();
         self.shared.sessions.put_view(&session, view);
-        let (finish, last) = finish?;
+        let (finish, last) = match finish? {
+            Driven::Over(finish, last) => (finish, last),
+            Driven::Handed(to) => {
+                let posted = std::mem::take(&mut self.posted);
+                let user = self.user.clone();
+                return Ok(Turned::Handed { to, posted, user });
+            }
+        };
         let outcome = self.finish(finish, last).await?;
         // A completed turn whose posts took the seqs right after the
         // view's, one after another, left nothing else in between (a seq
@@ -199,7 +270,7 @@ impl Turn<'_> {
             }
             self.shared.sessions.put_view(&session, view);
         }
-        Ok(outcome)
+        Ok(Turned::Over(outcome))
     }
 
     /// Follows the machine's decisions from the `view` (the session's
@@ -211,7 +282,7 @@ impl Turn<'_> {
         clock: Clock,
         view: &mut View,
         decisions: &HashMap<&str, Verdict>,
-    ) -> Result<(Finish, Vec<Message>), AgentError> {
+    ) -> Result<Driven, AgentError> {
         let setup = Setup {
             clock,
             answer_shape: self.answer_shape.clone(),
@@ -220,17 +291,26 @@ impl Turn<'_> {
             approval_wait: self.shared.approval_deadline,
             guard_retries: self.shared.output_repairs,
         };
-        let mut decision = Machine::start(setup, &self.user, &view.messages, decisions);
+        let mut decision = match self.unknown_owner.take() {
+            Some(why) => Machine::refuse(setup, &self.user, why),
+            None => Machine::start(setup, &self.user, &view.messages, decisions),
+        };
         // Made when first needed: a turn found answered, or interrupted
         // before it began, reads no tools and makes no workspace.
         let mut runner = None;
         loop {
             if let Next::Finish(finish) = decision.next {
-                return Ok((finish, decision.post));
+                return Ok(Driven::Over(finish, decision.post));
             }
-            for m in decision.post {
+            for mut m in decision.post {
+                self.stamp(&mut m);
                 self.post(m.clone()).await?;
                 view.push(m);
+            }
+            if let Some(to) = self.handing_to.take() {
+                // The rest of the turn is the agent's it was handed to,
+                // under this lease (`claim.rs`).
+                return Ok(Driven::Handed(to));
             }
             decision = match decision.next {
                 Next::Finish(_) => unreachable!("returned above"),
@@ -304,31 +384,6 @@ impl Turn<'_> {
         }
     }
 
-    /// The machine's decision on the results of `run`'s calls, run by
-    /// `runner` between the hooks' before and after.
-    async fn tools_step(&mut self, runner: &ToolRunner, mut run: Run) -> Decision {
-        let hooks = &self.shared.hooks;
-        let session = &self.user.session_id;
-        // A newer prompt stops the hooks: the calls are then answered as
-        // the runner answers calls an interruption kept from running.
-        let before = hooks_in_turn::before_tools(hooks, session, &mut run);
-        if let Some(Err(failure)) = self.unless_newer(before).await {
-            tracing::warn!(error = %failure, "a hook failed; the turn ends");
-            return run.hook_failed(Vec::new(), failure);
-        }
-        let mut results = self.execute(runner, run.calls()).await;
-        self.shared.metrics.tool_calls(&results);
-        self.count_tools_usage(&mut results);
-        let after = hooks_in_turn::after_tools(hooks, run.calls(), &mut results);
-        match self.unless_newer(after).await.unwrap_or(Ok(())) {
-            Ok(()) => run.results(results),
-            Err(failure) => {
-                tracing::warn!(error = %failure, "a hook failed; the turn ends");
-                run.hook_failed(results, failure)
-            }
-        }
-    }
-
     /// `work`'s output, unless a newer user message arrives first (`work`
     /// is then dropped).
     async fn unless_newer<T>(&self, work: impl Future<Output = T>) -> Option<T> {
@@ -337,51 +392,6 @@ impl Turn<'_> {
             () = self.slot.newer_than(self.seq) => None,
             done = work => Some(done),
         }
-    }
-
-    /// The machine's decision on the model's `reply`, under the agent's
-    /// approval policy and each tool's use limit (the tools read as the
-    /// turn started).
-    fn replied(&self, ask: Ask, reply: kesoku_llm::AssistantTurn) -> Decision {
-        let registry = self.shared.tools.current().0;
-        let policy = &self.shared.approval;
-        let default_uses = self.shared.max_uses_per_turn;
-        ask.replied(
-            reply,
-            &|request| {
-                let tool = registry.get(&request.name);
-                policy(&ApprovalCheck {
-                    request,
-                    hints: tool.map(Tool::hints).unwrap_or_default(),
-                    marked: tool.is_some_and(Tool::needs_approval),
-                })
-            },
-            &|name| {
-                registry
-                    .get(name)
-                    .and_then(Tool::max_uses)
-                    .map(|n| n as usize)
-                    .or(default_uses)
-            },
-        )
-    }
-
-    /// The runner of this turn's calls; the tools as the model sees them
-    /// are read with it.
-    async fn runner(&mut self) -> Result<ToolRunner, AgentError> {
-        let ctx = self.context().await?;
-        let (registry, declarations) = self.shared.tools.current();
-        // What the tools and instructions add to each request, estimated
-        // once a turn (the tools are read once a turn).
-        self.overhead = fit::overhead(self.shared, &declarations);
-        self.declarations = declarations;
-        let mut runner = ToolRunner::new(registry, ctx)
-            .with_max_concurrency(self.shared.max_parallel_calls)
-            .with_content_capture(self.shared.capture_content);
-        if let Some(limit) = self.shared.tool_timeout {
-            runner = runner.with_default_timeout(limit);
-        }
-        Ok(runner)
     }
 
     /// The session's history for the model: the view kept from its last
@@ -437,7 +447,15 @@ impl Turn<'_> {
             .iter()
             .map(|(id, v)| (id.as_str(), v.clone()))
             .collect();
-        let healing = heal(clock, &self.user.id, &view.messages, &by_id);
+        // An agent called as a tool goes on from its own session's
+        // history: its call is run again, not answered as cut short.
+        let (registry, _) = self.shared.tools.current();
+        let runs_again = |call: &Message| {
+            call.meta_str(kesoku_core::keys::TOOL_NAME)
+                .and_then(|name| registry.get(name))
+                .is_some_and(Tool::needs_tool_call_id)
+        };
+        let healing = heal(clock, &self.user.id, &view.messages, &by_id, &runs_again);
         if healing.results.is_empty() {
             return Ok(decisions);
         }
@@ -476,70 +494,12 @@ impl Turn<'_> {
         }
     }
 
-    /// The tools' context for this turn.
-    async fn context(&self) -> Result<ToolContext, AgentError> {
-        let session = &self.user.session_id;
-        let mut ctx = ToolContext::new(session.clone())
-            .with_original_msg_id(self.user.id.clone())
-            .with_progress(self.shared.gateway.clone())
-            .with_cancellation(self.cancel.clone())
-            .with_state_arc(Arc::clone(&self.shared.sandbox))
-            .with_state_arc(Arc::clone(&self.shared.turn_model));
-        for add in &self.shared.states {
-            ctx = add(ctx);
-        }
-        if let Some(dir) = workspace(self.shared, session) {
-            tokio::fs::create_dir_all(&dir)
-                .await
-                .map_err(|e| AgentError::Workspace {
-                    session: session.clone(),
-                    path: dir.display().to_string(),
-                    message: e.to_string(),
-                })?;
-            ctx = ctx.with_workspace(dir);
-        }
-        Ok(ctx)
-    }
-
-    /// Stores the tokens of the model calls the step's tools made (through
-    /// the turn's [`TurnModel`](crate::tools::TurnModel)) with its first
-    /// result, as a model call's are with its first message, so that
-    /// [`Agent::usage`](super::Agent::usage) and the outcome's count them.
-    /// One turn of a session runs here at a time, so what the session's
-    /// tools spent since the step began is this step's.
-    fn count_tools_usage(&self, results: &mut [Message]) {
-        let Some(spent) = self.shared.turn_model.take_usage(&self.user.session_id) else {
-            return;
-        };
-        let Some(first) = results.first_mut() else {
-            return;
-        };
-        let total = kesoku_llm::Usage::of(first).unwrap_or_default() + spent;
-        if let Ok(value) = serde_json::to_value(total) {
-            first
-                .metadata
-                .insert(kesoku_core::keys::USAGE.into(), value);
-        }
-    }
-
-    /// Runs the calls; on interruption, cancels the waiting ones and still
-    /// returns one result per call.
-    async fn execute(&self, runner: &ToolRunner, calls: &[Call]) -> Vec<Message> {
-        let slot = self.slot;
-        let seq = self.seq;
-        let is_interrupted = move || slot.is_newer_than(seq);
-        let mut running = pin!(runner.execute_all(calls, Some(&is_interrupted)));
-        tokio::select! {
-            biased;
-            results = &mut running => return results,
-            () = slot.newer_than(seq) => self.cancel.cancel(),
-        }
-        running.await
-    }
-
     async fn post(&mut self, message: Message) -> Result<(), AgentError> {
         let seq = post(self.shared, self.holder, &message).await?;
         self.note_stored(seq);
+        if let Some(position) = &self.position {
+            position.message(&message);
+        }
         if let Some(call) = self.in_flight.answered(&message) {
             retried(self.shared.lease, "settling an approved call", |_| {
                 self.shared.gateway.transition_leased(
@@ -582,8 +542,11 @@ impl Turn<'_> {
     async fn finish(
         &mut self,
         finish: Finish,
-        last: Vec<Message>,
+        mut last: Vec<Message>,
     ) -> Result<TurnOutcome, AgentError> {
+        for m in &mut last {
+            self.stamp(m);
+        }
         if finish.status == TurnStatus::Interrupted {
             self.cancel.cancel();
         }
@@ -603,6 +566,11 @@ impl Turn<'_> {
         match ended {
             Ok(seqs) => {
                 self.ending.released.store(true, Ordering::Release);
+                if let Some(position) = &self.position {
+                    for m in &last {
+                        position.message(m);
+                    }
+                }
                 for (seq, _) in seqs.into_iter().zip(&last) {
                     self.note_stored(Some(seq));
                 }
@@ -660,4 +628,12 @@ impl Turn<'_> {
     }
 }
 
+mod handoff;
 mod model;
+mod tools;
+
+/// Whether `prompt` is an agent's, called as a tool (its turn's events
+/// are shown on the top session).
+fn message_is_nested(prompt: &Message) -> bool {
+    prompt.metadata.contains_key(NESTED)
+}

@@ -2,8 +2,9 @@
 //! modules (`claim.rs`, `run.rs`) read and [`AgentBuilder`](super::AgentBuilder)
 //! puts together.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kesoku_core::ToolContext;
@@ -75,9 +76,51 @@ pub(crate) struct Shared {
     pub(crate) capture_content: bool,
     /// The GenAI metrics (with the `otel` feature).
     pub(crate) metrics: crate::telemetry::Metrics,
+    /// The agents offered as tools ([`AgentBuilder::sub_agent`](super::AgentBuilder::sub_agent)), theirs
+    /// too, by name: `serve` runs a nested prompt with the agent it names.
+    pub(crate) roster: HashMap<String, Arc<Shared>>,
+    /// The handoff tools ([`AgentBuilder::handoff`](super::AgentBuilder::handoff)), by name, and the agent
+    /// each hands to.
+    pub(crate) handoffs: HashMap<String, String>,
+    /// The team it joined, whose members it knows by name.
+    pub(crate) team: Option<super::team::Team>,
+    /// Where the nested turns of a session running here show what they
+    /// do, while the call that runs them waits here: its caller's gateway.
+    pub(crate) upstreams: Upstreams,
+}
+
+/// Each nested session's caller's gateway, while its call runs here.
+#[derive(Default)]
+pub(crate) struct Upstreams(Mutex<HashMap<String, Gateway>>);
+
+impl Upstreams {
+    pub(crate) fn insert(&self, session: &str, gateway: Gateway) {
+        self.lock().insert(session.to_owned(), gateway);
+    }
+
+    pub(crate) fn remove(&self, session: &str) {
+        self.lock().remove(session);
+    }
+
+    pub(crate) fn get(&self, session: &str) -> Option<Gateway> {
+        self.lock().get(session).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Gateway>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Shared {
+    /// The agent named `name` that this one knows: one it offers as a
+    /// tool or hands sessions to (and theirs), or a member of its team.
+    pub(crate) fn agent_named(&self, name: &str) -> Option<Arc<Shared>> {
+        self.roster
+            .get(name)
+            .cloned()
+            .or_else(|| self.team.as_ref()?.get(name)?.downcast().ok())
+    }
+
     /// The lease holder of a new claim: one per turn, so a turn's lease is
     /// its own even among turns of this agent.
     pub(crate) fn claim_holder(&self) -> String {

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use kesoku_core::{LiveRegistry, RegistryRef};
+use kesoku_core::{LiveRegistry, RegistryRef, Tool, ToolRegistry};
 
 use kesoku_llm::ToolDeclaration;
 
@@ -63,6 +63,22 @@ impl Toolset {
                 out
             }
         }
+    }
+
+    /// These tools and `extra` (agents offered as tools), in one fixed
+    /// registry; an error names what cannot be added (a name taken).
+    pub(crate) fn with(self, extra: Vec<Tool>) -> Result<Self, String> {
+        if extra.is_empty() {
+            return Ok(self);
+        }
+        let Toolset::Fixed { registry, .. } = self else {
+            return Err("sub-agents are offered with a fixed registry (`registry`), not a live one; register the agent's tool (`AgentTool::into_tool`) in the live registry instead".into());
+        };
+        let mut all = ToolRegistry::new();
+        for tool in registry.iter().cloned().chain(extra) {
+            all.register(tool).map_err(|e| e.to_string())?;
+        }
+        Ok(Toolset::fixed(RegistryRef::from(all)))
     }
 
     /// How many tools there are now.

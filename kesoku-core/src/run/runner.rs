@@ -280,7 +280,7 @@ impl ToolRunner {
         let span = span::call(request, self.capture_content);
         let started = Instant::now();
         let outcome = self
-            .run(request, is_interrupted)
+            .run(request, &tool_call.id, is_interrupted)
             .instrument(span.clone())
             .await;
         let elapsed = started.elapsed();
@@ -395,10 +395,11 @@ impl ToolRunner {
     async fn run(
         &self,
         request: &ToolRequest,
+        call_id: &str,
         is_interrupted: IsInterrupted<'_>,
     ) -> Result<ToolOutput, CallError> {
         let interrupted = || is_interrupted.is_some_and(|f| f());
-        let (tool, invocation) = self.prepare_either(request, &interrupted)?;
+        let (tool, invocation) = self.prepare_either(request, call_id, &interrupted)?;
         let name = tool.name();
         // 5. Run, within the tool's own cap if it has one, alone if it is
         // sequential, under its timeout.
@@ -459,6 +460,7 @@ impl ToolRunner {
     fn prepare_either(
         &self,
         request: &ToolRequest,
+        call_id: &str,
         is_interrupted: &dyn Fn() -> bool,
     ) -> Prepared<'_> {
         let answer = Cell::new(None);
@@ -485,7 +487,7 @@ impl ToolRunner {
         }
         match fast {
             Some(prepared) => prepared,
-            None => self.prepare(request, &interrupted),
+            None => self.prepare(request, call_id, &interrupted),
         }
     }
 
@@ -516,7 +518,12 @@ impl ToolRunner {
     }
 
     /// Steps 1 to 4, one after the other, each with its own error.
-    fn prepare(&self, request: &ToolRequest, interrupted: &dyn Fn() -> bool) -> Prepared<'_> {
+    fn prepare(
+        &self,
+        request: &ToolRequest,
+        call_id: &str,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Prepared<'_> {
         // 1. Parse.
         let args = request.parse_arguments().map_err(|e| {
             let kind = match e {
@@ -536,7 +543,12 @@ impl ToolRunner {
         // parameters. It runs user code (`Deserialize` impls, extractors,
         // defaults), so a panic there is caught like one in the tool.
         let prepared = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            tool.prepare(args.into_owned(), &self.context)
+            if tool.needs_tool_call_id() {
+                let ctx = self.context.clone().with_tool_call_id(call_id);
+                tool.prepare(args.into_owned(), &ctx)
+            } else {
+                tool.prepare(args.into_owned(), &self.context)
+            }
         }))
         .unwrap_or_else(|payload| Err(ToolError::panicked(name, &*payload)));
         Ok((tool, prepared?))

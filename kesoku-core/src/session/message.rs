@@ -82,7 +82,7 @@ pub enum Status {
 /// assert_eq!(json["type"], "text");
 /// assert_eq!(json["status"], "pending");
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// Unique id (a UUID unless the store says otherwise).
     #[serde(default = "new_id")]

@@ -33,6 +33,11 @@ use crate::session::progress::{Progress, ProgressError};
 #[derive(Clone)]
 pub struct ToolContext {
     inner: Arc<Inner>,
+    /// The id of the `tool_call` message being answered: set per call,
+    /// only for the tools that ask for it
+    /// ([`DynamicTool::needs_tool_call_id`](crate::DynamicTool::needs_tool_call_id)),
+    /// so other calls share the one context untouched.
+    tool_call: Option<Arc<str>>,
 }
 
 #[derive(Clone, Default)]
@@ -53,6 +58,7 @@ impl ToolContext {
                 session_id: session_id.into(),
                 ..Inner::default()
             }),
+            tool_call: None,
         }
     }
 
@@ -100,6 +106,30 @@ impl ToolContext {
             .state
             .insert(TypeId::of::<T>(), value);
         self
+    }
+
+    /// Sets the id of the `tool_call` message this call answers (its
+    /// result's `parent_id`). The runner sets it for the tools that ask
+    /// for it ([`DynamicTool::needs_tool_call_id`](crate::DynamicTool::needs_tool_call_id)).
+    ///
+    /// ```
+    /// use kesoku_core::ToolContext;
+    ///
+    /// let ctx = ToolContext::new("s").with_tool_call_id("call-message-1");
+    /// assert_eq!(ctx.tool_call_id(), Some("call-message-1"));
+    /// assert_eq!(ToolContext::new("s").tool_call_id(), None);
+    /// ```
+    #[must_use]
+    pub fn with_tool_call_id(mut self, id: &str) -> Self {
+        self.tool_call = Some(Arc::from(id));
+        self
+    }
+
+    /// The id of the `tool_call` message this call answers, when set: a
+    /// name for the call that stays the same when a resumed turn runs it
+    /// again.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.tool_call.as_deref()
     }
 
     /// The session this call belongs to.
@@ -166,6 +196,7 @@ impl fmt::Debug for ToolContext {
             .field("progress", &self.inner.progress.is_some())
             .field("cancelled", &self.inner.cancel.is_cancelled())
             .field("state_types", &self.inner.state.len())
+            .field("tool_call_id", &self.tool_call)
             .finish()
     }
 }

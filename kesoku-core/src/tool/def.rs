@@ -138,6 +138,7 @@ pub struct DynamicTool {
     timeout: Option<Duration>,
     sequential: bool,
     approval: bool,
+    call_id: bool,
     max_uses: Option<u32>,
     max_parallel: Option<u32>,
     title: Option<String>,
@@ -195,6 +196,7 @@ impl DynamicTool {
             timeout: None,
             sequential: false,
             approval: false,
+            call_id: false,
             max_uses: None,
             max_parallel: None,
             title: None,
@@ -235,6 +237,17 @@ impl DynamicTool {
     #[must_use]
     pub fn needs_approval(mut self) -> Self {
         self.approval = true;
+        self
+    }
+
+    /// Asks the runner for the id of each call's `tool_call` message, in
+    /// [`ToolContext::tool_call_id`]: a name for the call that stays the
+    /// same when a resumed turn runs it again (a sub-agent keys its
+    /// session by it). Other tools' calls skip the copy of the context
+    /// this takes.
+    #[must_use]
+    pub fn needs_tool_call_id(mut self) -> Self {
+        self.call_id = true;
         self
     }
 
@@ -478,6 +491,15 @@ impl Tool {
         match &self.kind {
             Kind::Static(d) => d.schema.approval,
             Kind::Dynamic(t) => t.approval,
+        }
+    }
+
+    /// Whether its calls are given their `tool_call` message's id
+    /// ([`DynamicTool::needs_tool_call_id`]).
+    pub fn needs_tool_call_id(&self) -> bool {
+        match &self.kind {
+            Kind::Static(_) => false,
+            Kind::Dynamic(t) => t.call_id,
         }
     }
 

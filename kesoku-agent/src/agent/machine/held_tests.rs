@@ -170,7 +170,7 @@ fn healing_answers_other_prompts_calls_as_decided_and_leaves_the_turns_own_waiti
         ),
         (own_held.id.as_str(), Verdict::Approve),
     ]);
-    let healing = heal(&still(1_800_000_000), &p.id, &h, &decided);
+    let healing = heal(&still(1_800_000_000), &p.id, &h, &decided, &|_| false);
     let parents: Vec<&str> = healing
         .results
         .iter()
@@ -201,6 +201,6 @@ fn healing_answers_other_prompts_calls_as_decided_and_leaves_the_turns_own_waiti
     assert_eq!(healing.moved_on, [older]);
     // Nothing left without a result: nothing to heal.
     let whole = history(&p, vec![own_cut.clone(), result_of(&own_cut, "5")]);
-    let healing = heal(&still(0), &p.id, &whole, &HashMap::new());
+    let healing = heal(&still(0), &p.id, &whole, &HashMap::new(), &|_| false);
     assert!(healing.results.is_empty() && healing.moved_on.is_empty());
 }

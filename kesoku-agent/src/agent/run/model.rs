@@ -146,9 +146,18 @@ impl Turn<'_> {
             .take();
         if publish {
             for delta in held.into_iter().flatten() {
-                self.shared.gateway.publish(delta);
+                self.send_out(delta);
             }
         }
+    }
+
+    /// Publishes `delta` to the session's listeners, and a nested turn's
+    /// to the top session's.
+    fn send_out(&self, delta: Delta) {
+        if let Some(position) = &self.position {
+            position.delta(&delta);
+        }
+        self.shared.gateway.publish(delta);
     }
 
     /// Publishes a streamed piece to the gateway's listeners, or holds it.
@@ -158,7 +167,7 @@ impl Turn<'_> {
             held.push(delta);
         } else {
             drop(held);
-            self.shared.gateway.publish(delta);
+            self.send_out(delta);
         }
     }
 
