@@ -251,13 +251,34 @@ async fn streamed_body_of(
     body
 }
 
-/// The recorded Responses reply with reasoning and two calls.
-fn responses_reply() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/kesoku-llm/tests/fixtures/openai_responses/two_calls.json"
+/// A recorded Responses reply (`kesoku-llm/tests/fixtures/openai_responses/`).
+fn recorded(name: &str) -> Value {
+    let path = format!(
+        "{}/kesoku-llm/tests/fixtures/openai_responses/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
     );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The recorded Responses reply with reasoning and two calls.
+fn responses_reply() -> Value {
+    recorded("two_calls")
+}
+
+/// The question, then a turn of OpenAI's built-in tools (reasoning, a web
+/// search, a code interpreter run, the answer), then the next question.
+async fn after_builtin_tools() -> Vec<Message> {
+    let capture = Arc::new(CaptureTransport::json(&recorded("builtin_tools")));
+    let llm = OpenAiResponsesLlm::new("k").with_transport(capture);
+    let ask = |text: &str| Message::new("b", Role::User, MessageType::Text, text);
+    let mut history = vec![ask("Weather in Oslo, and 2 + 2?")];
+    let turn = llm
+        .complete("first", &history, &[], &LlmOptions::new("gpt-5"))
+        .await
+        .unwrap();
+    history.extend(turn.messages().cloned());
+    history.push(ask("Thanks"));
+    history
 }
 
 /// The user's question, a Responses turn with reasoning and two calls
@@ -300,6 +321,7 @@ type Scenario<'a> = (
 async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
     let simple = [Message::new("c", Role::User, MessageType::Text, "Hi")];
     let replayed = after_a_responses_turn(tools).await;
+    let builtin_history = after_builtin_tools().await;
     let mut options = LlmOptions::new("gpt-5");
     options.temperature = Some(0.2);
     options.system = Some("Be brief.".into());
@@ -324,7 +346,7 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
     let azure = AzureResponsesLlm::new("https://res.openai.azure.com", "k")
         .with_api_version("2025-04-01-preview")
         .with_transport(Arc::clone(&capture));
-    let scenarios: [Scenario<'_>; 10] = [
+    let scenarios: [Scenario<'_>; 11] = [
         ("text_only", &plain, &simple[..], &[][..], &options),
         ("conversation", &plain, history, tools, &options),
         ("forced_tool", &plain, &simple[..], tools, &forced),
@@ -334,6 +356,13 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
         ("replayed_reasoning", &plain, &replayed[..], tools, &options),
         ("chained", &chained, &replayed[..], tools, &options),
         ("builtin_tools", &builtin, &simple[..], tools, &options),
+        (
+            "replayed_builtin_tools",
+            &builtin,
+            &builtin_history[..],
+            &[][..],
+            &options,
+        ),
         ("azure_typed_output", &azure, &replayed[..], tools, &typed),
     ];
     for (name, llm, msgs, tools, opts) in scenarios {

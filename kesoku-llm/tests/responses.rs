@@ -376,3 +376,53 @@ async fn a_plain_history_and_a_builtin_tool() {
     );
     assert_eq!(body["tools"][1], json!({"type": "web_search"}));
 }
+
+/// A built-in tool's call and result (run by OpenAI, never by kesoku) are
+/// kept, as they came, with the message they preceded, and sent back with
+/// it in order.
+#[tokio::test]
+async fn builtin_tool_items_are_kept_and_sent_back_in_order() {
+    let server = answering(&[
+        "openai_responses/builtin_tools.json",
+        "openai_responses/text.json",
+    ])
+    .await;
+    let llm = llm(&server).with_builtin_tool(json!({"type": "web_search"}));
+    let options = LlmOptions::new("gpt-5");
+    let mut history = vec![user("Weather in Oslo, and 2 + 2?")];
+    let turn = llm.complete("s", &history, &[], &options).await.unwrap();
+    assert_eq!(turn.text, "Sunny in Oslo; 2 + 2 = 4.");
+    assert!(turn.calls.is_empty(), "OpenAI ran them");
+    let kept: Vec<&str> = turn.text_message.as_ref().unwrap().metadata["provider"]["output_items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            "reasoning",
+            "web_search_call",
+            "code_interpreter_call",
+            "message"
+        ]
+    );
+    history.extend(turn.messages().cloned());
+    history.push(user("Thanks"));
+    llm.complete("s", &history, &[], &options).await.unwrap();
+    let second = body_of(&server, 1).await;
+    let sent: Vec<&str> = second["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(sent, ["-", "rs_b1", "ws_b1", "ci_b1", "msg_b1", "-"]);
+    assert_eq!(second["input"][2]["action"]["query"], "weather Oslo");
+    assert_eq!(
+        second["input"][4]["content"][0]["annotations"][0]["type"],
+        "url_citation"
+    );
+    assert_eq!(second["tools"], json!([{"type": "web_search"}]));
+}
