@@ -636,3 +636,46 @@ fn many_calls_or_blocks_cost_linear_work() {
     }
     assert!(claude.looked <= 4 * n, "{} blocks looked at", claude.looked);
 }
+
+#[test]
+fn a_responses_stream_ends_at_incomplete_or_failed_and_deltas_need_their_item() {
+    let event = |v: Value| format!("data: {v}\n\n");
+    let start = event(
+        serde_json::json!({"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}}),
+    ) + &event(
+        serde_json::json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "m", "type": "message", "role": "assistant", "status": "in_progress", "content": []}}),
+    ) + &event(
+        serde_json::json!({"type": "response.output_text.delta", "item_id": "m", "content_index": 0, "delta": "Half"}),
+    );
+    // Cut off by the token limit: a turn, stopped for it, with its text.
+    let incomplete = start.clone()
+        + &event(
+            serde_json::json!({"type": "response.incomplete", "response": {"id": "r", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []}}),
+        );
+    let (events, body) = replay::<Responses>(&[incomplete.into_bytes()]).unwrap();
+    assert_eq!(events, [StreamEvent::Text("Half".into())]);
+    let names = ToolNames::new(Responses::NAMES, []);
+    let turn = Responses::default().decode("s", &body, &names).unwrap();
+    assert_eq!(
+        (turn.text.as_str(), turn.stop_reason),
+        ("Half", crate::StopReason::MaxTokens)
+    );
+    // Failed: the provider's error, named.
+    let failed = start.clone()
+        + &event(
+            serde_json::json!({"type": "response.failed", "response": {"id": "r", "status": "failed", "error": {"code": "server_error", "message": "boom"}, "output": []}}),
+        );
+    let Err(StreamError::Provider(message)) = replay::<Responses>(&[failed.into_bytes()]) else {
+        panic!("a failed response is an error")
+    };
+    assert_eq!(message, "server_error: boom");
+    // A delta for an item never added does not read.
+    let stray = start
+        + &event(
+            serde_json::json!({"type": "response.function_call_arguments.delta", "item_id": "fc_x", "delta": "{}"}),
+        );
+    assert!(matches!(
+        replay::<Responses>(&[stray.into_bytes()]),
+        Err(StreamError::Malformed(m)) if m.contains("fc_x")
+    ));
+}
