@@ -15,7 +15,10 @@ use crate::fallback::ContentFallback;
 use crate::history::{Call, Item, Text, ToolResult, provider_fields};
 use crate::options::{LlmOptions, ToolChoice};
 use crate::responses_output::{OUTPUT_ITEMS, RESPONSE_ID, read_response};
-use crate::turn::AssistantTurn;
+use crate::turn::{AssistantTurn, PROVIDER_KEY};
+
+/// Provider field: the message's response was stored by OpenAI.
+const STORED: &str = "stored";
 use crate::wire::{Request, WireFormat, WireHistory};
 
 const PROVIDER: &str = "OpenAI";
@@ -177,13 +180,30 @@ impl WireFormat for Responses {
         body: &Value,
         names: &ToolNames,
     ) -> Result<AssistantTurn, LlmError> {
-        read_response(PROVIDER, session_id, body, names)
+        let mut turn = read_response(PROVIDER, session_id, body, names)?;
+        if self.chain {
+            mark_stored(&mut turn);
+        }
+        Ok(turn)
+    }
+}
+
+/// Marks each message of a turn whose response OpenAI stored (`store:
+/// true`): only those can be gone on from.
+fn mark_stored(turn: &mut AssistantTurn) {
+    for m in turn.messages_mut() {
+        if let Some(Value::Object(fields)) = m.metadata.get_mut(PROVIDER_KEY)
+            && fields.contains_key(RESPONSE_ID)
+        {
+            fields.insert(STORED.into(), true.into());
+        }
     }
 }
 
 /// The history as input items. Chained, the items up to the newest
 /// message of a stored response are left out, and that response's id is
-/// the one the request goes on from.
+/// the one the request goes on from (a response made without `store`,
+/// by an unchained backend, cannot be).
 pub(crate) fn encode_items<'a>(
     history: &[Item<'a>],
     names: &ToolNames,
@@ -198,6 +218,7 @@ pub(crate) fn encode_items<'a>(
             let id = item
                 .message()
                 .and_then(provider_fields)
+                .filter(|f| f.get(STORED) == Some(&Value::Bool(true)))
                 .and_then(|f| f.get(RESPONSE_ID))
                 .and_then(Value::as_str);
             if let Some(id) = id {

@@ -343,6 +343,38 @@ async fn previous_response_id_chains_on_the_stored_response() {
     );
 }
 
+/// A response made without `store` (by an unchained backend) cannot be
+/// gone on from: a chained backend then sends the history whole.
+#[tokio::test]
+async fn an_unstored_response_is_not_chained_on() {
+    let server = answering(&[
+        "openai_responses/two_calls.json",
+        "openai_responses/text.json",
+    ])
+    .await;
+    let options = LlmOptions::new("gpt-5");
+    let mut history = vec![user("Weather?")];
+    let turn = llm(&server)
+        .complete("s", &history, &tools(), &options)
+        .await
+        .unwrap();
+    history.extend(turn.messages().cloned());
+    for call in &turn.calls {
+        history.push(
+            Message::new("s", Role::Tool, MessageType::ToolResult, "sunny")
+                .with_parent(call.message.id.clone()),
+        );
+    }
+    llm(&server)
+        .with_previous_response_id(true)
+        .complete("s", &history, &tools(), &options)
+        .await
+        .unwrap();
+    let second = body_of(&server, 1).await;
+    assert!(second.get("previous_response_id").is_none(), "{second:#}");
+    assert_eq!(second["input"].as_array().unwrap().len(), 8);
+}
+
 /// Another provider's history (no output items kept) is sent as plain
 /// items; a built-in tool is offered as given.
 #[tokio::test]
