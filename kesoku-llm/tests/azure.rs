@@ -304,3 +304,50 @@ async fn from_env_reads_the_sdks_variables() {
     assert_eq!(requests[1].headers["api-key"], KEY);
     assert_eq!(requests[1].url.path(), "/openai/v1/chat/completions");
 }
+
+/// Azure's Chat Completions stream starts with a chunk of prompt filter
+/// results and no choices, and carries filter results on its chunks: the
+/// turn is read as OpenAI's.
+#[tokio::test]
+async fn an_azure_chat_stream_with_filter_results_gives_its_turn() {
+    let chunk = |v: Value| format!("data: {v}\n\n");
+    let filters = json!({"hate": {"filtered": false, "severity": "safe"}});
+    let sse = chunk(
+        json!({"choices": [], "created": 0, "id": "", "model": "", "object": "",
+            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": filters}]}),
+    ) + &chunk(
+        json!({"id": "chatcmpl-1", "model": "gpt-4o", "object": "chat.completion.chunk", "created": 1,
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": null,
+                         "content_filter_results": filters}]}),
+    ) + &chunk(
+        json!({"id": "chatcmpl-1", "model": "gpt-4o", "object": "chat.completion.chunk", "created": 1,
+            "choices": [{"index": 0, "delta": {"content": "lo!"}, "finish_reason": "stop",
+                         "content_filter_results": {}}]}),
+    ) + &chunk(
+        json!({"id": "chatcmpl-1", "model": "gpt-4o", "object": "chat.completion.chunk", "created": 1,
+            "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}),
+    ) + "data: [DONE]\n\n";
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/openai/deployments/gpt-4o/chat/completions"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(sse),
+        )
+        .mount(&server)
+        .await;
+    let llm = AzureOpenAiLlm::new(server.uri(), KEY).with_api_version("2024-10-21");
+    let history = hi();
+    let options = LlmOptions::new("gpt-4o");
+    let events: Vec<_> = llm.stream("s", &history, &[], &options).collect().await;
+    let Some(Ok(StreamEvent::Done(turn))) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(turn.text, "Hello!");
+    assert_eq!((turn.usage.input_tokens, turn.usage.output_tokens), (9, 2));
+    assert_eq!(turn.response_id.as_deref(), Some("chatcmpl-1"));
+    assert_eq!(turn.response_model.as_deref(), Some("gpt-4o"));
+    let sent = body_of(&server, 0).await;
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+}
