@@ -294,7 +294,14 @@ macro_rules! azure_backend {
             /// reads: `AZURE_OPENAI_ENDPOINT`; `AZURE_OPENAI_AD_TOKEN` (an
             /// Entra ID token), else `AZURE_OPENAI_API_KEY`; and
             /// `OPENAI_API_VERSION` if set (the SDK requires it; without
-            /// it kesoku uses Azure's v1 API).
+            /// it kesoku uses Azure's v1 API). Without an endpoint or a
+            /// credential, [`LlmError::Config`](crate::LlmError::Config)
+            /// names what to set.
+            ///
+            /// ```no_run
+            #[doc = concat!("let llm = kesoku_llm::", stringify!($name), "::from_env()?;")]
+            /// # Ok::<_, kesoku_llm::LlmError>(())
+            /// ```
             pub fn from_env() -> Result<Self, LlmError> {
                 let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
                 let endpoint = var("AZURE_OPENAI_ENDPOINT").ok_or_else(|| LlmError::Config {
@@ -341,13 +348,26 @@ macro_rules! azure_backend {
 
             /// Sets the deployment, sent in place of the options' model
             /// (by default the model names the deployment, as in the SDK).
+            ///
+            /// ```
+            #[doc = concat!("let llm = kesoku_llm::", stringify!($name), "::new(\"https://res.openai.azure.com\", \"key\")")]
+            ///     .with_deployment("gpt-5-prod");
+            /// # let _ = llm;
+            /// ```
             #[must_use]
             pub fn with_deployment(mut self, deployment: impl Into<String>) -> Self {
                 self.0.format.azure.deployment = Some(deployment.into());
                 self
             }
 
-            /// Strict mode for tool schemas, as the OpenAI backend's.
+            /// Strict mode for tool schemas, as the OpenAI backend's: schemas
+            /// lowered to OpenAI's strict dialect and sent with `strict: true`.
+            ///
+            /// ```
+            #[doc = concat!("let llm = kesoku_llm::", stringify!($name), "::new(\"https://res.openai.azure.com\", \"key\")")]
+            ///     .with_strict(true);
+            /// # let _ = llm;
+            /// ```
             #[must_use]
             pub fn with_strict(mut self, strict: bool) -> Self {
                 self.0.format.inner.strict = strict;
@@ -365,6 +385,14 @@ macro_rules! azure_backend {
 /// [`with_token_provider`](Self::with_token_provider),
 /// [`from_env`](Self::from_env)). The key or token is never printed, and
 /// redacted from errors.
+///
+/// ```
+/// // {endpoint}/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21
+/// let llm = kesoku_llm::AzureOpenAiLlm::new("https://res.openai.azure.com", "azure-key-0123456789")
+///     .with_api_version("2024-10-21")
+///     .with_deployment("gpt-4o-prod");
+/// assert!(!format!("{llm:?}").contains("azure-key-0123456789"));
+/// ```
 #[derive(Debug)]
 pub struct AzureOpenAiLlm(Backend<AzureChat>);
 
@@ -380,6 +408,13 @@ azure_backend!(
 /// Azure OpenAI's Responses API: [`OpenAiResponsesLlm`](crate::OpenAiResponsesLlm)'s
 /// requests (stateless by default, reasoning replayed) at Azure's address,
 /// with Azure's authentication (see [`AzureOpenAiLlm`]).
+///
+/// ```
+/// // {endpoint}/openai/v1/responses, the deployment in `model`.
+/// let llm = kesoku_llm::AzureResponsesLlm::with_entra_token("https://res.openai.azure.com", "eyJ0eXAi")
+///     .with_deployment("gpt-5-prod");
+/// assert!(!format!("{llm:?}").contains("eyJ0eXAi"));
+/// ```
 #[derive(Debug)]
 pub struct AzureResponsesLlm(Backend<AzureResponses>);
 
@@ -395,6 +430,12 @@ azure_backend!(
 impl AzureResponsesLlm {
     /// Chains requests on stored responses, as
     /// [`OpenAiResponsesLlm::with_previous_response_id`](crate::OpenAiResponsesLlm::with_previous_response_id).
+    ///
+    /// ```
+    /// let llm = kesoku_llm::AzureResponsesLlm::new("https://res.openai.azure.com", "key")
+    ///     .with_previous_response_id(true);
+    /// # let _ = llm;
+    /// ```
     #[must_use]
     pub fn with_previous_response_id(mut self, chain: bool) -> Self {
         self.0.format.inner.chain = chain;
@@ -403,6 +444,12 @@ impl AzureResponsesLlm {
 
     /// Offers a built-in tool, as
     /// [`OpenAiResponsesLlm::with_builtin_tool`](crate::OpenAiResponsesLlm::with_builtin_tool).
+    ///
+    /// ```
+    /// let llm = kesoku_llm::AzureResponsesLlm::new("https://res.openai.azure.com", "key")
+    ///     .with_builtin_tool(serde_json::json!({"type": "code_interpreter", "container": {"type": "auto"}}));
+    /// # let _ = llm;
+    /// ```
     #[must_use]
     pub fn with_builtin_tool(mut self, tool: Value) -> Self {
         self.0.format.inner.builtin.push(tool);
