@@ -346,7 +346,7 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
     let azure = AzureResponsesLlm::new("https://res.openai.azure.com", "k")
         .with_api_version("2025-04-01-preview")
         .with_transport(Arc::clone(&capture));
-    let scenarios: [Scenario<'_>; 11] = [
+    let scenarios: [Scenario<'_>; 12] = [
         ("text_only", &plain, &simple[..], &[][..], &options),
         ("conversation", &plain, history, tools, &options),
         ("forced_tool", &plain, &simple[..], tools, &forced),
@@ -363,7 +363,14 @@ async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
             &[][..],
             &options,
         ),
-        ("azure_typed_output", &azure, &replayed[..], tools, &typed),
+        ("azure_typed_output", &azure, history, tools, &typed),
+        (
+            "azure_replayed_reasoning",
+            &azure,
+            &replayed[..],
+            tools,
+            &options,
+        ),
     ];
     for (name, llm, msgs, tools, opts) in scenarios {
         let body = body_of(llm, &capture, name, msgs, tools, opts).await;
