@@ -71,6 +71,8 @@ async fn an_approval_inside_a_child_pauses_both_and_its_decision_resumes_both() 
     assert_eq!(call.path[0].tool, "bill");
     assert_eq!(call.path[0].call_id, history[1].id);
     assert_eq!(call.session_id, call.path[0].session_id);
+    // The parent's outcome lists it too, as `send` returned it.
+    assert_eq!(outcome.pending_approvals(), pending);
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let decided = agent.approve(&call.id).await.unwrap();
     // The top prompt is what resumes them all.

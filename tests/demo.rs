@@ -101,6 +101,24 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
     // its part before the pause for approval included, and the call
     // `analyze_media` made (1630 in, 24 out).
     assert!(stdout.contains("tokens: 7129 in, 397 out)"), "{stdout}");
+    // A research assistant called as a tool: its work shows under the
+    // call, as it happens, and its answer is the call's result.
+    let call = stdout
+        .find("→ research(prompt=\"What is 19 + 23? Check it with the calculator.\")")
+        .expect(&stdout);
+    let nested = stdout
+        .find("    research │ → calculate_sum(a=19, b=23)")
+        .expect(&stdout);
+    let answered = stdout
+        .find("The research assistant says: 19 + 23 = 42, checked with calculate_sum.")
+        .expect(&stdout);
+    assert!(call < nested && nested < answered, "{stdout}");
+    assert!(stdout.contains("    research │   ← 42"), "{stdout}");
+    // A prompt asking for a password is stopped by the input guardrail.
+    assert!(
+        stdout.contains("stopped by the guardrail `no_secrets`: it asks for a password"),
+        "{stdout}"
+    );
 
     // The session is in the store file: the prompt processed, every call
     // answered by a result whose parent is the call.
@@ -115,7 +133,9 @@ async fn offline_the_demo_shows_every_kind_of_call_and_keeps_the_session() {
         .iter()
         .filter(|m| m.kind == MessageType::ToolCall)
         .collect();
-    assert_eq!(calls.len(), 8);
+    // The showcase's eight, and the call of the research assistant (its
+    // own calls are in its own session).
+    assert_eq!(calls.len(), 9);
     for call in calls {
         let results = history
             .iter()

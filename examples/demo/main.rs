@@ -9,7 +9,10 @@
 //! approved at once when stdin is not one), and `analyze_media` on
 //! `sample.png`; then a final answer quoting the tools' real results, and
 //! the sums asked for again as a Rust value (`Agent::send_as`, in the
-//! provider's structured-output mode), printed with `{:#?}`.
+//! provider's structured-output mode), printed with `{:#?}`; then a
+//! research assistant called as a tool (`Agent::as_tool`: its calls and
+//! answer printed indented under the call, as they happen), and a prompt
+//! asking for a password, which a guardrail stops.
 //! `--session` on a session left waiting for a decision asks for it and
 //! resumes the turn. `--provider anthropic|gemini|openai` uses a real model
 //! (the backends' environment variables: `ANTHROPIC_API_KEY` and
@@ -26,6 +29,7 @@
 //! ```
 
 mod approval;
+mod composed;
 mod interactive;
 mod model;
 mod otlp;
@@ -158,6 +162,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     }
     // The model first: a missing key is reported before any file is made.
     let llm = real_model(provider)?;
+    let assistant_llm = real_model(provider)?;
     let store = SqliteStore::open(&cli.store)
         .map_err(|e| format!("cannot open the store {}: {e}", cli.store.display()))?;
     let llm = match llm {
@@ -172,12 +177,16 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     };
     let cwd =
         std::env::current_dir().map_err(|e| format!("the current directory is unknown: {e}"))?;
+    // One store for the demo's agent and the research assistant it calls.
+    let gateway = kesoku::Gateway::new(store);
     let mut builder = Agent::builder(llm)
         .registry(registry)
         .system_prompt(
             "You are a helpful assistant. Use the tools when they help, and quote their results.",
         )
-        .store(store)
+        .gateway(gateway.clone())
+        .sub_agent(composed::research(assistant_llm, &gateway)?)
+        .input_guardrail(composed::no_secrets())
         .sessions_dir(cwd.join("kesoku-demo-sessions"))
         .sandbox(Sandbox::new(&cwd))
         .state(Notebook::default());
@@ -239,6 +248,7 @@ async fn showcase(agent: &Agent, session: &str) -> Result<ExitCode, String> {
             .is_empty()
     {
         record::typed_turn(agent, session).await?;
+        return composed::showcase(agent, session).await;
     }
     Ok(code)
 }
@@ -310,6 +320,16 @@ pub(crate) async fn turn(
         }
         TurnStatus::AwaitingApproval => {
             say!("{DIM}(waiting for approval: --session {session} decides it){DIM:#}");
+            Ok(ExitCode::SUCCESS)
+        }
+        TurnStatus::Tripped => {
+            if let Some(tripped) = outcome.tripped {
+                say!(
+                    "{BAD}stopped by the guardrail `{}`: {}{BAD:#}",
+                    tripped.guardrail,
+                    tripped.reason
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         TurnStatus::StepLimit => {

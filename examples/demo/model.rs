@@ -20,9 +20,12 @@ const SCRIPT: &str = include_str!("script.json");
 static SCRIPT_VALUE: LazyLock<serde_json::Value> =
     LazyLock::new(|| serde_json::from_str(SCRIPT).expect("script.json is JSON"));
 /// How many of the script's turns play the showcase; then comes the typed
-/// answer that follows it (`record.rs`), and the rest answer any later
-/// prompt.
+/// answer that follows it (`record.rs`), then the research assistant's
+/// call and the answer quoting it (`composed.rs`), and the rest answer any
+/// later prompt.
 const SHOWCASE_TURNS: usize = 8;
+/// The turns after the typed answer that play the composed showcase.
+const COMPOSED_TURNS: usize = 2;
 /// The script's replies up to the showcase's pause for approval (its
 /// `delete_note` call): a session left there resumes after them.
 const SHOWCASE_PAUSE: usize = 5;
@@ -92,7 +95,9 @@ pub(crate) async fn offline_model(
         } else {
             &[]
         };
-        let later = turns.get(SHOWCASE_TURNS + 1..).unwrap_or_default();
+        let later = turns
+            .get(SHOWCASE_TURNS + 1 + COMPOSED_TURNS..)
+            .unwrap_or_default();
         showcase_rest.iter().chain(later).cloned().collect()
     };
     let model = ScriptedLlm::from_json(script).map_err(|e| e.to_string())?;

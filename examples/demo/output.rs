@@ -72,6 +72,13 @@ pub(crate) static STREAMED: AtomicBool = AtomicBool::new(false);
 /// `deltas` is subscribed before the turn starts, so none is missed.
 pub(crate) async fn print_deltas(mut deltas: kesoku::Deltas) {
     while let Some(delta) = deltas.next().await {
+        // An agent called as a tool: what it stored, under the call.
+        if !delta.path.is_empty() {
+            if let DeltaKind::Message(m) = &delta.kind {
+                print_nested(&delta.path, m);
+            }
+            continue;
+        }
         let DeltaKind::Text(piece) = delta.kind else {
             continue;
         };
@@ -124,6 +131,30 @@ pub(crate) async fn print_messages(agent: Agent, session: String, after: kesoku:
         }
         let _ = std::io::stdout().flush();
     }
+}
+
+/// A message an agent called as a tool stored, indented under the call
+/// (`path`: the calls that lead to it).
+fn print_nested(path: &[kesoku::Via], m: &Message) {
+    let indent = "    ".repeat(path.len());
+    let who = path.last().map_or("", |via| via.tool.as_str());
+    let line = match (m.role, m.kind) {
+        (_, MessageType::ToolCall) => format!(
+            "{CALL}→ {}({}){CALL:#}",
+            m.meta_str(keys::TOOL_NAME).unwrap_or("?"),
+            m.metadata
+                .get(keys::ARGUMENTS)
+                .map(compact)
+                .unwrap_or_default()
+        ),
+        (_, MessageType::ToolResult) => {
+            let style = if m.is_tool_error() { BAD } else { GOOD };
+            format!("  {style}← {}{style:#}", one_line(&m.content))
+        }
+        (Role::Assistant, MessageType::Text) => one_line(&m.content),
+        _ => return,
+    };
+    say!("{indent}{DIM}{who} │{DIM:#} {line}");
 }
 
 fn print_message(m: &Message) {

@@ -50,6 +50,7 @@
 //! | `agent::typed` | typed answers: the shape a prompt asks for, feedback on one that does not fit, [`Typed`], [`TypedError`] |
 //! | `agent::outcome` | [`TurnOutcome`], [`TurnStatus`], [`AgentError`], [`ResumeError`] |
 //! | `agent::approval` | a person in the loop, the policy and its types: [`Approval`], [`Verdict`], [`Decided`], how held calls and decisions are stored |
+//! | `agent::nested_ids` | the ids a nested call's session and prompt are stored under, from the call |
 //! | `tools` | the built-in tools and their [`Sandbox`](tools::Sandbox), [`TurnModel`](tools::TurnModel) |
 //! | `telemetry` | the turn's and model calls' spans and the GenAI metrics, as OpenTelemetry's GenAI conventions name them (below `tools`: a tool's model call through [`TurnModel`](tools::TurnModel) has its span too) |
 

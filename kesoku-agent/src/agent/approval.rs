@@ -27,7 +27,7 @@ use kesoku_core::store::{Seq, Store, StoreError};
 use kesoku_core::{Message, MessageType, Role, Status, ToolHints, ToolRequest, keys};
 use serde_json::Value;
 
-use super::nested::child_prompt;
+use super::nested_ids::child_prompt;
 
 /// The metadata key marking a call held for a person's decision (its
 /// stored value is `"asked"`); the mark stays once the call is decided.

@@ -29,6 +29,7 @@ mod hooks;
 mod hooks_in_turn;
 mod machine;
 mod nested;
+mod nested_ids;
 mod outcome;
 mod posts;
 mod retry;

@@ -8,8 +8,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kesoku_core::store::Seq;
-use kesoku_core::{Delta, DeltaKind, Gateway, Message, Progress, ProgressFuture, Via, keys};
+use kesoku_core::{Delta, DeltaKind, Gateway, Message, Progress, ProgressFuture, Via};
 use serde::{Deserialize, Serialize};
+
+use super::approval::PendingApproval;
 use serde_json::Value;
 
 /// The metadata key of a nested prompt's [`Lineage`].
@@ -39,7 +41,8 @@ pub(crate) struct Lineage {
 impl Lineage {
     /// The lineage `prompt` stores, if it is a nested prompt.
     pub(crate) fn of(prompt: &Message) -> Option<Lineage> {
-        serde_json::from_value(prompt.metadata.get(NESTED)?.clone()).ok()
+        // Read in place: the stored value is not copied first.
+        Lineage::deserialize(prompt.metadata.get(NESTED)?).ok()
     }
 
     /// Stores it on `prompt`.
@@ -47,23 +50,6 @@ impl Lineage {
         let value = serde_json::to_value(self).unwrap_or(Value::Null);
         prompt.metadata.insert(NESTED.into(), value);
     }
-}
-
-/// The session of the agent that the call `call_id` of `tool`, in
-/// `parent_session`, runs.
-pub(crate) fn child_session(parent_session: &str, tool: &str, call_id: &str) -> String {
-    format!("{parent_session}/{tool}/{call_id}")
-}
-
-/// The id of the one prompt of a nested `session`.
-pub(crate) fn prompt_id(session: &str) -> String {
-    format!("{session}/prompt")
-}
-
-/// The prompt of the agent that the stored `call` runs, if it runs one.
-pub(crate) fn child_prompt(call: &Message) -> String {
-    let tool = call.meta_str(keys::TOOL_NAME).unwrap_or_default();
-    prompt_id(&child_session(&call.session_id, tool, &call.id))
 }
 
 /// Where a turn's tools stand, given to them as state: the gateway the
@@ -78,9 +64,9 @@ pub(crate) struct Position {
     pub(crate) path: Vec<Via>,
     /// Where the turn's prompt is stored.
     pub(crate) prompt_seq: Seq,
-    /// The calls (by message id) whose agent paused for a person: the
-    /// turn pauses with them open.
-    paused: Mutex<Vec<String>>,
+    /// The calls (by message id) whose agent paused for a person, with
+    /// what each waits for: the turn pauses with them open.
+    paused: Mutex<Vec<(String, Vec<PendingApproval>)>>,
 }
 
 impl Position {
@@ -117,16 +103,18 @@ impl Position {
         }
     }
 
-    /// Notes that the agent of the call `call_id` paused for a person.
-    pub(crate) fn pause(&self, call_id: &str) {
+    /// Notes that the agent of the call `call_id` paused for a person,
+    /// waiting for `waiting`.
+    pub(crate) fn pause(&self, call_id: &str, waiting: Vec<PendingApproval>) {
         self.paused
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(call_id.to_owned());
+            .push((call_id.to_owned(), waiting));
     }
 
-    /// The calls whose agents paused since last asked.
-    pub(crate) fn take_paused(&self) -> Vec<String> {
+    /// The calls whose agents paused since last asked, with what each
+    /// waits for.
+    pub(crate) fn take_paused(&self) -> Vec<(String, Vec<PendingApproval>)> {
         std::mem::take(&mut *self.paused.lock().unwrap_or_else(PoisonError::into_inner))
     }
 

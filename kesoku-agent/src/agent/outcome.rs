@@ -64,6 +64,9 @@ pub struct TurnOutcome {
     /// ([`Tripped`](TurnStatus::Tripped)), and why; also for a turn read
     /// back from the store.
     pub tripped: Option<Tripped>,
+    /// The calls that agents this turn called as tools left waiting for a
+    /// person (their paths lead to them).
+    pub(crate) nested: Vec<PendingApproval>,
 }
 
 /// A guardrail that stopped a turn, and its reason.
@@ -131,8 +134,12 @@ impl TurnOutcome {
     }
 
     /// The calls this turn left waiting for a person's decision, in the
-    /// model's order: empty unless it ended
-    /// [`AwaitingApproval`](TurnStatus::AwaitingApproval).
+    /// model's order, then those waiting in the agents it called as tools
+    /// (each with its [`path`](PendingApproval::path)): empty unless it
+    /// ended [`AwaitingApproval`](TurnStatus::AwaitingApproval). A turn
+    /// read back from the store lists only its own;
+    /// [`Agent::pending_approvals`](super::Agent::pending_approvals) lists
+    /// them all.
     pub fn pending_approvals(&self) -> Vec<PendingApproval> {
         let answered: std::collections::HashSet<&str> = self
             .messages
@@ -144,6 +151,7 @@ impl TurnOutcome {
             .iter()
             .filter(|m| approval::is_held(m) && !answered.contains(m.id.as_str()))
             .map(PendingApproval::of)
+            .chain(self.nested.iter().cloned())
             .collect()
     }
 }
@@ -285,5 +293,6 @@ pub(crate) fn outcome_from_history(
         error: None,
         hook_error: None,
         tripped,
+        nested: Vec::new(),
     }
 }

@@ -145,5 +145,6 @@ pub(crate) async fn end_panicked(
         error: None,
         hook_error: None,
         tripped: None,
+        nested: Vec::new(),
     })
 }

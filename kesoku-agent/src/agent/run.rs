@@ -84,15 +84,19 @@ pub(crate) async fn turn(
         handing_to: None,
         stamps: false,
         unknown_owner: None,
+        nested_waiting: Vec::new(),
     };
     if message_is_nested(&turn.user) {
+        // Read only when what the turn does is shown (or its tools run
+        // agents, `run/tools.rs`): a lineage costs a parse.
         let upstream = shared.upstreams.get(&turn.user.session_id);
-        turn.position = Some(Arc::new(Position::of(
-            &shared.gateway,
-            upstream,
-            &turn.user,
-            seq,
-        )));
+        if upstream
+            .as_ref()
+            .unwrap_or(&shared.gateway)
+            .has_delta_listeners()
+        {
+            turn.position = Some(Arc::new(turn.place()));
+        }
     }
     let turned = turn.run().instrument(span.clone()).await;
     let outcome = match turned {
@@ -209,9 +213,20 @@ struct Turn<'a> {
     /// Why no agent here may answer (its session was handed to one
     /// unknown here).
     unknown_owner: Option<String>,
+    /// What the agents this turn called as tools left waiting for a person.
+    nested_waiting: Vec<super::approval::PendingApproval>,
 }
 
 impl Turn<'_> {
+    /// Where this turn stands among nested agents; a nested turn's events
+    /// go to its caller's gateway while the call runs here.
+    fn place(&self) -> Position {
+        let upstream = message_is_nested(&self.user)
+            .then(|| self.shared.upstreams.get(&self.user.session_id))
+            .flatten();
+        Position::of(&self.shared.gateway, upstream, &self.user, self.seq)
+    }
+
     fn interrupted(&self) -> bool {
         self.slot.is_newer_than(self.seq)
     }
@@ -531,6 +546,7 @@ impl Turn<'_> {
             error: None,
             hook_error: None,
             tripped: None,
+            nested: std::mem::take(&mut self.nested_waiting),
         }
     }
 

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use super::Agent;
 use super::approval;
-use super::nested::{self, Lineage, Position};
+use super::nested::{Lineage, Position};
+use super::nested_ids;
 use super::outcome::{self, AgentError, TurnOutcome, TurnStatus};
 use super::retry::retried_store;
 use super::typed;
@@ -226,8 +227,9 @@ impl AgentTool {
                 self.max_depth
             )));
         }
-        let session = nested::child_session(ctx.session_id(), &self.name, call_id);
-        path.push(Via::new(self.name.clone(), call_id, session.clone()));
+        let session = nested_ids::child_session(ctx.session_id(), &self.name, call_id);
+        let via = Via::new(self.name.clone(), call_id, session.clone());
+        path.push(via.clone());
         let prompt = self.prompt(&args, &ctx, parent.as_deref(), path, &session);
         let child = self.agent.clone();
         let upstream = parent.as_ref().map(|p| p.gateway.clone());
@@ -259,8 +261,13 @@ impl AgentTool {
             && let Some(parent) = &parent_position
         {
             // The parent's turn pauses with this call open; its result
-            // (below) is not posted.
-            parent.pause(call_id);
+            // (below) is not posted. What the child waits for is the
+            // parent's too, one step further down.
+            let mut waiting = outcome.pending_approvals();
+            for w in &mut waiting {
+                w.path.insert(0, via.clone());
+            }
+            parent.pause(call_id, waiting);
         }
         self.result(outcome)
     }
@@ -282,7 +289,7 @@ impl AgentTool {
         let mut prompt = Message::new(session, Role::User, MessageType::Text, text)
             .with_sender(ctx.session_id())
             .with_status(Status::PendingAgent);
-        prompt.id = nested::prompt_id(session);
+        prompt.id = nested_ids::prompt_id(session);
         let parent_prompt = ctx.original_msg_id().unwrap_or_default().to_owned();
         let (root_session, root_prompt) = match parent {
             Some(p) => (p.root_session.clone(), p.root_prompt.clone()),
@@ -374,23 +381,24 @@ impl Agent {
     /// or a decision): read back when finished, resumed when put back or
     /// decided, waited for while another worker runs it.
     pub(crate) async fn run_nested(&self, prompt: Message) -> Result<TurnOutcome, AgentError> {
-        let store = self.shared.gateway.store();
-        loop {
-            let stored = retried_store(self.shared.lease, "reading a nested prompt", || {
-                store.get(&prompt.id)
-            })
-            .await?;
-            let Some(stored) = stored else {
-                match self.send_message(prompt.clone()).await {
-                    // Another worker stored it first.
-                    Err(AgentError::Gateway(GatewayError::Store(StoreError::Duplicate {
-                        ..
-                    }))) => continue,
-                    ran => return ran,
-                }
-            };
-            return self.go_on(stored).await;
+        // Posted as new, without a read first: a prompt stored already
+        // (its id is the call's) is refused as a duplicate, then read.
+        let id = prompt.id.clone();
+        match self.send_message(prompt).await {
+            Err(AgentError::Gateway(GatewayError::Store(StoreError::Duplicate { .. }))) => {}
+            ran => return ran,
         }
+        let store = self.shared.gateway.store();
+        let stored = retried_store(self.shared.lease, "reading a nested prompt", || {
+            store.get(&id)
+        })
+        .await?
+        .ok_or_else(|| {
+            AgentError::Config(format!(
+                "the nested prompt `{id}` was refused as stored already, and is not"
+            ))
+        })?;
+        self.go_on(stored).await
     }
 
     /// Goes on with the stored nested `prompt` where it stands.

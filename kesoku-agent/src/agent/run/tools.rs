@@ -13,7 +13,7 @@ use super::super::approval::ApprovalCheck;
 use super::super::fit;
 use super::super::hooks_in_turn;
 use super::super::machine::{Ask, Call, Decision, Run};
-use super::super::nested::{Forwarding, Position};
+use super::super::nested::Forwarding;
 use super::super::outcome::AgentError;
 use super::super::workspace::workspace;
 use super::Turn;
@@ -37,8 +37,10 @@ impl Turn<'_> {
         {
             // Agents called as tools that paused for a person: their calls
             // stay open, and the turn pauses after the others' results.
-            results.retain(|r| !r.parent_id.as_ref().is_some_and(|p| paused.contains(p)));
-            run.wait_on_nested(&paused);
+            let (calls, waiting): (Vec<String>, Vec<_>) = paused.into_iter().unzip();
+            results.retain(|r| !r.parent_id.as_ref().is_some_and(|p| calls.contains(p)));
+            run.wait_on_nested(&calls);
+            self.nested_waiting.extend(waiting.into_iter().flatten());
         }
         self.shared.metrics.tool_calls(&results);
         self.count_tools_usage(&mut results);
@@ -88,8 +90,7 @@ impl Turn<'_> {
         let (registry, declarations) = self.shared.tools.current();
         // Agents called as tools learn where this turn stands.
         if registry.iter().any(Tool::needs_tool_call_id) && self.position.is_none() {
-            let top = Position::of(&self.shared.gateway, None, &self.user, self.seq);
-            self.position = Some(Arc::new(top));
+            self.position = Some(Arc::new(self.place()));
         }
         let ctx = self.context().await?;
         // What the tools and instructions add to each request, estimated
