@@ -48,8 +48,8 @@
 #[cfg(feature = "agent")]
 pub use kesoku_agent as agent;
 pub use kesoku_core::*;
-/// The models: the [`Llm`](llm::Llm) trait, Claude, Gemini and
-/// OpenAI-compatible backends, [`ScriptedLlm`](llm::ScriptedLlm) (the `llm`
+/// The models: the [`Llm`](llm::Llm) trait, Claude, Gemini, OpenAI (Chat
+/// Completions and Responses), Azure OpenAI and OpenAI-compatible backends, [`ScriptedLlm`](llm::ScriptedLlm) (the `llm`
 /// feature, on by default).
 #[cfg_attr(
     feature = "agent",

@@ -1,6 +1,9 @@
-//! Captures the request bodies the three backends build for a set of demo
+//! Captures the request bodies the backends build for a set of demo
 //! `#[tool]`s and conversations, so `.ci/run` can check them against the
-//! official Python SDKs' types (`tools/conformance/check.py`).
+//! official Python SDKs' types (`tools/conformance/check.py`): Claude,
+//! OpenAI Chat Completions (and Azure's, in `openai/azure_*`), Gemini, and
+//! OpenAI Responses (and Azure's, in `openai_responses/azure_*`), the
+//! Responses bodies one-shot and streamed (`*_stream`).
 //!
 //! The bodies go to `$KESOKU_CONFORMANCE_DIR/requests/<provider>/` (default
 //! `target/conformance`). The test itself checks the invariants every
@@ -11,9 +14,11 @@ use std::path::PathBuf;
 
 use std::sync::Arc;
 
+use futures_util::StreamExt as _;
 use kesoku::llm::testing::CaptureTransport;
 use kesoku::llm::{
-    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, ToolChoice, ToolDeclaration,
+    AzureOpenAiLlm, AzureResponsesLlm, ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions,
+    OpenAiLlm, OpenAiResponsesLlm, ToolChoice, ToolDeclaration,
 };
 use kesoku::{Message, MessageType, OutputSchema, Role, ToolArg, ToolRequest, tool};
 use serde::Deserialize;
@@ -225,6 +230,223 @@ async fn body_of(
     capture.last_json().expect("a request was sent")
 }
 
+/// The body `llm` sends for `msgs` streamed (the reply, JSON, is read
+/// whole, as from a server that does not stream).
+async fn streamed_body_of(
+    llm: &dyn Llm,
+    capture: &CaptureTransport,
+    scenario: &str,
+    msgs: &[Message],
+    tools: &[ToolDeclaration],
+    opts: &LlmOptions,
+) -> Value {
+    capture.clear();
+    let events: Vec<_> = llm.stream(scenario, msgs, tools, opts).collect().await;
+    assert!(
+        matches!(events.last(), Some(Ok(kesoku::llm::StreamEvent::Done(_)))),
+        "{scenario}: {events:?}"
+    );
+    let body = capture.last_json().expect("a request was sent");
+    assert_eq!(body["stream"], true, "{scenario}");
+    body
+}
+
+/// A recorded Responses reply (`kesoku-llm/tests/fixtures/openai_responses/`).
+fn recorded(name: &str) -> Value {
+    let path = format!(
+        "{}/kesoku-llm/tests/fixtures/openai_responses/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The recorded Responses reply with reasoning and two calls.
+fn responses_reply() -> Value {
+    recorded("two_calls")
+}
+
+/// The question, then a turn of OpenAI's built-in tools (reasoning, a web
+/// search, a code interpreter run, the answer), then the next question.
+async fn after_builtin_tools() -> Vec<Message> {
+    let capture = Arc::new(CaptureTransport::json(&recorded("builtin_tools")));
+    let llm = OpenAiResponsesLlm::new("k").with_transport(capture);
+    let ask = |text: &str| Message::new("b", Role::User, MessageType::Text, text);
+    let mut history = vec![ask("Weather in Oslo, and 2 + 2?")];
+    let turn = llm
+        .complete("first", &history, &[], &LlmOptions::new("gpt-5"))
+        .await
+        .unwrap();
+    history.extend(turn.messages().cloned());
+    history.push(ask("Thanks"));
+    history
+}
+
+/// The user's question, a Responses turn with reasoning and two calls
+/// (its output items kept), and both results: the history a stateless
+/// request sends the reasoning back in.
+async fn after_a_responses_turn(tools: &[ToolDeclaration]) -> Vec<Message> {
+    let capture = Arc::new(CaptureTransport::json(&responses_reply()));
+    let llm = OpenAiResponsesLlm::new("k").with_transport(capture);
+    let mut history = vec![Message::new(
+        "r",
+        Role::User,
+        MessageType::Text,
+        "Weather in Oslo and Lima?",
+    )];
+    let turn = llm
+        .complete("first", &history, tools, &LlmOptions::new("gpt-5"))
+        .await
+        .unwrap();
+    history.extend(turn.messages().cloned());
+    for call in &turn.calls {
+        history.push(
+            Message::new("r", Role::Tool, MessageType::ToolResult, "sunny")
+                .with_parent(call.message.id.clone()),
+        );
+    }
+    history
+}
+
+/// A scenario: its name, the backend, the history, the tools, the options.
+type Scenario<'a> = (
+    &'a str,
+    &'a dyn Llm,
+    &'a [Message],
+    &'a [ToolDeclaration],
+    &'a LlmOptions,
+);
+
+/// Responses and Azure's bodies: the scenarios each one-shot and
+/// streamed, every input item kind among them.
+async fn capture_responses(tools: &[ToolDeclaration], history: &[Message]) {
+    let simple = [Message::new("c", Role::User, MessageType::Text, "Hi")];
+    let replayed = after_a_responses_turn(tools).await;
+    let builtin_history = after_builtin_tools().await;
+    let mut options = LlmOptions::new("gpt-5");
+    options.temperature = Some(0.2);
+    options.system = Some("Be brief.".into());
+    let mut forced = LlmOptions::new("gpt-5");
+    forced.tool_choice = ToolChoice::Tool("get_weather".into());
+    let mut any = LlmOptions::new("gpt-5");
+    any.tool_choice = ToolChoice::Any;
+    let typed = LlmOptions::new("gpt-5").with_output(OutputSchema::of::<Forecast>());
+
+    let capture = Arc::new(CaptureTransport::json(&responses_reply()));
+    let plain = OpenAiResponsesLlm::new("k").with_transport(Arc::clone(&capture));
+    let strict = OpenAiResponsesLlm::new("k")
+        .with_strict(true)
+        .with_transport(Arc::clone(&capture));
+    let chained = OpenAiResponsesLlm::new("k")
+        .with_previous_response_id(true)
+        .with_transport(Arc::clone(&capture));
+    let builtin = OpenAiResponsesLlm::new("k")
+        .with_builtin_tool(json!({"type": "web_search"}))
+        .with_builtin_tool(json!({"type": "code_interpreter", "container": {"type": "auto"}}))
+        .with_transport(Arc::clone(&capture));
+    let azure = AzureResponsesLlm::new("https://res.openai.azure.com", "k")
+        .with_api_version("2025-04-01-preview")
+        .with_transport(Arc::clone(&capture));
+    let scenarios: [Scenario<'_>; 12] = [
+        ("text_only", &plain, &simple[..], &[][..], &options),
+        ("conversation", &plain, history, tools, &options),
+        ("forced_tool", &plain, &simple[..], tools, &forced),
+        ("any_tool", &plain, &simple[..], tools, &any),
+        ("strict", &strict, history, tools, &options),
+        ("typed_output", &plain, history, tools, &typed),
+        ("replayed_reasoning", &plain, &replayed[..], tools, &options),
+        ("chained", &chained, &replayed[..], tools, &options),
+        ("builtin_tools", &builtin, &simple[..], tools, &options),
+        (
+            "replayed_builtin_tools",
+            &builtin,
+            &builtin_history[..],
+            &[][..],
+            &options,
+        ),
+        ("azure_typed_output", &azure, history, tools, &typed),
+        (
+            "azure_replayed_reasoning",
+            &azure,
+            &replayed[..],
+            tools,
+            &options,
+        ),
+    ];
+    for (name, llm, msgs, tools, opts) in scenarios {
+        let body = body_of(llm, &capture, name, msgs, tools, opts).await;
+        save("openai_responses", name, &body);
+        let body =
+            streamed_body_of(llm, &capture, &format!("{name}_stream"), msgs, tools, opts).await;
+        save("openai_responses", &format!("{name}_stream"), &body);
+    }
+    // The reasoning went back, encrypted, before the items it preceded.
+    let sent = body_of(&plain, &capture, "again", &replayed, tools, &options).await;
+    let kinds: Vec<&str> = sent["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "reasoning",
+            "message",
+            "function_call",
+            "reasoning",
+            "function_call",
+            "function_call_output",
+            "function_call_output"
+        ]
+    );
+    assert!(sent["input"][1]["encrypted_content"].is_string());
+    capture_azure_chat(tools, history, &options, &typed).await;
+}
+
+/// Azure's Chat Completions bodies, one-shot and streamed.
+async fn capture_azure_chat(
+    tools: &[ToolDeclaration],
+    history: &[Message],
+    options: &LlmOptions,
+    typed: &LlmOptions,
+) {
+    let to_chat = Arc::new(CaptureTransport::json(&reply("openai")));
+    let azure_chat = AzureOpenAiLlm::new("https://res.openai.azure.com", "k")
+        .with_api_version("2024-10-21")
+        .with_transport(Arc::clone(&to_chat));
+    let body = body_of(
+        &azure_chat,
+        &to_chat,
+        "azure_conversation",
+        history,
+        tools,
+        options,
+    )
+    .await;
+    save("openai", "azure_conversation", &body);
+    let body = body_of(
+        &azure_chat,
+        &to_chat,
+        "azure_typed_output",
+        history,
+        tools,
+        typed,
+    )
+    .await;
+    save("openai", "azure_typed_output", &body);
+    let body = streamed_body_of(
+        &azure_chat,
+        &to_chat,
+        "azure_stream",
+        history,
+        tools,
+        options,
+    )
+    .await;
+    save("openai", "azure_stream", &body);
+}
+
 #[tokio::test]
 async fn capture_request_bodies() {
     // Start clean, so a scenario removed here is not checked from a stale file.
@@ -318,4 +540,6 @@ async fn capture_request_bodies() {
         assert!(roles.windows(2).all(|w| w[0] != w[1]), "{name}: {roles:?}");
         save("gemini", name, &body);
     }
+
+    capture_responses(&tools, &history).await;
 }

@@ -3,7 +3,8 @@
 //! history, every request must be exactly the one encoding it whole would
 //! give: the same body, the same fallbacks. Histories here mix every kind
 //! of message (results before or without their calls, system notes,
-//! thoughts, blocks, Gemini's replayed parts), grow by random steps, and
+//! thoughts, blocks, Gemini's replayed parts, OpenAI Responses' output
+//! items, several wire items to a message), grow by random steps, and
 //! sometimes change under the cache (a rewind, an edit, other
 //! instructions), which must be noticed.
 
@@ -12,7 +13,8 @@ use std::sync::Arc;
 
 use kesoku::llm::testing::CaptureTransport;
 use kesoku::llm::{
-    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, PROVIDER_KEY, ToolDeclaration,
+    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, OpenAiResponsesLlm,
+    PROVIDER_KEY, ToolDeclaration,
 };
 use kesoku::{Message, MessageType, Role, ToolRequest, keys};
 use proptest::prelude::*;
@@ -34,6 +36,9 @@ enum Step {
     Early(usize),
     /// An assistant reply Gemini replays verbatim, with the turn's calls.
     Replayed(u8),
+    /// A Responses turn: its text and calls, each with the output items
+    /// (reasoning first) it is sent back as.
+    Items(u8),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +67,7 @@ fn step() -> impl Strategy<Value = Step> {
         )
             .prop_map(|(n, a)| Step::Result(n, a)),
         1 => (1..3u8).prop_map(Step::Replayed),
+        1 => (0..3u8).prop_map(Step::Items),
         1 => (1..4usize).prop_map(Step::Early),
     ]
 }
@@ -156,9 +162,38 @@ fn history(steps: &[Step]) -> Vec<Message> {
                 out.push(text);
                 out.extend(turn_messages);
             }
+            Step::Items(calls_in_turn) => responses_turn(&mut out, &mut calls, i, *calls_in_turn),
         }
     }
     out
+}
+
+/// A Responses turn at step `i`: its text with a reasoning item and the
+/// message item, then `calls_in_turn` calls, each with its reasoning and
+/// function call items.
+fn responses_turn(out: &mut Vec<Message>, calls: &mut Vec<String>, i: usize, calls_in_turn: u8) {
+    let s = "s";
+    let reasoning = |k: u8| json!({"type": "reasoning", "id": format!("rs_{i}_{k}"), "summary": [], "encrypted_content": "enc"});
+    let mut text = Message::new(s, Role::Assistant, MessageType::Text, "on it");
+    let message = json!({"type": "message", "id": format!("msg_{i}"), "role": "assistant",
+        "status": "completed", "content": [{"type": "output_text", "text": "on it", "annotations": []}]});
+    text.metadata.insert(
+        PROVIDER_KEY.into(),
+        json!({"output_items": [reasoning(9), message], "response_id": format!("resp_{i}")}),
+    );
+    out.push(text);
+    for k in 0..calls_in_turn {
+        let request = ToolRequest::new(format!("r{i}-{k}"), "get_weather", json!({"city": "y"}));
+        let mut call = Message::tool_call(s, &request);
+        let item = json!({"type": "function_call", "id": format!("fc_{i}_{k}"),
+            "call_id": format!("r{i}-{k}"), "name": "get_weather", "arguments": "{}"});
+        call.metadata.insert(
+            PROVIDER_KEY.into(),
+            json!({"output_items": [reasoning(k), item], "response_id": format!("resp_{i}")}),
+        );
+        calls.push(call.id.clone());
+        out.push(call);
+    }
 }
 
 fn tools() -> Vec<ToolDeclaration> {
@@ -215,6 +250,15 @@ impl Probe {
         Probe::new(
             |t| Box::new(OpenAiLlm::new("k").with_transport(t)),
             &json!({"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}),
+        )
+    }
+
+    fn responses() -> Probe {
+        Probe::new(
+            |t| Box::new(OpenAiResponsesLlm::new("k").with_transport(t)),
+            &json!({"id": "resp_x", "status": "completed", "output": [{"type": "message", "id": "m",
+                "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]}),
         )
     }
 
@@ -308,6 +352,7 @@ proptest! {
         check(&Probe::claude(), &full, &plan)?;
         check(&Probe::openai(), &full, &plan)?;
         check(&Probe::gemini(), &full, &plan)?;
+        check(&Probe::responses(), &full, &plan)?;
     }
 }
 

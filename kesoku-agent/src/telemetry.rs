@@ -32,6 +32,7 @@ pub(crate) fn provider_name(provider: &str) -> String {
         "Claude" => "anthropic".into(),
         "OpenAI" => "openai".into(),
         "Gemini" => "gcp.gemini".into(),
+        "Azure OpenAI" => "azure.ai.openai".into(),
         other => other.to_lowercase(),
     }
 }

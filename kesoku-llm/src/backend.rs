@@ -42,7 +42,7 @@ struct Encoded {
 /// stream) the whole reply.
 enum Opened<F: WireFormat> {
     Stream(Box<Reading<F>>),
-    Whole(AssistantTurn),
+    Whole(Box<AssistantTurn>),
 }
 
 /// Where a streamed call is.
@@ -173,6 +173,7 @@ impl<F: WireFormat> Backend<F> {
     ) -> Result<Encoded, LlmError> {
         let lowered = self.lowered(tools)?;
         let system = options.system.as_deref();
+        let session = session.filter(|_| self.format.keeps_prefix());
         let kept = session.and_then(|s| self.prefixes.take(s, &lowered, system, messages));
         let start = kept.as_ref().map_or(0, Prefix::len);
         let no_calls = HashMap::new();
@@ -198,6 +199,7 @@ impl<F: WireFormat> Backend<F> {
             lowered: &lowered,
             options,
             output,
+            previous: wire.previous,
         };
         let mut system_texts: Vec<&str> = kept
             .as_ref()
@@ -330,6 +332,15 @@ impl<F: WireFormat> Backend<F> {
         }
     }
 
+    /// The credential the format fetches for each request (a token
+    /// provider's), if it has one.
+    async fn fresh_credential(&self) -> Result<Option<ApiKey>, LlmError> {
+        match self.format.fresh_credential() {
+            Some(fetch) => fetch.await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// One call: encode, send, decode.
     pub(crate) async fn complete(
         &self,
@@ -340,9 +351,14 @@ impl<F: WireFormat> Backend<F> {
     ) -> Result<AssistantTurn, LlmError> {
         let call = async {
             let request = self.encode(Some(session_id), messages, tools, options, false)?;
-            let headers = self.format.auth_headers(self.endpoint.key());
+            let fresh = self.fresh_credential().await?;
+            let secret = fresh.as_ref().map(ApiKey::expose).or(self.endpoint.key());
+            let headers = self.format.auth_headers(secret);
             let path = self.format.path(options);
-            let body = self.endpoint.post(&path, &headers, request.body).await?;
+            let body = self
+                .endpoint
+                .post(&path, &headers, request.body, secret)
+                .await?;
             let mut turn = self
                 .format
                 .decode(session_id, &body, &request.lowered.names)?;
@@ -374,11 +390,13 @@ impl<F: WireFormat> Backend<F> {
     ) -> EventStream<'a> {
         let start = async move {
             let request = self.encode(Some(session_id), messages, tools, options, true)?;
-            let headers = self.format.auth_headers(self.endpoint.key());
+            let fresh = self.fresh_credential().await?;
+            let secret = fresh.as_ref().map(ApiKey::expose).or(self.endpoint.key());
+            let headers = self.format.auth_headers(secret);
             let path = self.format.stream_path(options);
             let body = match self
                 .endpoint
-                .post_stream(&path, &headers, request.body)
+                .post_stream(&path, &headers, request.body, secret)
                 .await?
             {
                 Streamed::Events(body) => body,
@@ -389,7 +407,7 @@ impl<F: WireFormat> Backend<F> {
                         .format
                         .decode(session_id, &body, &request.lowered.names)?;
                     turn.fallbacks = request.fallbacks;
-                    return Ok(Opened::Whole(turn));
+                    return Ok(Opened::Whole(Box::new(turn)));
                 }
             };
             Ok(Opened::Stream(Box::new(Reading::<F> {
@@ -421,7 +439,7 @@ impl<F: WireFormat> Backend<F> {
             match state {
                 Step::Start(start) => match start.await {
                     Ok(Opened::Stream(reading)) => state = Step::Reading(reading),
-                    Ok(Opened::Whole(turn)) => state = Step::Tail(events_of(turn).into()),
+                    Ok(Opened::Whole(turn)) => state = Step::Tail(events_of(*turn).into()),
                     Err(e) => return Some((Err(e), Step::Ended)),
                 },
                 Step::Reading(mut r) => {
@@ -522,6 +540,22 @@ macro_rules! public_backend {
             pub fn from_env() -> Result<Self, crate::error::LlmError> {
                 crate::backend::Backend::from_env().map($name)
             }
+        }
+
+        crate::backend::backend_methods!(
+            $name($format),
+            concat!("kesoku_llm::", stringify!($name), "::new(\"key\")")
+        );
+    };
+}
+
+/// The builder methods and [`Llm`](crate::Llm) implementation every public
+/// backend has, for a wrapper around [`Backend`] over a wire format (one
+/// with constructors of its own, such as Azure's, declares its struct and
+/// uses this alone).
+macro_rules! backend_methods {
+    ($name:ident($format:ty), $new:expr) => {
+        impl $name {
 
             /// Sets the base address (for proxies and compatible servers).
             #[must_use]
@@ -558,7 +592,7 @@ macro_rules! public_backend {
             /// before anything is sent. Lowered once per shape and kept.
             ///
             /// ```
-            #[doc = concat!("let model = kesoku_llm::", stringify!($name), "::new(\"key\");")]
+            #[doc = concat!("let model = ", $new, ";")]
             /// let output = kesoku_core::OutputSchema::new("Point", serde_json::json!({
             ///     "type": "object",
             ///     "properties": {"x": {"type": "integer", "minimum": 0}},
@@ -659,4 +693,4 @@ macro_rules! public_backend {
     };
 }
 
-pub(crate) use public_backend;
+pub(crate) use {backend_methods, public_backend};

@@ -109,7 +109,11 @@ impl WireFormat for Messages {
                 (i, json!({"role": role, "content": content}))
             })
             .collect();
-        WireHistory { messages, system }
+        WireHistory {
+            messages,
+            system,
+            previous: None,
+        }
     }
 
     fn encode_body(&self, request: &Request<'_>, system: &[&str]) -> Map<String, Value> {

@@ -139,15 +139,18 @@ impl Endpoint {
     }
 
     /// POSTs `body` as JSON to `base_url + path` and returns the JSON
-    /// answer, retrying what is worth retrying.
+    /// answer, retrying what is worth retrying. `secret` is the credential
+    /// the headers carry (the key, or a token fetched for this request):
+    /// never shown, and redacted from an error body.
     pub(crate) async fn post(
         &self,
         path: &str,
         headers: &[(&'static str, String)],
         body: Vec<u8>,
+        secret: Option<&str>,
     ) -> Result<Value, LlmError> {
-        let (response, attempt) = self.send(path, headers, body, false).await?;
-        self.read_json(response, attempt).await
+        let (response, attempt) = self.send(path, headers, body, false, secret).await?;
+        self.read_json(response, attempt, secret).await
     }
 
     /// POSTs `body` for a streamed answer. A success is returned with its
@@ -160,17 +163,25 @@ impl Endpoint {
         path: &str,
         headers: &[(&'static str, String)],
         body: Vec<u8>,
+        secret: Option<&str>,
     ) -> Result<Streamed, LlmError> {
-        let (response, attempt) = self.send(path, headers, body, true).await?;
+        let (response, attempt) = self.send(path, headers, body, true, secret).await?;
         if response.status.is_success() && !response.is_json() {
             return Ok(Streamed::Events(response.body));
         }
-        self.read_json(response, attempt).await.map(Streamed::Whole)
+        self.read_json(response, attempt, secret)
+            .await
+            .map(Streamed::Whole)
     }
 
     /// Reads an answer's JSON body: a provider error for a failed status,
     /// else the JSON, or an error quoting what came instead.
-    async fn read_json(&self, response: HttpResponse, attempt: u32) -> Result<Value, LlmError> {
+    async fn read_json(
+        &self,
+        response: HttpResponse,
+        attempt: u32,
+        secret: Option<&str>,
+    ) -> Result<Value, LlmError> {
         let status = response.status.as_u16();
         let bytes = response.bytes().await.map_err(|e| LlmError::Malformed {
             provider: self.provider,
@@ -178,13 +189,7 @@ impl Endpoint {
             message: format!("the body was cut off or unreadable: {e}"),
         })?;
         if !(200..300).contains(&status) {
-            return Err(api_error(
-                self.provider,
-                status,
-                &bytes,
-                attempt,
-                self.key(),
-            ));
+            return Err(api_error(self.provider, status, &bytes, attempt, secret));
         }
         serde_json::from_slice(&bytes).map_err(|e| LlmError::Malformed {
             provider: self.provider,
@@ -192,7 +197,7 @@ impl Endpoint {
             message: format!(
                 "{} JSON: {e}; the body starts with {}",
                 if e.is_eof() { "truncated" } else { "malformed" },
-                preview(&bytes, self.key())
+                preview(&bytes, secret)
             ),
         })
     }
@@ -205,6 +210,7 @@ impl Endpoint {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
         stream: bool,
+        secret: Option<&str>,
     ) -> Result<(HttpResponse, u32), LlmError> {
         let url = format!("{}{path}", self.base_url);
         let mut header_map = HeaderMap::with_capacity(headers.len() + 1);
@@ -212,7 +218,7 @@ impl Endpoint {
             http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        let key = self.key();
+        let key = secret.filter(|k| !k.is_empty());
         for (name, value) in headers {
             let mut value = HeaderValue::from_str(value).map_err(|_| LlmError::Config {
                 provider: self.provider,

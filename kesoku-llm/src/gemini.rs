@@ -165,7 +165,11 @@ impl WireFormat for GenerateContent {
                 (i, json!({"role": role, "parts": parts}))
             })
             .collect();
-        WireHistory { messages, system }
+        WireHistory {
+            messages,
+            system,
+            previous: None,
+        }
     }
 
     fn encode_body(&self, request: &Request<'_>, system: &[&str]) -> Map<String, Value> {

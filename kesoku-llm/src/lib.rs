@@ -1,5 +1,6 @@
-//! LLM backends of kesoku: Claude, Gemini and OpenAI-compatible servers
-//! behind one [`Llm`] trait, with multimodal [`ContentBlock`]s. The agent
+//! LLM backends of kesoku: Claude, Gemini, OpenAI (Chat Completions and
+//! the Responses API), Azure OpenAI and OpenAI-compatible servers behind
+//! one [`Llm`] trait, with multimodal [`ContentBlock`]s. The agent
 //! that runs turns over them is `kesoku-agent`'s.
 //!
 //! Every backend is the same mechanism over a different wire format: it
@@ -21,6 +22,9 @@
 //! | --- | --- |
 //! | `testing` | record a session to a cassette, replay it, capture requests (feature `testing`) |
 //! | `scripted` | [`ScriptedLlm`], a model that plays a script |
+//! | `azure` | Azure OpenAI: OpenAI's Chat Completions and Responses formats at Azure's addresses, with its key or an Entra ID token |
+//! | `responses` | OpenAI's Responses API: its wire format and public backend |
+//! | `responses_output` | a Responses reply's output items read into a turn, each message keeping the items it is sent back as |
 //! | `claude`, `openai`, `gemini` | each provider's wire format and public backend |
 //! | `backend` | the one [`Llm`] implementation over a wire format |
 //! | `prefix` | each session's history as already encoded, reused by its next request |
@@ -33,7 +37,7 @@
 //! | `turn` | [`AssistantTurn`], and the builder decoders fill |
 //! | `options`, `declaration` | [`LlmOptions`], [`ToolChoice`], [`ToolDeclaration`] |
 //! | `endpoint` | a provider's address and key over the transport and its retries; errors that name the provider's |
-//! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`] |
+//! | `fallback`, `error`, `key` | [`ContentFallback`], [`LlmError`], [`ApiKey`], [`TokenProvider`] |
 //! | `reqwest_transport` | [`ReqwestTransport`], the default transport |
 //! | `tower_transport` | `TowerTransport`, any tower `Service` as a transport (feature `tower`) |
 //! | `http_options` | [`HttpOptions`] |
@@ -41,6 +45,7 @@
 //! | `http` | the seam: [`HttpTransport`], [`HttpRequest`], [`HttpResponse`], [`TransportError`] |
 //! | `future` | [`LlmFuture`] |
 
+mod azure;
 mod backend;
 mod blocks;
 mod claude;
@@ -59,6 +64,8 @@ mod openai;
 mod options;
 mod prefix;
 mod reqwest_transport;
+mod responses;
+mod responses_output;
 mod retry;
 mod schemas;
 mod scripted;
@@ -72,6 +79,7 @@ mod tower_transport;
 mod turn;
 mod wire;
 
+pub use azure::{AzureOpenAiLlm, AzureResponsesLlm};
 pub use blocks::content_blocks;
 pub use claude::ClaudeLlm;
 pub use declaration::ToolDeclaration;
@@ -81,11 +89,12 @@ pub use gemini::GeminiLlm;
 pub use http::{BoxError, HttpBody, HttpRequest, HttpResponse, HttpTransport, TransportError};
 pub use http_options::HttpOptions;
 pub use kesoku_core::ContentBlock;
-pub use key::ApiKey;
+pub use key::{ApiKey, TokenProvider};
 pub use llm::{Llm, LlmFuture};
 pub use openai::OpenAiLlm;
 pub use options::{LlmOptions, ToolChoice};
 pub use reqwest_transport::{ReqwestTransport, install_crypto_provider};
+pub use responses::OpenAiResponsesLlm;
 pub use retry::{Retry, RetryPolicy};
 pub use scripted::{ScriptError, ScriptedLlm};
 pub use stream::{EventStream, StreamEvent};

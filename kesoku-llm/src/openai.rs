@@ -85,7 +85,7 @@ impl OpenAiLlm {
 /// to.
 #[derive(Debug)]
 pub(crate) struct ChatCompletions {
-    strict: bool,
+    pub(crate) strict: bool,
     send_tool_choice: bool,
     legacy_max_tokens: bool,
 }
@@ -196,6 +196,7 @@ impl WireFormat for ChatCompletions {
         WireHistory {
             messages: wire,
             system: Vec::new(),
+            previous: None,
         }
     }
 

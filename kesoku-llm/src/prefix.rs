@@ -196,10 +196,15 @@ impl Prefixes {
 /// where the first one it leaves starts: every wire message but the last
 /// (which the next messages may still add to), and none that ends on an
 /// assistant's item, which a later assistant item may join once what
-/// stands between them is gone (a rewind).
+/// stands between them is gone (a rewind). An item a format sends as
+/// several wire messages (OpenAI Responses: a call after its reasoning)
+/// is cut only before its first.
 pub(crate) fn keep_until<M>(messages: &[(usize, M)], items: &[Item<'_>]) -> Option<(usize, usize)> {
     (1..messages.len()).rev().find_map(|k| {
         let cut = messages[k].0;
+        if messages[k - 1].0 == cut {
+            return None;
+        }
         let joinable = matches!(
             items.get(cut.wrapping_sub(1)),
             Some(Item::AssistantText(_) | Item::ToolCall(_))

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::claude::Messages;
 use crate::gemini::GenerateContent;
 use crate::openai::ChatCompletions;
+use crate::responses::Responses;
 use crate::stream::{Reader, StreamError, StreamEvent};
 use crate::turn::AssistantTurn;
 use crate::wire::WireFormat;
@@ -137,6 +138,41 @@ fn gemini_streams_the_same_turn_at_every_split_with_a_signature_per_part() {
 }
 
 #[test]
+fn openai_responses_streams_the_same_turn_at_every_split_keeping_reasoning_with_its_item() {
+    every_split(&Responses::default(), "openai_responses");
+    let (events, body) =
+        replay::<Responses>(&[fixture("openai_responses/stream/two_calls.sse")]).unwrap();
+    let thought: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Thought(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thought, "Two cities, two calls.");
+    // The reasoning is the whole item `output_item.done` gave.
+    assert_eq!(body["output"][0]["encrypted_content"], "gAAAAABoEnc-01");
+    let names = ToolNames::new(Responses::NAMES, ["get_weather"]);
+    let turn = Responses::default().decode("s", &body, &names).unwrap();
+    let items = |m: &kesoku_core::Message| -> Vec<String> {
+        m.metadata["provider"]["output_items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let all: Vec<_> = turn.messages().collect();
+    assert_eq!(items(all[0]), ["rs_01", "msg_01"]);
+    assert_eq!(items(all[1]), ["fc_01"]);
+    assert_eq!(items(all[2]), ["rs_02", "fc_02"]);
+    assert_eq!(
+        (turn.usage.cache_read_tokens, turn.usage.reasoning_tokens),
+        (Some(1024), Some(64))
+    );
+}
+
+#[test]
 fn an_error_event_mid_stream_is_an_error() {
     for (provider, result) in [
         (
@@ -151,6 +187,10 @@ fn an_error_event_mid_stream_is_an_error() {
             "gemini",
             replay::<GenerateContent>(&[fixture("gemini/stream/error.sse")]).err(),
         ),
+        (
+            "openai_responses",
+            replay::<Responses>(&[fixture("openai_responses/stream/error.sse")]).err(),
+        ),
     ] {
         let Some(StreamError::Provider(message)) = result else {
             panic!("{provider}: {result:?}")
@@ -164,7 +204,7 @@ fn an_error_event_mid_stream_is_an_error() {
 
 #[test]
 fn a_stream_cut_short_is_never_complete() {
-    for provider in ["anthropic", "openai", "gemini"] {
+    for provider in ["anthropic", "openai", "gemini", "openai_responses"] {
         let sse = fixture(&format!("{provider}/stream/two_calls.sse"));
         // Every cut at an event boundary before the last event.
         let text = String::from_utf8(sse.clone()).unwrap();
@@ -190,6 +230,7 @@ fn a_stream_cut_short_is_never_complete() {
             let result = match provider {
                 "anthropic" => replay::<Messages>(&chunks).err(),
                 "openai" => replay::<ChatCompletions>(&chunks).err(),
+                "openai_responses" => replay::<Responses>(&chunks).err(),
                 _ => replay::<GenerateContent>(&chunks).err(),
             };
             assert!(
@@ -276,12 +317,13 @@ mod fuzz {
     use crate::claude::Messages;
     use crate::gemini::GenerateContent;
     use crate::openai::ChatCompletions;
+    use crate::responses::Responses;
     use crate::stream::sse::{Event, Parser, TooLarge};
     use crate::wire::WireFormat;
     use kesoku_core::lowering::ToolNames;
 
     const BOM: &[u8] = b"\xEF\xBB\xBF";
-    const PROVIDERS: [&str; 3] = ["anthropic", "openai", "gemini"];
+    const PROVIDERS: [&str; 4] = ["anthropic", "openai", "gemini", "openai_responses"];
 
     /// `bytes` cut at `cuts` (taken modulo its length).
     fn split(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
@@ -435,6 +477,7 @@ mod fuzz {
         match provider {
             "anthropic" => outcome(&Messages, chunks),
             "openai" => outcome(&ChatCompletions::default(), chunks),
+            "openai_responses" => outcome(&Responses::default(), chunks),
             _ => outcome(&GenerateContent::default(), chunks),
         }
     }
@@ -498,7 +541,7 @@ mod fuzz {
 
         #[test]
         fn each_provider_reads_a_mutated_reply_the_same_however_it_is_cut(
-            provider in 0..3usize,
+            provider in 0..4usize,
             error_fixture in any::<bool>(),
             mutations in vec(mutation(), 0..6),
             cuts in vec(any::<usize>(), 0..16),
@@ -512,7 +555,7 @@ mod fuzz {
 
         #[test]
         fn a_mark_line_ends_comments_and_unknown_events_change_no_reply(
-            provider in 0..3usize,
+            provider in 0..4usize,
             ending in prop_oneof![Just("\n"), Just("\r"), Just("\r\n")],
             bom in any::<bool>(),
             extra in vec(0..3u8, 0..40),
@@ -592,4 +635,47 @@ fn many_calls_or_blocks_cost_linear_work() {
         claude.event("content_block_stop", &stop, &mut out).unwrap();
     }
     assert!(claude.looked <= 4 * n, "{} blocks looked at", claude.looked);
+}
+
+#[test]
+fn a_responses_stream_ends_at_incomplete_or_failed_and_deltas_need_their_item() {
+    let event = |v: Value| format!("data: {v}\n\n");
+    let start = event(
+        serde_json::json!({"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}}),
+    ) + &event(
+        serde_json::json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "m", "type": "message", "role": "assistant", "status": "in_progress", "content": []}}),
+    ) + &event(
+        serde_json::json!({"type": "response.output_text.delta", "item_id": "m", "content_index": 0, "delta": "Half"}),
+    );
+    // Cut off by the token limit: a turn, stopped for it, with its text.
+    let incomplete = start.clone()
+        + &event(
+            serde_json::json!({"type": "response.incomplete", "response": {"id": "r", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []}}),
+        );
+    let (events, body) = replay::<Responses>(&[incomplete.into_bytes()]).unwrap();
+    assert_eq!(events, [StreamEvent::Text("Half".into())]);
+    let names = ToolNames::new(Responses::NAMES, []);
+    let turn = Responses::default().decode("s", &body, &names).unwrap();
+    assert_eq!(
+        (turn.text.as_str(), turn.stop_reason),
+        ("Half", crate::StopReason::MaxTokens)
+    );
+    // Failed: the provider's error, named.
+    let failed = start.clone()
+        + &event(
+            serde_json::json!({"type": "response.failed", "response": {"id": "r", "status": "failed", "error": {"code": "server_error", "message": "boom"}, "output": []}}),
+        );
+    let Err(StreamError::Provider(message)) = replay::<Responses>(&[failed.into_bytes()]) else {
+        panic!("a failed response is an error")
+    };
+    assert_eq!(message, "server_error: boom");
+    // A delta for an item never added does not read.
+    let stray = start
+        + &event(
+            serde_json::json!({"type": "response.function_call_arguments.delta", "item_id": "fc_x", "delta": "{}"}),
+        );
+    assert!(matches!(
+        replay::<Responses>(&[stray.into_bytes()]),
+        Err(StreamError::Malformed(m)) if m.contains("fc_x")
+    ));
 }

@@ -63,6 +63,10 @@ pub struct Usage {
     /// Of the input, the tokens written to the prompt cache (Claude).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
+    /// Of the output, the tokens the model spent reasoning, where the
+    /// provider reports them apart (OpenAI's Responses API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -74,6 +78,7 @@ impl Usage {
             output_tokens,
             cache_read_tokens: None,
             cache_write_tokens: None,
+            reasoning_tokens: None,
         }
     }
 
@@ -82,6 +87,19 @@ impl Usage {
     pub fn with_cache(mut self, read: Option<u64>, write: Option<u64>) -> Self {
         self.cache_read_tokens = read;
         self.cache_write_tokens = write;
+        self
+    }
+
+    /// Builder: the reasoning tokens among the output, where the provider
+    /// reports them.
+    ///
+    /// ```
+    /// let usage = kesoku_llm::Usage::new(100, 40).with_reasoning(Some(30));
+    /// assert_eq!(usage.to_string(), "100 in, 40 out (30 reasoning)");
+    /// ```
+    #[must_use]
+    pub fn with_reasoning(mut self, reasoning: Option<u64>) -> Self {
+        self.reasoning_tokens = reasoning;
         self
     }
 
@@ -125,6 +143,7 @@ impl std::ops::Add for Usage {
             output_tokens: self.output_tokens.saturating_add(other.output_tokens),
             cache_read_tokens: add_counts(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens: add_counts(self.cache_write_tokens, other.cache_write_tokens),
+            reasoning_tokens: add_counts(self.reasoning_tokens, other.reasoning_tokens),
         }
     }
 }
@@ -152,7 +171,11 @@ impl std::fmt::Display for Usage {
             (None, Some(write)) => write!(f, " ({write} written to cache)")?,
             (None, None) => {}
         }
-        write!(f, ", {} out", self.output_tokens)
+        write!(f, ", {} out", self.output_tokens)?;
+        if let Some(reasoning) = self.reasoning_tokens {
+            write!(f, " ({reasoning} reasoning)")?;
+        }
+        Ok(())
     }
 }
 

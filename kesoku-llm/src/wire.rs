@@ -14,7 +14,9 @@ use serde_json::{Map, Value};
 use crate::declaration::ToolDeclaration;
 use crate::error::LlmError;
 use crate::fallback::ContentFallback;
+use crate::future::LlmFuture;
 use crate::history::Item;
+use crate::key::ApiKey;
 use crate::options::LlmOptions;
 use crate::schemas::LoweredTools;
 use crate::stream::StreamDecoder;
@@ -30,6 +32,9 @@ pub(crate) struct Request<'a> {
     pub(crate) options: &'a LlmOptions,
     /// The typed answer asked for, its schema lowered for this provider.
     pub(crate) output: Option<Output<'a>>,
+    /// The stored response the history goes on from, when the format sent
+    /// only what came after it ([`WireHistory::previous`]).
+    pub(crate) previous: Option<&'a str>,
 }
 
 /// A typed answer's shape as a wire format sends it.
@@ -72,6 +77,11 @@ impl<'a> Request<'a> {
 pub(crate) struct WireHistory<'a> {
     pub(crate) messages: Vec<(usize, Value)>,
     pub(crate) system: Vec<(usize, &'a str)>,
+    /// The provider's id of a stored response the messages go on from
+    /// (OpenAI's `previous_response_id`): the items up to it were not
+    /// encoded. Only a format that keeps no prefix
+    /// ([`WireFormat::keeps_prefix`]) sets it.
+    pub(crate) previous: Option<&'a str>,
 }
 
 /// A provider's wire format.
@@ -124,6 +134,19 @@ pub(crate) trait WireFormat: Default + fmt::Debug + Send + Sync + 'static {
 
     /// Adds what asks for a streamed answer to the body's fields.
     fn stream_fields(&self, _fields: &mut Map<String, Value>) {}
+
+    /// A credential fetched for each request, sent in place of the
+    /// endpoint's key (a token provider's bearer token); none by default.
+    fn fresh_credential(&self) -> Option<LlmFuture<'_, Result<ApiKey, LlmError>>> {
+        None
+    }
+
+    /// Whether the backend may keep a session's encoded history and reuse
+    /// it for the session's next request (see `prefix.rs`); a format whose
+    /// encoding of a message depends on later ones says no.
+    fn keeps_prefix(&self) -> bool {
+        true
+    }
 
     /// The authentication headers for `key` (none when it is `None`,
     /// unless the provider wants an empty one).

@@ -14,7 +14,7 @@ use futures_util::StreamExt as _;
 use kesoku_core::{Message, MessageType, Role};
 use kesoku_llm::{
     AssistantTurn, ClaudeLlm, GeminiLlm, HttpOptions, Llm, LlmError, LlmOptions, OpenAiLlm,
-    StreamEvent, ToolDeclaration,
+    OpenAiResponsesLlm, StreamEvent, ToolDeclaration,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -74,6 +74,14 @@ fn backend_with(provider: &str, base: &str, http: HttpOptions) -> (Box<dyn Llm>,
             ),
             "/chat/completions",
         ),
+        "openai_responses" => (
+            Box::new(
+                OpenAiResponsesLlm::new("k")
+                    .with_base_url(base)
+                    .with_http_options(http),
+            ),
+            "/responses",
+        ),
         _ => (
             Box::new(
                 GeminiLlm::new("k")
@@ -109,7 +117,7 @@ async fn collect(llm: &dyn Llm) -> Vec<Result<StreamEvent, LlmError>> {
 
 #[tokio::test]
 async fn each_backend_streams_the_turn_complete_gives() {
-    for provider in ["anthropic", "openai", "gemini"] {
+    for provider in PROVIDERS {
         let server = MockServer::start().await;
         let (llm, stream_path) = backend(provider, &server.uri());
         assert!(llm.streams());
@@ -174,6 +182,10 @@ async fn each_backend_streams_the_turn_complete_gives() {
                 assert_eq!(sent["stream"], true);
                 assert_eq!(sent["stream_options"]["include_usage"], true);
             }
+            "openai_responses" => {
+                assert_eq!(sent["stream"], true);
+                assert_eq!(sent["store"], false);
+            }
             _ => assert_eq!(requests[0].url.query(), Some("alt=sse")),
         }
     }
@@ -215,7 +227,7 @@ async fn an_error_before_the_first_byte_is_retried_and_one_after_it_is_not() {
 
 #[tokio::test]
 async fn a_stream_cut_short_gives_no_turn() {
-    for provider in ["anthropic", "openai", "gemini"] {
+    for provider in PROVIDERS {
         let server = MockServer::start().await;
         let (llm, stream_path) = backend(provider, &server.uri());
         let full = fixture_text(&format!("{provider}/stream/two_calls.sse"));
@@ -303,7 +315,7 @@ async fn chunking_server(body: String, size: usize, ending: Ending) -> String {
 
 #[tokio::test]
 async fn a_server_writing_one_byte_at_a_time_gives_the_same_turn() {
-    for provider in ["anthropic", "openai", "gemini"] {
+    for provider in PROVIDERS {
         let sse = fixture_text(&format!("{provider}/stream/two_calls.sse"));
         let base = chunking_server(sse, 1, Ending::Finish).await;
         let (llm, _) = backend(provider, &base);
@@ -350,7 +362,7 @@ async fn a_connection_reset_mid_stream_is_an_error() {
 
 #[tokio::test]
 async fn a_reply_is_done_at_its_last_event_though_the_connection_stays_open() {
-    for provider in ["anthropic", "openai"] {
+    for provider in ["anthropic", "openai", "openai_responses"] {
         let sse = fixture_text(&format!("{provider}/stream/two_calls.sse"));
         let base = chunking_server(sse, 4096, Ending::Hold).await;
         let (llm, _) = backend(provider, &base);
@@ -412,7 +424,7 @@ async fn a_model_that_does_not_stream_gives_its_turn_as_events() {
     assert!(matches!(events.last(), Some(StreamEvent::Done(t)) if t.calls.len() == 1));
 }
 
-const PROVIDERS: [&str; 3] = ["anthropic", "openai", "gemini"];
+const PROVIDERS: [&str; 4] = ["anthropic", "openai", "gemini", "openai_responses"];
 
 /// The turn `complete` gives for a provider's recorded reply, normalized.
 async fn completed(provider: &str) -> Value {
@@ -620,4 +632,26 @@ async fn a_call_that_gets_no_answer_is_cut_at_the_call_limit() {
             limit
         }
     );
+}
+
+/// A Responses stream that ends inside an event (the body finished, or the
+/// connection cut) fails the call; nothing of the half event is taken.
+#[tokio::test]
+async fn a_responses_stream_cut_mid_event_fails_cleanly() {
+    let full = fixture_text("openai_responses/stream/two_calls.sse");
+    // Inside the data of one of the last call's argument deltas.
+    let at = full.find("\"delta\": \"ty").unwrap() + 5;
+    for ending in [Ending::Finish, Ending::Cut] {
+        let base = chunking_server(full[..at].to_owned(), 7, ending).await;
+        let (llm, _) = backend("openai_responses", &base);
+        let events = collect(&*llm).await;
+        let Some(Err(LlmError::Stream { message, .. })) = events.last() else {
+            panic!("{events:?}")
+        };
+        assert!(
+            message.contains("before the reply was complete") || message.contains("broke off"),
+            "{message}"
+        );
+        assert!(!events.iter().any(|e| matches!(e, Ok(StreamEvent::Done(_)))));
+    }
 }

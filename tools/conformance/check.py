@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """Conformance checker for kesoku's LLM backend payloads.
 
-Validates JSON request bodies and response fixtures of the three backends
-(Anthropic Messages, OpenAI Chat Completions, Gemini generateContent) against
-the official Python SDKs' own types (versions pinned in requirements.txt).
+Validates JSON request bodies and response fixtures of the backends
+(Anthropic Messages, OpenAI Chat Completions, Gemini generateContent, OpenAI
+Responses) against the official Python SDKs' own types (versions pinned in
+requirements.txt).  Azure OpenAI's bodies are OpenAI's: its Chat Completions
+bodies sit in openai/, its Responses bodies in openai_responses/.
 
     python3 tools/conformance/check.py --requests DIR_A --responses DIR_B
     python3 tools/conformance/check.py --self-test
 
-Each DIR holds subfolders anthropic/, openai/, gemini/ with *.json files.
+Each DIR holds subfolders anthropic/, openai/, gemini/, openai_responses/
+with *.json files.  A request body with "stream": true is checked against the
+SDK's streaming params type, any other against the non-streaming one.
 Response files named error_*.json are provider error bodies; files named
 malformed_*.json are skipped (deliberately invalid JSON) but counted.
 A response folder's stream/ subfolder holds recorded streams (*.sse): each
 event is checked against the SDK's stream event type (Anthropic
 RawMessageStreamEvent, OpenAI ChatCompletionChunk, Gemini
-GenerateContentResponse; error events against the error body), and the
+GenerateContentResponse, OpenAI Responses ResponseStreamEvent; error events
+against the error body), and the
 *.json beside them are the one-shot responses of the same replies.
 
 Why not pydantic.TypeAdapter on the request TypedDicts: it validates Iterable
@@ -56,13 +61,15 @@ try:
     import openai.types as o_types
     import openai.types.chat as o_chat
     from openai.types.chat import completion_create_params as o_params
+    import openai.types.responses as r_types
+    from openai.types.responses import response_create_params as r_params
     from google.genai import types as g_types
 except ImportError as exc:  # pragma: no cover - environment problem
     print(f"conformance: missing dependency ({exc}); run "
           "`pip install -r tools/conformance/requirements.txt`", file=sys.stderr)
     sys.exit(2)
 
-PROVIDERS = ("anthropic", "openai", "gemini")
+PROVIDERS = ("anthropic", "openai", "gemini", "openai_responses")
 Issue = typing.Tuple[tuple, str]  # (JSON path as a tuple of keys and indexes, message)
 
 # --------------------------------------------------------------------------
@@ -774,9 +781,97 @@ def check_anthropic_request(body):
 
 
 def check_openai_request(body):
+    streaming = isinstance(body, dict) and body.get("stream") is True
     issues = _require_object(body) or openai_validator("request").check(
-        o_params.CompletionCreateParamsNonStreaming, body)
+        o_params.CompletionCreateParamsStreaming if streaming else o_params.CompletionCreateParamsNonStreaming,
+        body)
     return issues or openai_conversation(body)
+
+
+# --------------------------------------------------------------------------
+# OpenAI Responses (and Azure's)
+
+
+def _responses_image_rule(v, value, path):
+    url = value.get("image_url")
+    if isinstance(url, str) and url.startswith("data:"):
+        m = re.fullmatch(r"data:(image/[\w.+-]+);base64,(.*)", url, re.S)
+        if not m or not strict_b64(m.group(2)):
+            return [(path + ("image_url",), "wire rule: an image data URL must be "
+                                             "'data:image/<type>;base64,<padded base64>'")]
+    return []
+
+
+@functools.lru_cache(maxsize=None)
+def responses_validator(kind):
+    from openai.types.responses import response_input_file_param as fp
+    hooks = {r_types.FunctionToolParam: _openai_fn_rule,
+             fp.ResponseInputFileParam: _openai_file_rule,
+             r_types.ResponseInputImageParam: _responses_image_rule}
+    from openai.types import shared_params
+    return StrictValidator("openai_responses", kind,
+                           namespaces=[r_types, r_params, shared_params, o_types], hooks=hooks)
+
+
+def check_responses_request(body):
+    if not isinstance(body, dict):
+        return _require_object(body)
+    streaming = body.get("stream") is True
+    tp = r_params.ResponseCreateParamsStreaming if streaming else r_params.ResponseCreateParamsNonStreaming
+    issues = responses_validator("request").check(tp, body)
+    return issues or responses_conversation(body)
+
+
+def responses_conversation(body):
+    """Rules of the API the SDK types cannot express: every function_call
+    answered by a function_call_output after it (and no output without its
+    call, unless the request goes on from a stored response); a reasoning
+    item directly followed by the item it belongs with; stateless
+    (store: false) reasoning carrying its encrypted content."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return []
+    out, calls, answered = [], {}, set()
+    chained = bool(body.get("previous_response_id"))
+    stateless = body.get("store") is False
+    for i, item in enumerate(items):
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "function_call":
+            calls[item.get("call_id")] = i
+        elif kind == "function_call_output":
+            cid = item.get("call_id")
+            if cid not in calls and not chained:
+                out.append((("input", i, "call_id"), f"conversation: {cid!r} answers no function_call "
+                                                      "before it"))
+            answered.add(cid)
+        elif kind == "reasoning":
+            nxt = items[i + 1] if i + 1 < len(items) else None
+            nkind = nxt.get("type", "message" if "role" in nxt else None) if nxt else None
+            if nxt is None or nkind in ("function_call_output",) or nxt.get("role") in ("user", "system", "developer"):
+                out.append((("input", i), "wire rule: a reasoning item must be directly followed by the "
+                                          "output item it belongs with"))
+            if stateless and not item.get("encrypted_content"):
+                out.append((("input", i), "wire rule: with store: false a reasoning item needs its "
+                                          "encrypted_content (else 'Item with id ... not found')"))
+    for cid, i in calls.items():
+        if cid not in answered and i != len(items) - 1:
+            later = [it for it in items[i + 1:] if it.get("type") != "function_call"
+                     and it.get("type") != "reasoning"]
+            if later:
+                out.append((("input", i), f"conversation: function_call {cid!r} has no "
+                                          "function_call_output (400 'No tool output found')"))
+    return out
+
+
+def check_responses_response(body):
+    return _require_object(body) or responses_validator("response").check(r_types.Response, body)
+
+
+def check_responses_stream(events):
+    v = responses_validator("response")
+    # The error event is one of the stream's events (flat {code, message}).
+    return _check_stream(events, lambda d: v.check(r_types.ResponseStreamEvent, d),
+                         lambda d: v.check(r_types.ResponseErrorEvent, d))
 
 
 GEMINI_REQUEST_KEYS = {
@@ -1024,6 +1119,10 @@ CHECKS = {
     ("anthropic", "stream"): check_anthropic_stream,
     ("openai", "stream"): check_openai_stream,
     ("gemini", "stream"): check_gemini_stream,
+    ("openai_responses", "stream"): check_responses_stream,
+    ("openai_responses", "request"): check_responses_request,
+    ("openai_responses", "response"): check_responses_response,
+    ("openai_responses", "error"): check_openai_error,
     ("anthropic", "request"): check_anthropic_request,
     ("openai", "request"): check_openai_request,
     ("gemini", "request"): check_gemini_request,
@@ -1158,6 +1257,45 @@ def good_gemini_response():
             "modelVersion": "gemini-3-pro", "responseId": "r1"}
 
 
+def good_responses_request():
+    return {
+        "model": "gpt-5", "instructions": "You are terse.", "max_output_tokens": 256,
+        "store": False, "include": ["reasoning.encrypted_content"], "tool_choice": "auto",
+        "tools": [{"type": "function", "name": "get_weather", "description": "Weather for a city",
+                   "strict": False,
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                  "required": ["city"]}},
+                  {"type": "web_search"}],
+        "text": {"format": {"type": "json_schema", "name": "Answer", "strict": True,
+                            "schema": {"type": "object", "properties": {"a": {"type": "string"}},
+                                       "required": ["a"], "additionalProperties": False}}},
+        "input": [
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "Weather?"},
+                {"type": "input_image", "image_url": "data:image/png;base64," + PNG_1PX, "detail": "auto"},
+                {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0xLjQK",
+                 "filename": "a.pdf"}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+             "arguments": "{\"city\": \"Paris\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+        ],
+    }
+
+
+def good_responses_response():
+    return {"id": "resp_1", "object": "response", "created_at": 1754000000, "model": "gpt-5",
+            "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "output": [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
+                       {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+                        "arguments": "{}", "status": "completed"}],
+            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                      "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 3},
+                      "total_tokens": 15}}
+
+
 def _mut(fn):
     def apply(body):
         body = copy.deepcopy(body)
@@ -1220,6 +1358,35 @@ SELF_TESTS = [
         ("max_completion_tokens as string", _set(("max_completion_tokens",), "512")),
         ("tool without type", _del(("tools", 0, "type"))),
     ]),
+    ("openai_responses", "request", good_responses_request, [
+        ("function tool nested Chat-style", _set(("tools", 0), {"type": "function", "function": {
+            "name": "get_weather", "parameters": {"type": "object"}}})),
+        ("function tool without strict", _del(("tools", 0, "strict"))),
+        ("Chat-style response_format", _set(("response_format",), {"type": "json_object"})),
+        ("text.format nested Chat-style", _set(("text", "format"), {"type": "json_schema", "json_schema": {
+            "name": "Answer", "schema": {"type": "object"}}})),
+        ("function_call arguments as object", _set(("input", 3, "arguments"), {"city": "Paris"})),
+        ("input_image without detail", _del(("input", 0, "content", 1, "detail"))),
+        ("image_url as object (Chat shape)", _set(("input", 0, "content", 1, "image_url"), {"url": "x"})),
+        ("input part type 'text' (Chat shape)", _set(("input", 0, "content", 0, "type"), "text")),
+        ("reasoning without id", _del(("input", 1, "id"))),
+        ("stateless reasoning without encrypted_content", _del(("input", 1, "encrypted_content"))),
+        ("reasoning as the last item", _mut(lambda b: b["input"].append(
+            {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "x"}))),
+        ("function_call_output before its call", _mut(lambda b: b["input"].insert(1, b["input"].pop()))),
+        ("function_call without its output", _mut(lambda b: b["input"].insert(
+            4, {"type": "message", "role": "user", "content": "next"}) or b["input"].pop())),
+        ("include 'reasoning.bogus'", _set(("include",), ["reasoning.bogus"])),
+        ("max_output_tokens as string", _set(("max_output_tokens",), "256")),
+        ("tool_choice Chat-style", _set(("tool_choice",), {"type": "function", "function": {"name": "x"}})),
+        ("image data URL without base64", _set(("input", 0, "content", 1, "image_url"), "data:image/png,xx")),
+        ("unknown top-level key", _set(("messages",), [])),
+    ]),
+    ("openai_responses", "response", good_responses_response, [
+        ("status 'done'", _set(("status",), "done")),
+        ("usage without input_tokens_details", _del(("usage", "input_tokens_details"))),
+        ("function_call without call_id", _del(("output", 1, "call_id"))),
+    ]),
     ("gemini", "request", good_gemini_request, [
         ("unknown key in a part (extra='forbid')", _set(("contents", 0, "parts", 0, "bogus"), 1)),
         ("snake_case key in a part", _mut(lambda b: b["contents"][1]["parts"][0].__setitem__(
@@ -1270,7 +1437,8 @@ SELF_TESTS = [
 def _type_adapter_accepts(provider, body):
     """Would pydantic.TypeAdapter(<request TypedDict>) alone accept this body?"""
     tp = {"anthropic": a_params.MessageCreateParamsNonStreaming,
-          "openai": o_params.CompletionCreateParamsNonStreaming}.get(provider)
+          "openai": o_params.CompletionCreateParamsNonStreaming,
+          "openai_responses": r_params.ResponseCreateParamsNonStreaming}.get(provider)
     if tp is None:
         return None
     try:

@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BatchSize, BenchmarkId, Criterion};
 use kesoku::llm::{
-    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, ToolDeclaration,
+    ClaudeLlm, ContentBlock, GeminiLlm, Llm, LlmOptions, OpenAiLlm, OpenAiResponsesLlm,
+    ToolDeclaration,
 };
 use kesoku::{Message, MessageType, Role, ToolRequest, keys};
 use kesoku_bench::Sink;
@@ -96,7 +97,7 @@ fn tools() -> Vec<ToolDeclaration> {
 fn bench(c: &mut Criterion) {
     let tools = tools();
     let options = LlmOptions::new("model-x");
-    let backends: [(&str, Box<dyn Llm>); 3] = [
+    let backends: [(&str, Box<dyn Llm>); 4] = [
         (
             "claude",
             Box::new(ClaudeLlm::new("k").with_transport(Sink::new("claude"))),
@@ -108,6 +109,10 @@ fn bench(c: &mut Criterion) {
         (
             "gemini",
             Box::new(GeminiLlm::new("k").with_transport(Sink::new("gemini"))),
+        ),
+        (
+            "responses",
+            Box::new(OpenAiResponsesLlm::new("k").with_transport(Sink::new("responses"))),
         ),
     ];
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -32,8 +32,8 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// A sink answering as `provider` does: `"claude"`, `"openai"` or
-    /// `"gemini"`.
+    /// A sink answering as `provider` does: `"claude"`, `"openai"`,
+    /// `"responses"` (OpenAI's Responses API) or `"gemini"`.
     pub fn new(provider: &'static str) -> Sink {
         Sink { provider }
     }
@@ -47,6 +47,11 @@ impl Sink {
             }),
             "openai" => serde_json::json!({
                 "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+            }),
+            "responses" => serde_json::json!({
+                "id": "resp_1", "status": "completed",
+                "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}]
             }),
             _ => serde_json::json!({
                 "candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}]

@@ -98,6 +98,9 @@ pub(crate) trait StreamDecoder: Default + Send {
 pub(crate) enum StreamError {
     /// The provider sent an error event.
     Provider(String),
+    /// The provider refused the request as longer than the model's
+    /// context window, in an error event.
+    ContextOverflow(String),
     /// An event that does not read.
     Malformed(String),
     /// An event held more bytes than the limit (given).
@@ -239,6 +242,7 @@ pub(crate) fn events_of(turn: AssistantTurn) -> Vec<StreamEvent> {
 pub(crate) mod claude;
 pub(crate) mod gemini;
 pub(crate) mod openai;
+pub(crate) mod responses;
 pub(crate) mod sse;
 
 /// Parses an event's JSON, or says which event did not parse.
@@ -290,6 +294,12 @@ pub(crate) fn stream_error(provider: &'static str, e: StreamError) -> LlmError {
         StreamError::Provider(message) => LlmError::Stream {
             provider,
             message: format!("the provider reported an error mid-stream: {message}"),
+        },
+        StreamError::ContextOverflow(message) => LlmError::ContextOverflow {
+            provider,
+            tokens: None,
+            limit: None,
+            message,
         },
         StreamError::Malformed(message) => LlmError::Stream { provider, message },
         StreamError::TooLarge(limit) => LlmError::EventTooLarge { provider, limit },

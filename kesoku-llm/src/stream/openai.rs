@@ -13,7 +13,8 @@ use super::{Progress, StreamDecoder, StreamError, StreamEvent, parse};
 /// The reply so far, as the one-shot `ChatCompletion` it will be.
 #[derive(Debug, Default)]
 pub(crate) struct Decoder {
-    /// The chunk's own fields (id, model, created...), from the first.
+    /// The chunk's own fields (id, model, created...), each from the
+    /// first chunk that gives it (not empty).
     head: Map<String, Value>,
     content: Option<String>,
     /// A strict-mode refusal, which comes in place of the content.
@@ -85,11 +86,19 @@ impl StreamDecoder for Decoder {
                     .map_or_else(|| e.to_string(), str::to_owned),
             ));
         }
-        if self.head.is_empty()
-            && let Value::Object(chunk) = &v
-        {
+        // The chunk's own fields, from the first that has them: Azure's
+        // first chunk (its prompt filter results, no choices) has an empty
+        // id and model.
+        if let Value::Object(chunk) = &v {
             for (k, value) in chunk {
-                if !matches!(k.as_str(), "choices" | "usage" | "object") {
+                if matches!(k.as_str(), "choices" | "usage" | "object") {
+                    continue;
+                }
+                let known = self
+                    .head
+                    .get(k)
+                    .is_some_and(|h| h.as_str().is_none_or(|h| !h.is_empty()));
+                if !known {
                     self.head.insert(k.clone(), value.clone());
                 }
             }
