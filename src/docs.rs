@@ -22,6 +22,9 @@ pub mod agents {}
 #[doc = include_str!("../docs/composition.md")]
 pub mod composition {}
 
+#[doc = include_str!("../docs/console.md")]
+pub mod console {}
+
 // Its lint example is a `#[test]` to copy into a crate's tests: the doctest
 // only compiles it.
 #[allow(clippy::test_attr_in_doctest)]

@@ -642,3 +642,48 @@ async fn a_session_waiting_for_approval_is_decided_and_resumed() {
         ("and now?", Status::Processed)
     );
 }
+
+/// `--web` serves the console beside the agent and prints the URL to
+/// open: the URL's token opens it (kept as a cookie), and nothing else
+/// does.
+#[cfg(feature = "console")]
+#[tokio::test]
+async fn web_serves_the_console_and_prints_its_url() {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(demo())
+        .current_dir(dir.path())
+        .args(["--web", "127.0.0.1:0"])
+        .env_remove("KESOKU_PROVIDER")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_owned();
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let get = |path: &str| {
+        let mut stream = std::net::TcpStream::connect(host).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let opened = get(path);
+    assert!(opened.starts_with("HTTP/1.1 303"), "{opened}");
+    assert!(opened.contains("HttpOnly"), "{opened}");
+    let refused = get("/api/sessions");
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

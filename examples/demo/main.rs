@@ -26,6 +26,7 @@
 //! demo --history --session ID
 //! demo --show-schemas       every tool as each provider receives it
 //! demo --otlp http://localhost:4318   export the trace (`--features otel`)
+//! demo --web [ADDR]         the web console beside the agent (`--features console`)
 //! ```
 
 mod approval;
@@ -105,6 +106,11 @@ struct Cli {
     /// (Default: `OTEL_EXPORTER_OTLP_ENDPOINT`.)
     #[arg(long, value_name = "URL")]
     otlp: Option<String>,
+    /// Serve the web console beside the agent, on this address
+    /// (loopback, a free port, unless given), and print the URL to open;
+    /// the demo then runs until Ctrl-C (built with `--features console`).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
+    web: Option<std::net::SocketAddr>,
 }
 
 /// The `service.name` of the demo's exported spans.
@@ -199,6 +205,9 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         print_history(&agent, &session).await?;
         return Ok(ExitCode::SUCCESS);
     }
+    if let Some(addr) = cli.web {
+        return web(&agent, addr).await;
+    }
     println!("{DIM}kesoku demo · {label} · session {session}{DIM:#}");
     if provider.is_none() {
         // As if the user had attached it: attachments go to the session's
@@ -234,6 +243,25 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     printer.abort();
     streamer.abort();
     Ok(code)
+}
+
+/// The web console beside the agent, until Ctrl-C.
+#[cfg(feature = "console")]
+async fn web(agent: &Agent, addr: std::net::SocketAddr) -> Result<ExitCode, String> {
+    let running = kesoku::console::Console::new(agent)
+        .bind(addr)
+        .await
+        .map_err(|e| format!("cannot serve the console on {addr}: {e}"))?;
+    println!("{BOLD}the console: open {}{BOLD:#}", running.url());
+    println!("{DIM}(Ctrl-C stops it){DIM:#}");
+    running.wait().await.map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Without the console feature: says how to build with it.
+#[cfg(not(feature = "console"))]
+async fn web(_: &Agent, _: std::net::SocketAddr) -> Result<ExitCode, String> {
+    Err("the demo was built without the web console: `cargo run --example demo --features console -- --web`".into())
 }
 
 /// The showcase's prompt, then, once it completed, its typed answer.

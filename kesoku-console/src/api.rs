@@ -263,7 +263,11 @@ pub(crate) async fn decide(
     } else {
         Verdict::Deny(body.reason.filter(|r| !r.trim().is_empty()))
     };
-    let decided = c.agent.decide(&id, verdict).await.map_err(refusal)?;
+    let decided = c
+        .agent
+        .decide(&id, verdict)
+        .await
+        .map_err(|e| refusal(&e))?;
     let (ready, prompt) = match &decided {
         Decided::Ready { prompt_id } => (true, prompt_id.clone()),
         Decided::Waiting { prompt_id, .. } => (false, prompt_id.clone()),
@@ -281,8 +285,8 @@ pub(crate) async fn decide(
 }
 
 /// A decision refused, as the answer it deserves.
-fn refusal(e: ApprovalError) -> Failure {
-    let status = match &e {
+fn refusal(e: &ApprovalError) -> Failure {
+    let status = match e {
         ApprovalError::Unknown { .. } | ApprovalError::NotInSession { .. } => StatusCode::NOT_FOUND,
         ApprovalError::Gateway(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::CONFLICT,

@@ -1,5 +1,5 @@
 //! Who may see and change what: a random token, given once in the URL and
-//! kept in a cookie (HttpOnly, SameSite=Strict), asked of every request;
+//! kept in a cookie (`HttpOnly`, `SameSite=Strict`), asked of every request;
 //! and, for every request that changes something, the page's own Origin
 //! and its CSRF token.
 

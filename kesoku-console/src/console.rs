@@ -33,14 +33,14 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; c
 ///
 /// It asks every request for a random token ([`token`](Self::token),
 /// printed in [`Running::url`] once): the URL carries it the first time,
-/// then a cookie (HttpOnly, SameSite=Strict). A change (a prompt, an
+/// then a cookie (`HttpOnly`, `SameSite=Strict`). A change (a prompt, an
 /// interruption, a decision) must also come from the console's own page:
 /// its Origin, and the CSRF token the page was given.
 ///
 /// In the agent's process a prompt's turn runs here (`send`), and so
 /// does a turn a decision makes ready; [`posting`](Self::posting) only
 /// posts them, for the workers serving the store (a console in a process
-/// of its own, over the same SQLite file or PostgreSQL database).
+/// of its own, over the same `SQLite` file or `PostgreSQL` database).
 ///
 /// ```no_run
 /// # async fn run(agent: kesoku_agent::Agent) -> std::io::Result<()> {
@@ -105,11 +105,11 @@ impl Console {
             .route("/", get(index))
             .route(
                 "/app.js",
-                get(|| asset(APP_JS, "text/javascript; charset=utf-8")),
+                get(|| async { asset(APP_JS, "text/javascript; charset=utf-8") }),
             )
             .route(
                 "/style.css",
-                get(|| asset(STYLE, "text/css; charset=utf-8")),
+                get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
             )
             .route("/api/sessions", get(api::sessions))
             .route("/api/sessions/{id}/messages", get(api::messages))
@@ -235,7 +235,7 @@ async fn index(State(c): State<Arc<Shared>>) -> Response {
     asset_owned(page, "text/html; charset=utf-8")
 }
 
-async fn asset(body: &'static str, kind: &'static str) -> Response {
+fn asset(body: &'static str, kind: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 

@@ -1,5 +1,5 @@
 //! The console in a real browser: Chromium from the system's packages,
-//! driven through its WebDriver (`chromedriver`) with fantoccini. Each
+//! driven through its `WebDriver` (`chromedriver`) with fantoccini. Each
 //! test keeps a screenshot under this test target's directory
 //! (`console-screenshots/`).
 //!
@@ -7,7 +7,7 @@
 //! except in CI (`CI` set), where `.ci/run` installs it and its absence
 //! fails them. The test binary re-runs itself as a worker process for the
 //! approval test: with `KESOKU_CONSOLE_WORKER_DB` set, `worker_process`
-//! serves that SQLite file.
+//! serves that `SQLite` file.
 
 mod support;
 
@@ -27,7 +27,7 @@ use kesoku::store::SqliteStore;
 use kesoku::{DynamicTool, Gateway, Message, MessageType, Role, Status, ToolOutput, ToolRegistry};
 use serde_json::json;
 
-/// The SQLite file the worker process serves; unset in the tests.
+/// The `SQLite` file the worker process serves; unset in the tests.
 const WORKER_DB: &str = "KESOKU_CONSOLE_WORKER_DB";
 /// How long a page may take to show what a test waits for.
 const PATIENCE: Duration = Duration::from_secs(20);
