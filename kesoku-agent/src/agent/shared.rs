@@ -113,12 +113,21 @@ impl Upstreams {
 
 impl Shared {
     /// The agent named `name` that this one knows: one it offers as a
-    /// tool or hands sessions to (and theirs), or a member of its team.
+    /// tool or hands sessions to (and theirs), or a member of its team
+    /// (and theirs: a member serving runs every member's turns, those of
+    /// the agents a member calls as tools too).
     pub(crate) fn agent_named(&self, name: &str) -> Option<Arc<Shared>> {
-        self.roster
-            .get(name)
-            .cloned()
-            .or_else(|| self.team.as_ref()?.get(name)?.downcast().ok())
+        if let Some(known) = self.roster.get(name) {
+            return Some(Arc::clone(known));
+        }
+        let team = self.team.as_ref()?;
+        if let Some(member) = team.get(name) {
+            return member.downcast().ok();
+        }
+        team.members().into_iter().find_map(|member| {
+            let member: Arc<Shared> = member.downcast().ok()?;
+            member.roster.get(name).cloned()
+        })
     }
 
     /// The lease holder of a new claim: one per turn, so a turn's lease is

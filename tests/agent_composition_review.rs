@@ -1,0 +1,178 @@
+//! A hostile review of agent composition (issue 44): each test failed
+//! before its fix.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use kesoku::llm::{Agent, ScriptedLlm, Team, TurnStatus};
+use kesoku::{DynamicTool, Gateway, MessageType, Status, ToolOutput, ToolRegistry};
+use serde_json::json;
+
+/// A tool that needs approval, counting its runs.
+fn charge(runs: &Arc<AtomicUsize>) -> ToolRegistry {
+    let runs = Arc::clone(runs);
+    let tool = DynamicTool::new(
+        "charge",
+        "Charges a card.",
+        json!({"type": "object", "properties": {"cents": {"type": "integer"}}, "required": ["cents"]}),
+        move |args, _| {
+            let runs = Arc::clone(&runs);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolOutput::new(json!(format!("charged {}", args["cents"]))))
+            }
+        },
+    )
+    .unwrap()
+    .needs_approval();
+    let mut registry = ToolRegistry::new();
+    registry.register(tool).unwrap();
+    registry
+}
+
+fn script(turns: serde_json::Value) -> ScriptedLlm {
+    ScriptedLlm::from_json(turns).unwrap().per_prompt()
+}
+
+/// Triage hands to billing (a member of its team, by name); billing
+/// calls the charger as a tool, whose charge needs a person. Served by
+/// triage, the charger's turn, put back by the decision, must run with
+/// the charger: triage knows billing by its team, and billing's agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_a_team_member_runs_the_agents_another_member_calls() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let team = Team::new();
+    let charger = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "k1", "name": "charge", "arguments": {"cents": 500}}]},
+        {"text": "Charged: {{k1}}."}
+    ])))
+    .name("charger")
+    .gateway(gateway.clone())
+    .registry(charge(&runs))
+    .build()
+    .unwrap();
+    let triage = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "h1", "name": "transfer_to_billing", "arguments": {}}]}
+    ])))
+    .name("triage")
+    .gateway(gateway.clone())
+    .team(&team)
+    .handoff_to("billing", "payments")
+    .build()
+    .unwrap();
+    // A per-prompt script counts triage's step (the handoff) too.
+    let _billing = Agent::builder(script(json!([
+        {"text": "(triage's step)"},
+        {"tool_calls": [{"id": "c1", "name": "bill", "arguments": {"prompt": "Charge 5 dollars"}}]},
+        {"text": "Billing: {{c1}}"}
+    ])))
+    .name("billing")
+    .gateway(gateway.clone())
+    .team(&team)
+    .sub_agent(charger.as_tool("bill", "Bills the customer."))
+    .build()
+    .unwrap();
+    let paused = triage.send("s", "Charge me").await.unwrap();
+    assert_eq!(paused.status, TurnStatus::AwaitingApproval, "{paused:#?}");
+    let pending = triage.pending_approvals("s").await.unwrap();
+    assert_eq!(pending.len(), 1, "{pending:#?}");
+    triage.approve(&pending[0].id).await.unwrap();
+    let serving = tokio::spawn({
+        let triage = triage.clone();
+        async move { triage.serve().await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let top = loop {
+        let history = triage.history("s").await.unwrap();
+        if matches!(history[0].status, Status::Processed | Status::Error) {
+            break history;
+        }
+        assert!(Instant::now() < deadline, "{history:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    serving.abort();
+    let child = triage.history(&pending[0].session_id).await.unwrap();
+    assert_eq!(child[0].status, Status::Processed, "{child:#?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let last = top.last().unwrap();
+    assert_eq!(last.content, "Billing: Charged: charged 500.", "{top:#?}");
+}
+
+/// A handoff in a step with a call held for a person: the turn pauses,
+/// and the agent that asked for the call runs it once approved; the
+/// handoff must not take the paused turn to an agent without that tool.
+#[tokio::test]
+async fn a_handoff_beside_a_held_call_does_not_take_the_paused_turn_away() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let billing = Agent::builder(script(json!([{"text": "Billing here."}])))
+        .name("billing")
+        .gateway(gateway.clone())
+        .build()
+        .unwrap();
+    let triage = Agent::builder(script(json!([
+        {"tool_calls": [
+            {"id": "k1", "name": "charge", "arguments": {"cents": 500}},
+            {"id": "h1", "name": "transfer_to_billing", "arguments": {}}
+        ]},
+        {"text": "Triage: {{k1}}"}
+    ])))
+    .name("triage")
+    .gateway(gateway.clone())
+    .registry(charge(&runs))
+    .handoff(&billing, "payments")
+    .build()
+    .unwrap();
+    let paused = triage.send("s", "Charge me").await.unwrap();
+    assert_eq!(paused.status, TurnStatus::AwaitingApproval);
+    let pending = triage.pending_approvals("s").await.unwrap();
+    triage.approve(&pending[0].id).await.unwrap();
+    let prompt = triage.history("s").await.unwrap()[0].id.clone();
+    let resumed = triage.resume(&prompt).await.unwrap();
+    let history = triage.history("s").await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "{history:#?}");
+    let charged = history
+        .iter()
+        .find(|m| m.kind == MessageType::ToolResult && m.content.contains("charged 500"));
+    assert!(charged.is_some(), "{history:#?}");
+    assert_eq!(resumed.status, TurnStatus::Completed, "{history:#?}");
+}
+
+/// Two handoffs in one step: the first is made; the second's result must
+/// not tell the model it was.
+#[tokio::test]
+async fn of_two_handoffs_in_a_step_only_the_one_made_says_so() {
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let billing = Agent::builder(script(json!([{"text": "-"}, {"text": "Billing here."}])))
+        .name("billing")
+        .gateway(gateway.clone())
+        .build()
+        .unwrap();
+    let support = Agent::builder(script(json!([{"text": "-"}, {"text": "Support here."}])))
+        .name("support")
+        .gateway(gateway.clone())
+        .build()
+        .unwrap();
+    let triage = Agent::builder(script(json!([
+        {"tool_calls": [
+            {"id": "h1", "name": "transfer_to_billing", "arguments": {}},
+            {"id": "h2", "name": "transfer_to_support", "arguments": {}}
+        ]}
+    ])))
+    .name("triage")
+    .gateway(gateway.clone())
+    .handoff(&billing, "payments")
+    .handoff(&support, "anything else")
+    .build()
+    .unwrap();
+    let outcome = triage.send("s", "Help").await.unwrap();
+    assert_eq!(outcome.answer.as_deref(), Some("Billing here."));
+    let history = triage.history("s").await.unwrap();
+    let transferred: Vec<_> = history
+        .iter()
+        .filter(|m| m.kind == MessageType::ToolResult && m.content.starts_with("Transferred"))
+        .collect();
+    assert_eq!(transferred.len(), 1, "{history:#?}");
+}
