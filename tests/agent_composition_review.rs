@@ -176,3 +176,51 @@ async fn of_two_handoffs_in_a_step_only_the_one_made_says_so() {
         .collect();
     assert_eq!(transferred.len(), 1, "{history:#?}");
 }
+
+/// A call of an agent whose turn waits for a turn permit (the child's
+/// `max_concurrent_turns`) when the parent is interrupted: its turn,
+/// which has not begun, must not run afterwards.
+#[tokio::test]
+async fn interrupting_the_parent_stops_a_child_turn_not_yet_begun() {
+    let child = Agent::builder(
+        script(json!([{"text": "child answer"}])).with_latency(Duration::from_millis(400)),
+    )
+    .name("child")
+    .max_concurrent_turns(1)
+    .build()
+    .unwrap();
+    let parent = Agent::builder(script(json!([
+        {"tool_calls": [
+            {"id": "c1", "name": "ask", "arguments": {"prompt": "one"}},
+            {"id": "c2", "name": "ask", "arguments": {"prompt": "two"}}
+        ]},
+        {"text": "unreachable"}
+    ])))
+    .name("parent")
+    .sub_agent(child.as_tool("ask", "Asks the child."))
+    .build()
+    .unwrap();
+    let turn = tokio::spawn({
+        let parent = parent.clone();
+        async move { parent.send("s", "Ask twice").await }
+    });
+    // The first child's model call is under way; the second waits.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(parent.interrupt("s"));
+    let outcome = turn.await.unwrap().unwrap();
+    assert_eq!(outcome.status, TurnStatus::Interrupted);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let calls: Vec<_> = outcome
+        .messages
+        .iter()
+        .filter(|m| m.kind == MessageType::ToolCall)
+        .collect();
+    assert_eq!(calls.len(), 2);
+    for call in calls {
+        let session = format!("s/ask/{}", call.id);
+        let history = child.history(&session).await.unwrap();
+        if let Some(prompt) = history.first() {
+            assert_ne!(prompt.status, Status::Processed, "{history:#?}");
+        }
+    }
+}
