@@ -224,3 +224,41 @@ async fn interrupting_the_parent_stops_a_child_turn_not_yet_begun() {
         }
     }
 }
+
+/// A handoff in the step that reaches the step limit: the turn ends
+/// there, with the agent that made it, so the handoff's result must not
+/// say the conversation was handed on.
+#[tokio::test]
+async fn a_handoff_at_the_step_limit_is_not_answered_as_made() {
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let billing = Agent::builder(script(json!([{"text": "-"}, {"text": "Billing here."}])))
+        .name("billing")
+        .gateway(gateway.clone())
+        .build()
+        .unwrap();
+    let triage = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "h1", "name": "transfer_to_billing", "arguments": {}}]}
+    ])))
+    .name("triage")
+    .gateway(gateway.clone())
+    .max_steps(1)
+    .handoff(&billing, "payments")
+    .build()
+    .unwrap();
+    let outcome = triage.send("s", "Help").await.unwrap();
+    let history = triage.history("s").await.unwrap();
+    if outcome.status == TurnStatus::StepLimit {
+        let result = history
+            .iter()
+            .find(|m| m.kind == MessageType::ToolResult)
+            .unwrap();
+        assert!(!result.content.starts_with("Transferred"), "{history:#?}");
+    } else {
+        // Or the agent handed to answers.
+        assert_eq!(
+            outcome.answer.as_deref(),
+            Some("Billing here."),
+            "{history:#?}"
+        );
+    }
+}

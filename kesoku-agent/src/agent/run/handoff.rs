@@ -82,6 +82,25 @@ impl Turn<'_> {
         }
     }
 
+    /// The turn ends with the step that handed off (its step limit): the
+    /// handoff's result among `last` says it was not made, and names no
+    /// agent, so the session stays with this one.
+    pub(super) fn handoff_not_made(&mut self, last: &mut [Message]) {
+        if self.handing_to.take().is_none() {
+            return;
+        }
+        let made = last.iter_mut().find(|m| {
+            m.metadata.contains_key(AGENT)
+                && m.meta_str(kesoku_core::keys::TOOL_NAME)
+                    .is_some_and(|t| self.shared.handoffs.contains_key(t))
+        });
+        if let Some(result) = made {
+            result.metadata.remove(AGENT);
+            let why = "the turn ended with this step (its step limit), so the conversation stays with this agent: hand it off in the next turn";
+            handoff::refuse(result, why, "handoff_turn_ended");
+        }
+    }
+
     /// Names the agent that posts `m`, in a session that was ever handed
     /// off (a handoff's result keeps the agent it goes to).
     pub(super) fn stamp(&self, m: &mut Message) {
