@@ -262,3 +262,48 @@ async fn a_handoff_at_the_step_limit_is_not_answered_as_made() {
         );
     }
 }
+
+/// The user moves on from a turn paused on an approval inside a child:
+/// as for a call held in the session itself, the old turn is over
+/// (interrupted), not left paused for a sweep to put back and run again
+/// after the newer prompt, and its child's turn is over too.
+#[tokio::test]
+async fn moving_on_from_a_turn_paused_inside_a_child_ends_both() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let charger = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "k1", "name": "charge", "arguments": {"cents": 500}}]},
+        {"text": "Charged: {{k1}}."}
+    ])))
+    .name("charger")
+    .gateway(gateway.clone())
+    .registry(charge(&runs))
+    .build()
+    .unwrap();
+    // In order, whatever the prompt: the second answers the new prompt.
+    let model = ScriptedLlm::from_json(json!([
+        {"tool_calls": [{"id": "c1", "name": "bill", "arguments": {"prompt": "Charge 5 dollars"}}]},
+        {"text": "As you wish."}
+    ]))
+    .unwrap();
+    let parent = Agent::builder(model)
+        .name("parent")
+        .gateway(gateway.clone())
+        .sub_agent(charger.as_tool("bill", "Bills the customer."))
+        .build()
+        .unwrap();
+    let paused = parent.send("s", "Charge me").await.unwrap();
+    assert_eq!(paused.status, TurnStatus::AwaitingApproval);
+    let pending = parent.pending_approvals("s").await.unwrap();
+    assert_eq!(pending.len(), 1);
+    // The user moves on (the scripts answer the new prompt at once).
+    let next = parent.send("s", "Never mind").await.unwrap();
+    assert_eq!(next.status, TurnStatus::Completed, "{next:#?}");
+    parent.expire_approvals().await.unwrap();
+    let history = parent.history("s").await.unwrap();
+    assert_eq!(history[0].status, Status::Interrupted, "{history:#?}");
+    assert!(parent.pending_approvals("s").await.unwrap().is_empty());
+    let child = parent.history(&pending[0].session_id).await.unwrap();
+    assert_ne!(child[0].status, Status::AwaitingApproval, "{child:#?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
