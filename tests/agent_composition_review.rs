@@ -307,3 +307,36 @@ async fn moving_on_from_a_turn_paused_inside_a_child_ends_both() {
     assert_ne!(child[0].status, Status::AwaitingApproval, "{child:#?}");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
+
+/// Two members of a team each calling an agent of one name (the default
+/// `kesoku`, say): a member serving could not tell their nested prompts
+/// apart, and would run one's with the other, so building is refused.
+#[test]
+fn two_members_calling_agents_of_one_name_are_refused() {
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let team = Team::new();
+    let helper = |text: &str| {
+        Agent::builder(script(json!([{ "text": text }])))
+            .gateway(gateway.clone())
+            .build()
+            .unwrap()
+    };
+    let _triage = Agent::builder(script(json!([{"text": "-"}])))
+        .name("triage")
+        .gateway(gateway.clone())
+        .team(&team)
+        .sub_agent(helper("one").as_tool("ask", "Asks."))
+        .build()
+        .unwrap();
+    let billing = Agent::builder(script(json!([{"text": "-"}])))
+        .name("billing")
+        .gateway(gateway.clone())
+        .team(&team)
+        .sub_agent(helper("two").as_tool("ask", "Asks."))
+        .build();
+    let error = billing
+        .err()
+        .expect("two agents named `kesoku`")
+        .to_string();
+    assert!(error.contains("two agents are named `kesoku`"), "{error}");
+}

@@ -130,6 +130,37 @@ impl Shared {
         })
     }
 
+    /// Joins `team`. An error when the team has a member of this name, or
+    /// when another agent than this one's of a name (this agent, or one it
+    /// calls as a tool or hands sessions to) is a member's of that name: a
+    /// nested prompt names its agent, for whichever member serves it.
+    pub(crate) fn join_team(self: &Arc<Self>, team: &super::team::Team) -> Result<(), String> {
+        let ours = |name: &str| {
+            if name == self.name {
+                Some(self)
+            } else {
+                self.roster.get(name)
+            }
+        };
+        for member in team.members() {
+            let Ok(member) = member.downcast::<Shared>() else {
+                continue;
+            };
+            let theirs = std::iter::once((&member.name, &member)).chain(member.roster.iter());
+            for (name, other) in theirs {
+                // Two members of one name: `Team::join` says so.
+                let both_members = Arc::ptr_eq(other, &member) && *name == self.name;
+                if !both_members && ours(name).is_some_and(|o| !Arc::ptr_eq(o, other)) {
+                    return Err(format!(
+                        "two agents are named `{name}` in this team (its members, or agents they call as tools or hand sessions to): give each its own with `AgentBuilder::name`, so a member serving runs the right one's turns"
+                    ));
+                }
+            }
+        }
+        let member: Arc<dyn std::any::Any + Send + Sync> = self.clone();
+        team.join(&self.name, &member)
+    }
+
     /// The lease holder of a new claim: one per turn, so a turn's lease is
     /// its own even among turns of this agent.
     pub(crate) fn claim_holder(&self) -> String {
