@@ -340,3 +340,54 @@ fn two_members_calling_agents_of_one_name_are_refused() {
         .to_string();
     assert!(error.contains("two agents are named `kesoku`"), "{error}");
 }
+
+/// A front end acting for a session decides its calls with `decide_in`:
+/// `pending_approvals` lists a call inside an agent the session's turn
+/// called, so `decide_in` with that session must take it; another
+/// session's must not.
+#[tokio::test]
+async fn decide_in_takes_a_call_inside_an_agent_the_session_called() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let charger = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "k1", "name": "charge", "arguments": {"cents": 500}}]},
+        {"text": "Charged: {{k1}}."}
+    ])))
+    .name("charger")
+    .gateway(gateway.clone())
+    .registry(charge(&runs))
+    .build()
+    .unwrap();
+    let parent = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "c1", "name": "bill", "arguments": {"prompt": "Charge 5 dollars"}}]},
+        {"text": "Done: {{c1}}"}
+    ])))
+    .name("parent")
+    .gateway(gateway.clone())
+    .sub_agent(charger.as_tool("bill", "Bills the customer."))
+    .build()
+    .unwrap();
+    parent.send("s", "Charge me").await.unwrap();
+    let pending = parent.pending_approvals("s").await.unwrap();
+    assert_eq!(pending.len(), 1);
+    let other = parent
+        .decide_in("other", &pending[0].id, kesoku::llm::Verdict::Approve)
+        .await;
+    assert!(other.is_err(), "{other:?}");
+    let decided = parent
+        .decide_in("s", &pending[0].id, kesoku::llm::Verdict::Approve)
+        .await
+        .unwrap();
+    let top = parent.history("s").await.unwrap()[0].id.clone();
+    assert_eq!(
+        decided,
+        kesoku::llm::Decided::Ready {
+            prompt_id: top.clone()
+        }
+    );
+    let resumed = parent.resume_in("s", &top).await.unwrap();
+    assert_eq!(
+        resumed.answer.as_deref(),
+        Some("Done: Charged: charged 500.")
+    );
+}
