@@ -391,3 +391,44 @@ async fn decide_in_takes_a_call_inside_an_agent_the_session_called() {
         Some("Done: Charged: charged 500.")
     );
 }
+
+#[derive(Debug, PartialEq, serde::Deserialize, kesoku::ToolArg)]
+struct Count {
+    /// A number.
+    n: i64,
+}
+
+/// An agent called as a tool hands its session off: the agent handed to
+/// answers the call; and a typed answer (`send_as`) asked of a turn that
+/// is handed off is the answer of the agent handed to.
+#[tokio::test]
+async fn a_handoff_inside_a_child_and_under_send_as_answers_as_asked() {
+    let gateway = Gateway::new(kesoku::store::MemoryStore::new());
+    let expert = Agent::builder(script(json!([{"text": "-"}, {"text": "{\"n\": 7}"}])))
+        .name("expert")
+        .gateway(gateway.clone())
+        .build()
+        .unwrap();
+    let router = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "h1", "name": "transfer_to_expert", "arguments": {}}]}
+    ])))
+    .name("router")
+    .gateway(gateway.clone())
+    .handoff(&expert, "knows numbers")
+    .build()
+    .unwrap();
+    let parent = Agent::builder(script(json!([
+        {"tool_calls": [{"id": "c1", "name": "route", "arguments": {"prompt": "a number"}}]},
+        {"text": "Got {{c1}}"}
+    ])))
+    .name("parent")
+    .gateway(gateway.clone())
+    .sub_agent(router.as_tool("route", "Routes.").output::<Count>())
+    .build()
+    .unwrap();
+    let outcome = parent.send("s", "Give me a number").await.unwrap();
+    assert_eq!(outcome.status, TurnStatus::Completed, "{outcome:#?}");
+    assert!(outcome.messages[1].content.contains('7'), "{outcome:#?}");
+    let typed = router.send_as::<Count>("t", "a number").await.unwrap();
+    assert_eq!(typed.value, Count { n: 7 });
+}

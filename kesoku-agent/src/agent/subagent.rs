@@ -369,7 +369,9 @@ impl Drop for StopChild {
         let done = Arc::clone(&self.done);
         runtime.spawn(async move {
             // Until the child's task ends: its turn begins (and is
-            // interrupted) or its prompt is settled first.
+            // interrupted) or its prompt is settled first. Backing off:
+            // a turn another worker runs keeps this asking till it ends.
+            let mut pause = Duration::from_millis(10);
             while !done.load(Ordering::Acquire) {
                 if agent.interrupt(&session) {
                     return;
@@ -382,7 +384,8 @@ impl Drop for StopChild {
                 if settled.unwrap_or(false) {
                     return;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
             }
         });
     }
