@@ -334,10 +334,10 @@ fn two_members_calling_agents_of_one_name_are_refused() {
         .team(&team)
         .sub_agent(helper("two").as_tool("ask", "Asks."))
         .build();
-    let error = billing
-        .err()
-        .expect("two agents named `kesoku`")
-        .to_string();
+    let Err(error) = billing else {
+        panic!("two agents named `kesoku` were let in");
+    };
+    let error = error.to_string();
     assert!(error.contains("two agents are named `kesoku`"), "{error}");
 }
 
