@@ -35,8 +35,9 @@ impl Agent {
         self.decide_call(None, id, verdict).await
     }
 
-    /// [`decide`](Self::decide), for a call of `session` only: another
-    /// session's call is refused as
+    /// [`decide`](Self::decide), for a call of `session` only (or inside an
+    /// agent its turns called, as [`pending_approvals`](Self::pending_approvals)
+    /// lists it, with its path): another session's call is refused as
     /// [`NotInSession`](ApprovalError::NotInSession), exactly as an unknown
     /// id is, so a user cannot decide (or probe for) calls outside their
     /// session.
@@ -154,6 +155,26 @@ impl Agent {
         Ok((id, undecided))
     }
 
+    /// Whether `call` is of `session`: in it, or inside an agent a turn
+    /// of it called (at any depth, as [`pending_approvals`](Self::pending_approvals)
+    /// lists it), by the lineage its nested prompt stores.
+    async fn of_session(&self, call: &Message, session: &str) -> Result<bool, GatewayError> {
+        if call.session_id == session {
+            return Ok(true);
+        }
+        let Some(prompt) = call.parent_id.as_deref() else {
+            return Ok(false);
+        };
+        let prompt = self.shared.gateway.store().get(prompt).await?;
+        let lineage = prompt
+            .filter(|p| p.session_id == call.session_id)
+            .as_ref()
+            .and_then(Lineage::of);
+        Ok(lineage.is_some_and(|l| {
+            l.root_session == session || l.path.iter().any(|v| v.session_id == session)
+        }))
+    }
+
     /// The held call `id` (in `session`, when given), while no decision
     /// and no result answers it yet.
     async fn undecided_call(
@@ -162,11 +183,12 @@ impl Agent {
         id: &str,
     ) -> Result<Message, ApprovalError> {
         let store = self.shared.gateway.store();
-        let call = store.get(id).await.map_err(GatewayError::from)?;
-        let call = match (call, session) {
-            (Some(call), Some(s)) if call.session_id != s => None,
-            (call, _) => call,
-        };
+        let mut call = store.get(id).await.map_err(GatewayError::from)?;
+        if let (Some(c), Some(s)) = (&call, session)
+            && !self.of_session(c, s).await?
+        {
+            call = None;
+        }
         let Some(call) = call else {
             return Err(match session {
                 Some(session) => ApprovalError::NotInSession {

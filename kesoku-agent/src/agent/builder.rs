@@ -628,9 +628,7 @@ impl AgentBuilder {
             }),
         };
         if let Some(team) = &team {
-            let member: Arc<dyn std::any::Any + Send + Sync> = agent.shared.clone();
-            team.join(&agent.shared.name, &member)
-                .map_err(AgentError::Config)?;
+            agent.shared.join_team(team).map_err(AgentError::Config)?;
         }
         Ok(agent)
     }

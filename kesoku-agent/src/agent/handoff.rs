@@ -85,6 +85,29 @@ pub(crate) fn first<'h>(
     })
 }
 
+/// Refuses each handoff among `results` after the one at `first`: a
+/// step hands the conversation to one agent, and a result saying it was
+/// handed to another would mislead the model.
+pub(crate) fn refuse_later(
+    results: &mut [Message],
+    first: usize,
+    handoffs: &std::collections::HashMap<String, String>,
+) {
+    let Some(made) = results[first].meta_str(keys::TOOL_NAME).map(str::to_owned) else {
+        return;
+    };
+    for r in results.iter_mut().skip(first + 1) {
+        let tool = r.meta_str(keys::TOOL_NAME).unwrap_or_default();
+        if r.metadata.contains_key(keys::TOOL_ERROR) || !handoffs.contains_key(tool) {
+            continue;
+        }
+        let error = format!(
+            "one handoff a step: only the first, `{made}`, was taken up; answer the user, or hand off in a later step"
+        );
+        refuse(r, &error, "handoff_second");
+    }
+}
+
 /// `result` turned into the error that refuses handing off to `agent`,
 /// which this turn was handed to already (`visited`, in order).
 pub(crate) fn refuse_cycle(result: &mut Message, agent: &str, visited: &[String]) {

@@ -9,6 +9,7 @@ use kesoku_core::Message;
 
 use super::approval::{self, Verdict};
 use super::clock::Clock;
+use super::nested::child_prompt;
 use super::view::{healing_result, orphans};
 
 /// What answers the calls a session's history left without results,
@@ -51,6 +52,14 @@ pub(crate) fn heal(
                 moved_on.extend(m.parent_id.clone());
                 approval::moved_on_result(m, decisions.get(m.id.as_str()))
             } else {
+                if runs_again(m) {
+                    // An agent called by a turn the user moved on from
+                    // (paused on a decision inside it, say): that turn
+                    // and the agent's are over, not left for a sweep to
+                    // put back and run after the newer prompt.
+                    moved_on.extend(m.parent_id.clone());
+                    moved_on.push(child_prompt(m));
+                }
                 healing_result(m)
             })
         })

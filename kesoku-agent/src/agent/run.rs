@@ -315,7 +315,9 @@ impl Turn<'_> {
         let mut runner = None;
         loop {
             if let Next::Finish(finish) = decision.next {
-                return Ok(Driven::Over(finish, decision.post));
+                let mut last = decision.post;
+                self.handoff_not_made(&mut last);
+                return Ok(Driven::Over(finish, last));
             }
             for mut m in decision.post {
                 self.stamp(&mut m);

@@ -113,12 +113,52 @@ impl Upstreams {
 
 impl Shared {
     /// The agent named `name` that this one knows: one it offers as a
-    /// tool or hands sessions to (and theirs), or a member of its team.
+    /// tool or hands sessions to (and theirs), or a member of its team
+    /// (and theirs: a member serving runs every member's turns, those of
+    /// the agents a member calls as tools too).
     pub(crate) fn agent_named(&self, name: &str) -> Option<Arc<Shared>> {
-        self.roster
-            .get(name)
-            .cloned()
-            .or_else(|| self.team.as_ref()?.get(name)?.downcast().ok())
+        if let Some(known) = self.roster.get(name) {
+            return Some(Arc::clone(known));
+        }
+        let team = self.team.as_ref()?;
+        if let Some(member) = team.get(name) {
+            return member.downcast().ok();
+        }
+        team.members().into_iter().find_map(|member| {
+            let member: Arc<Shared> = member.downcast().ok()?;
+            member.roster.get(name).cloned()
+        })
+    }
+
+    /// Joins `team`. An error when the team has a member of this name, or
+    /// when another agent than this one's of a name (this agent, or one it
+    /// calls as a tool or hands sessions to) is a member's of that name: a
+    /// nested prompt names its agent, for whichever member serves it.
+    pub(crate) fn join_team(self: &Arc<Self>, team: &super::team::Team) -> Result<(), String> {
+        let ours = |name: &str| {
+            if name == self.name {
+                Some(self)
+            } else {
+                self.roster.get(name)
+            }
+        };
+        for member in team.members() {
+            let Ok(member) = member.downcast::<Shared>() else {
+                continue;
+            };
+            let theirs = std::iter::once((&member.name, &member)).chain(member.roster.iter());
+            for (name, other) in theirs {
+                // Two members of one name: `Team::join` says so.
+                let both_members = Arc::ptr_eq(other, &member) && *name == self.name;
+                if !both_members && ours(name).is_some_and(|o| !Arc::ptr_eq(o, other)) {
+                    return Err(format!(
+                        "two agents are named `{name}` in this team (its members, or agents they call as tools or hand sessions to): give each its own with `AgentBuilder::name`, so a member serving runs the right one's turns"
+                    ));
+                }
+            }
+        }
+        let member: Arc<dyn std::any::Any + Send + Sync> = self.clone();
+        team.join(&self.name, &member)
     }
 
     /// The lease holder of a new claim: one per turn, so a turn's lease is

@@ -4,6 +4,7 @@
 //! child where it stopped; the child's answer is the call's result.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kesoku_core::store::StoreError;
@@ -234,18 +235,22 @@ impl AgentTool {
         let child = self.agent.clone();
         let upstream = parent.as_ref().map(|p| p.gateway.clone());
         let parent_position = parent;
-        let run = tokio::spawn({
-            let session = session.clone();
-            async move {
-                let _forwarding = upstream.map(|g| child.forward_to(&session, g));
-                child.run_nested(prompt).await
-            }
-        });
-        let mut stop = super::InterruptOnDrop {
+        let mut stop = StopChild {
             agent: self.agent.clone(),
-            session,
+            prompt: prompt.id.clone(),
+            session: session.clone(),
+            done: Arc::default(),
             armed: true,
         };
+        let run = tokio::spawn({
+            let done = Arc::clone(&stop.done);
+            async move {
+                let _forwarding = upstream.map(|g| child.forward_to(&session, g));
+                let ran = child.run_nested(prompt).await;
+                done.store(true, Ordering::Release);
+                ran
+            }
+        });
         let ran = run.await;
         stop.armed = false;
         let outcome = ran
@@ -341,6 +346,55 @@ impl AgentTool {
                 last_note(&outcome.messages)
             ))),
         }
+    }
+}
+
+/// Stops the child's turn when its call stops waiting for it (the parent
+/// interrupted, the call timed out) while `armed`: the turn running here
+/// is interrupted; one not begun (waiting for a turn permit, say) is
+/// settled `interrupted` before a worker takes it, so it never runs for a
+/// call no one waits on.
+struct StopChild {
+    agent: Agent,
+    session: String,
+    prompt: String,
+    /// Set once the child's task is over.
+    done: Arc<AtomicBool>,
+    armed: bool,
+}
+
+impl Drop for StopChild {
+    fn drop(&mut self) {
+        if !self.armed || self.agent.interrupt(&self.session) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let agent = self.agent.clone();
+        let (session, prompt) = (self.session.clone(), self.prompt.clone());
+        let done = Arc::clone(&self.done);
+        runtime.spawn(async move {
+            // Until the child's task ends: its turn begins (and is
+            // interrupted) or its prompt is settled first. Backing off:
+            // a turn another worker runs keeps this asking till it ends.
+            let mut pause = Duration::from_millis(10);
+            while !done.load(Ordering::Acquire) {
+                if agent.interrupt(&session) {
+                    return;
+                }
+                let settled = agent
+                    .shared
+                    .gateway
+                    .transition(&prompt, &[Status::PendingAgent], Status::Interrupted)
+                    .await;
+                if settled.unwrap_or(false) {
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        });
     }
 }
 

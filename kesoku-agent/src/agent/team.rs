@@ -87,6 +87,11 @@ impl Team {
         self.lock().values().find_map(Weak::upgrade)
     }
 
+    /// The live members.
+    pub(crate) fn members(&self) -> Vec<Arc<dyn Any + Send + Sync>> {
+        self.lock().values().filter_map(Weak::upgrade).collect()
+    }
+
     /// Adds `member` as `name`; an error when another live member has
     /// that name.
     pub(crate) fn join(

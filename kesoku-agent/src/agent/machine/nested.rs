@@ -12,6 +12,12 @@ impl Run {
         self.calls.retain(|(_, m)| !ids.contains(&m.id));
         self.nested_waits = true;
     }
+
+    /// Whether the step ends the turn's run with a pause (a call held for
+    /// a person, or an agent called that waits for one).
+    pub(crate) fn pauses(&self) -> bool {
+        !self.held.is_empty() || self.nested_waits
+    }
 }
 
 impl super::Machine {

@@ -40,14 +40,25 @@ impl Turn<'_> {
 
     /// After a step: the first handoff among its `results` hands the
     /// turn over once they are posted (its result names the agent it goes
-    /// to); one to an agent that had this turn already is refused.
-    pub(super) fn handoffs_in(&mut self, results: &mut [Message]) {
+    /// to); one to an agent that had this turn already is refused, and so
+    /// is one in a step that `pauses` (the calls it waits on are this
+    /// agent's to run once decided), and any later one in the step.
+    pub(super) fn handoffs_in(&mut self, results: &mut [Message], pauses: bool) {
         if self.shared.handoffs.is_empty() {
             return;
         }
         let Some((i, agent)) = handoff::first(results, &self.shared.handoffs) else {
             return;
         };
+        handoff::refuse_later(results, i, &self.shared.handoffs);
+        if pauses {
+            let why = format!(
+                "the turn waits for a person's decision on another call of this step, so the conversation stays with `{}` for now: hand it to `{agent}` once the turn goes on",
+                self.shared.name
+            );
+            handoff::refuse(&mut results[i], &why, "handoff_paused");
+            return;
+        }
         let mut had = self.visited.clone();
         if !had.contains(&self.shared.name) {
             had.push(self.shared.name.clone());
@@ -68,6 +79,25 @@ impl Turn<'_> {
                 ),
                 "handoff_unknown",
             ),
+        }
+    }
+
+    /// The turn ends with the step that handed off (its step limit): the
+    /// handoff's result among `last` says it was not made, and names no
+    /// agent, so the session stays with this one.
+    pub(super) fn handoff_not_made(&mut self, last: &mut [Message]) {
+        if self.handing_to.take().is_none() {
+            return;
+        }
+        let made = last.iter_mut().find(|m| {
+            m.metadata.contains_key(AGENT)
+                && m.meta_str(kesoku_core::keys::TOOL_NAME)
+                    .is_some_and(|t| self.shared.handoffs.contains_key(t))
+        });
+        if let Some(result) = made {
+            result.metadata.remove(AGENT);
+            let why = "the turn ended with this step (its step limit), so the conversation stays with this agent: hand it off in the next turn";
+            handoff::refuse(result, why, "handoff_turn_ended");
         }
     }
 

@@ -47,7 +47,7 @@ impl Turn<'_> {
         let after = hooks_in_turn::after_tools(hooks, run.calls(), &mut results);
         match self.unless_newer(after).await.unwrap_or(Ok(())) {
             Ok(()) => {
-                self.handoffs_in(&mut results);
+                self.handoffs_in(&mut results, run.pauses());
                 run.results(results)
             }
             Err(failure) => {
