@@ -327,25 +327,17 @@ impl AgentBuilder {
     /// use kesoku_llm::ScriptedLlm;
     /// use serde_json::json;
     ///
-    /// let billing = Agent::builder(ScriptedLlm::from_json(json!([
-    ///     {"text": "Billing here: your invoice is paid."},
-    ///     {"text": "Still billing: nothing is due."}
-    /// ])).unwrap())
-    /// .name("billing")
-    /// .build()
-    /// .unwrap();
-    /// let triage = Agent::builder(ScriptedLlm::from_json(json!([
-    ///     {"tool_calls": [{"id": "h1", "name": "transfer_to_billing", "arguments": {}}]}
-    /// ])).unwrap())
-    /// .name("triage")
-    /// .handoff(&billing, "invoices and payments")
-    /// .build()
-    /// .unwrap();
+    /// let said = |s| ScriptedLlm::from_json(s).unwrap();
+    /// let billing = Agent::builder(said(json!([{"text": "Paid."}, {"text": "Nothing is due."}])))
+    ///     .name("billing").build().unwrap();
+    /// let hand = json!([{"tool_calls": [{"id": "h1", "name": "transfer_to_billing", "arguments": {}}]}]);
+    /// let triage = Agent::builder(said(hand)).name("triage")
+    ///     .handoff(&billing, "invoices and payments").build().unwrap();
     /// let first = triage.send("s", "Is my invoice paid?").await.unwrap();
-    /// assert_eq!(first.answer.as_deref(), Some("Billing here: your invoice is paid."));
+    /// assert_eq!(first.answer.as_deref(), Some("Paid."));
     /// // The session stays with billing.
     /// let next = triage.send("s", "Anything due?").await.unwrap();
-    /// assert_eq!(next.answer.as_deref(), Some("Still billing: nothing is due."));
+    /// assert_eq!(next.answer.as_deref(), Some("Nothing is due."));
     /// # });
     /// ```
     pub fn handoff(mut self, target: &Agent, description: impl Into<String>) -> Self {

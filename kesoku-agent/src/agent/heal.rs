@@ -9,7 +9,7 @@ use kesoku_core::Message;
 
 use super::approval::{self, Verdict};
 use super::clock::Clock;
-use super::nested::child_prompt;
+use super::nested_ids::child_prompt;
 use super::view::{healing_result, orphans};
 
 /// What answers the calls a session's history left without results,
