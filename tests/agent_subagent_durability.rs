@@ -168,6 +168,13 @@ fn agents(gateway: &Gateway, counts: &Counts, first: &str) -> Agent {
     .unwrap()
 }
 
+#[cfg_attr(
+    not(feature = "postgres"),
+    expect(
+        clippy::unused_async,
+        reason = "PostgreSQL's store connects asynchronously"
+    )
+)]
 async fn open(db: &str) -> Gateway {
     match db.split_once(':').unwrap() {
         ("sqlite", path) => Gateway::new(SqliteStore::open(path).unwrap()),
