@@ -242,15 +242,20 @@ impl AgentTool {
             done: Arc::default(),
             armed: true,
         };
-        let run = tokio::spawn({
-            let done = Arc::clone(&stop.done);
-            async move {
-                let _forwarding = upstream.map(|g| child.forward_to(&session, g));
-                let ran = child.run_nested(prompt).await;
-                done.store(true, Ordering::Release);
-                ran
-            }
-        });
+        // The child's turn is traced under this call (its `execute_tool`
+        // span): one trace for the whole nested run.
+        let run = tokio::spawn(tracing::Instrument::instrument(
+            {
+                let done = Arc::clone(&stop.done);
+                async move {
+                    let _forwarding = upstream.map(|g| child.forward_to(&session, g));
+                    let ran = child.run_nested(prompt).await;
+                    done.store(true, Ordering::Release);
+                    ran
+                }
+            },
+            tracing::Span::current(),
+        ));
         let ran = run.await;
         stop.armed = false;
         let outcome = ran
